@@ -1,0 +1,132 @@
+"""The one error hierarchy of agentlog.
+
+Every error the engine raises derives from :class:`AgentlogError`; retryability is a
+property of the error class. Control flow that user code must not swallow (a run
+pausing for a human) derives from ``BaseException``, so ``except Exception`` in agent
+code cannot eat it.
+"""
+
+from __future__ import annotations
+
+
+class AgentlogError(Exception):
+    """Root of every error agentlog raises."""
+
+    retryable: bool = False
+
+
+# --- usage and input -------------------------------------------------------------------
+
+
+class UsageError(AgentlogError):
+    """The caller asked for something that cannot be done (bad argument, bad state)."""
+
+
+class RunNotFound(UsageError):
+    """No run matches the given id or prefix (or the prefix is ambiguous)."""
+
+
+class CorruptData(AgentlogError):
+    """Stored or imported data failed an integrity check; nothing was changed."""
+
+
+class PayloadTooLarge(UsageError):
+    """A payload exceeds the hard size cap; nothing was written."""
+
+
+# --- the store -------------------------------------------------------------------------
+
+
+class StoreError(AgentlogError):
+    """The store failed; the message names it with any password masked."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be opened or reached (bad URL, server down, no such database)."""
+
+    retryable = True
+
+
+class ConcurrencyError(StoreError):
+    """An append conflicted with one that committed first; nothing was written."""
+
+
+# --- replay ----------------------------------------------------------------------------
+
+
+class NonDeterminismError(AgentlogError):
+    """Agent code no longer matches its recorded log at a named call."""
+
+
+# --- failure kinds raised by tools -----------------------------------------------------
+
+
+class ToolError(AgentlogError):
+    """A tool failure of a known kind. ``kind`` is what timelines and policies see."""
+
+    kind: str = "permanent"
+
+
+class Transient(ToolError):
+    """Passes with time (timeout, rate limit, 5xx): retry with backoff."""
+
+    kind = "transient"
+    retryable = True
+
+
+class Permanent(ToolError):
+    """Will never pass (bad arguments, no permission): fail fast."""
+
+    kind = "permanent"
+
+
+class Indeterminate(ToolError):
+    """The request may or may not have taken effect: only a key or a verifier can tell."""
+
+    kind = "indeterminate"
+
+
+class Logical(ToolError):
+    """The output is invalid (a model's answer failed validation): re-plan, never retry."""
+
+    kind = "logical"
+
+
+class RunFailed(AgentlogError):
+    """Raised inside the engine when a run ends failed; carries the one-line reason."""
+
+
+# --- control flow ----------------------------------------------------------------------
+
+
+class RunInterrupt(BaseException):  # noqa: N818 - control flow, not an error
+    """Unwinds agent code without letting ``except Exception`` swallow it."""
+
+
+class Paused(RunInterrupt):
+    """The run waits for a human (a question or an uncertain side effect)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+__all__ = [
+    "AgentlogError",
+    "ConcurrencyError",
+    "CorruptData",
+    "Indeterminate",
+    "Logical",
+    "NonDeterminismError",
+    "Paused",
+    "PayloadTooLarge",
+    "Permanent",
+    "RunFailed",
+    "RunInterrupt",
+    "RunNotFound",
+    "StoreError",
+    "StoreUnavailable",
+    "ToolError",
+    "Transient",
+    "UsageError",
+]

@@ -1,0 +1,254 @@
+"""The event vocabulary: frozen, tagged msgspec Structs, one per fact in a run's life.
+
+Tags are the snake_case names users see in timelines. Evolution follows msgspec's rules:
+new fields get defaults and types never change. A change that a default cannot express
+bumps the event's ``SCHEMA`` version and registers an upcaster (old dict -> new dict)
+beside the event, so every log ever written stays readable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import msgspec
+
+
+def now() -> float:
+    """Wall-clock seconds since the epoch, the time every event carries."""
+    return time.time()
+
+
+class Event(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
+    """Base of every event. ``at`` is when it happened (epoch seconds, UTC)."""
+
+    at: float
+    SCHEMA: ClassVar[int] = 1
+
+
+# --- run lifecycle ---------------------------------------------------------------------
+
+
+class AgentStarted(Event, frozen=True, tag="agent_started"):
+    agent: str  # module:qualname
+    import_path: str  # module name, or a script's file path for __main__
+    input: dict[str, Any] = {}
+    parent_run_id: str | None = None
+    fork_position: int | None = None
+    code_version: str | None = None
+
+
+class AgentResumed(Event, frozen=True, tag="agent_resumed"):
+    owner: str = ""
+    reason: str = ""
+
+
+class AgentFinished(Event, frozen=True, tag="agent_finished"):
+    output: Any = None
+
+
+class AgentFailed(Event, frozen=True, tag="agent_failed"):
+    error: str
+    kind: str = "permanent"
+    call: int | None = None
+
+
+class AgentAbandoned(Event, frozen=True, tag="agent_abandoned"):
+    reason: str = ""
+
+
+# --- the agent's own durable calls ------------------------------------------------------
+
+
+class PlanCreated(Event, frozen=True, tag="plan_created"):
+    call: int
+    steps: list[str] = []
+
+
+class StepStarted(Event, frozen=True, tag="step_started"):
+    call: int
+    name: str
+
+
+class StepCompleted(Event, frozen=True, tag="step_completed"):
+    call: int
+    name: str
+    duration: float = 0.0
+    error: str | None = None
+
+
+class LlmDecided(Event, frozen=True, tag="llm_decided"):
+    call: int
+    name: str
+    value: Any = None
+    args_hash: str = ""
+    duration: float = 0.0
+
+
+class Checkpoint(Event, frozen=True, tag="checkpoint"):
+    call: int
+    name: str
+
+
+class HumanInputRequested(Event, frozen=True, tag="human_input_requested"):
+    call: int
+    question: str
+    reason: str = "question"  # "question" or "uncertain" (a side effect nobody can verify)
+
+
+class HumanInputProvided(Event, frozen=True, tag="human_input_provided"):
+    call: int
+    value: Any = None
+
+
+# --- tools -----------------------------------------------------------------------------
+
+
+class ToolInvoked(Event, frozen=True, tag="tool_invoked"):
+    """The intent: written, and for a side effect committed, before the tool runs."""
+
+    call: int
+    tool: str
+    args: dict[str, Any] = {}
+    args_hash: str = ""
+    key: str | None = None
+    side_effect: bool = False
+
+
+class ToolSucceeded(Event, frozen=True, tag="tool_succeeded"):
+    call: int
+    tool: str
+    result: Any = None
+    attempt: int = 1
+    duration: float = 0.0
+    source: str = "executed"  # "executed", "verified", "ledger", "fallback", "human"
+
+
+class ToolFailed(Event, frozen=True, tag="tool_failed"):
+    call: int
+    tool: str
+    kind: str  # transient / permanent / indeterminate / logical
+    message: str
+    error_type: str = ""
+    attempt: int = 1
+    final: bool = True
+    duration: float = 0.0
+    evidence: dict[str, Any] = {}
+
+
+class RetryScheduled(Event, frozen=True, tag="retry_scheduled"):
+    call: int
+    tool: str
+    attempt: int  # the attempt that will run next
+    delay: float
+    kind: str = "transient"
+
+
+class CompensationStarted(Event, frozen=True, tag="compensation_started"):
+    call: int
+    tool: str
+    key: str | None = None
+
+
+class Compensated(Event, frozen=True, tag="compensated"):
+    call: int
+    tool: str
+    result: Any = None
+    error: str | None = None
+
+
+class CircuitOpened(Event, frozen=True, tag="circuit_opened"):
+    tool: str
+    failures: int = 0
+
+
+class CircuitHalfOpened(Event, frozen=True, tag="circuit_half_opened"):
+    tool: str
+
+
+class CircuitClosed(Event, frozen=True, tag="circuit_closed"):
+    tool: str
+
+
+# --- the side-effect ledger (one stream per effect key) --------------------------------
+
+
+class EffectClaimed(Event, frozen=True, tag="effect_claimed"):
+    key: str
+    run_id: str
+    call: int
+    args_hash: str = ""
+
+
+class EffectCommitted(Event, frozen=True, tag="effect_committed"):
+    key: str
+    run_id: str
+    call: int
+    result: Any = None
+
+
+class EffectReleased(Event, frozen=True, tag="effect_released"):
+    key: str
+    run_id: str
+    call: int
+    reason: str = ""
+
+
+AnyEvent = (
+    AgentStarted
+    | AgentResumed
+    | AgentFinished
+    | AgentFailed
+    | AgentAbandoned
+    | PlanCreated
+    | StepStarted
+    | StepCompleted
+    | LlmDecided
+    | Checkpoint
+    | HumanInputRequested
+    | HumanInputProvided
+    | ToolInvoked
+    | ToolSucceeded
+    | ToolFailed
+    | RetryScheduled
+    | CompensationStarted
+    | Compensated
+    | CircuitOpened
+    | CircuitHalfOpened
+    | CircuitClosed
+    | EffectClaimed
+    | EffectCommitted
+    | EffectReleased
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    t.__struct_config__.tag: t  # type: ignore[misc]
+    for t in AnyEvent.__args__  # type: ignore[attr-defined]
+}
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+# (tag, from_version) -> upcaster producing the dict of version from_version + 1
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def upcaster(tag: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Register ``fn`` to lift the stored dict of ``tag`` from one schema version."""
+
+    def register(fn: Upcaster) -> Upcaster:
+        UPCASTERS[(tag, from_version)] = fn
+        return fn
+
+    return register
+
+
+def event_type(tag: str) -> type[Event]:
+    return EVENT_TYPES[tag]
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """The event's fields as plain builtins (without ``type`` and ``at``)."""
+    data: dict[str, Any] = msgspec.to_builtins(event)
+    data.pop("type", None)
+    data.pop("at", None)
+    return data

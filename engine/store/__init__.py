@@ -1,0 +1,16 @@
+"""Stores: one URL opens one append-only log (memory, SQLite or PostgreSQL)."""
+
+from .base import Append, BlobRef, Recorded, RunRow, Store, stream_id
+from .url import default_url, mask, open_store
+
+__all__ = [
+    "Append",
+    "BlobRef",
+    "Recorded",
+    "RunRow",
+    "Store",
+    "default_url",
+    "mask",
+    "open_store",
+    "stream_id",
+]

@@ -1,0 +1,277 @@
+"""The store port: one append-only log of many streams, snapshots, blobs and a run index.
+
+A :class:`Store` composes ``eventsourcing`` recorders (events with a global order,
+snapshots, blobs) and translates every foreign error at this boundary. Backends
+(memory, SQLite, PostgreSQL) differ only in how they build the recorders and keep the
+run index in the same transaction as the events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import msgspec
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    IntegrityError,
+    PersistenceError,
+    StoredEvent,
+)
+
+from .. import log
+from ..errors import ConcurrencyError, CorruptData, PayloadTooLarge, StoreError, UsageError
+from ..events import Event
+from ..state import RunState
+from .codec import decode_event, encode_event
+
+BLOB_THRESHOLD = 256 * 1024
+MAX_PAYLOAD = 64 * 1024 * 1024
+BLOB_CHUNK = 1024 * 1024
+BLOB_SUFFIX = "@blob"
+SNAPSHOT_TOPIC = "run_state:1"
+_NS = uuid.UUID("6d1f4c1e-8a47-4c39-9a52-6a1f0e0b5a11")
+
+
+class Append(msgspec.Struct, frozen=True):
+    """One event to append at ``position`` (1-based) of ``stream``."""
+
+    stream: uuid.UUID
+    position: int
+    event: Event
+
+
+class Recorded(msgspec.Struct, frozen=True):
+    """A recorded event with its place in its stream and, when known, in the global log."""
+
+    stream: uuid.UUID
+    position: int
+    event: Event
+    global_position: int | None = None
+
+
+class RunRow(msgspec.Struct, frozen=True):
+    """A row of the run index, written in the same commit as lifecycle events."""
+
+    run_id: str
+    agent: str
+    status: str
+    started_at: float
+    updated_at: float
+    parent_run_id: str | None = None
+    position: int = 0
+
+
+class BlobRef(msgspec.Struct, frozen=True):
+    sha256: str
+    size: int
+
+
+class RunIndex(Protocol):
+    """What a backend's events recorder adds: the run index beside the log."""
+
+    def select_runs(self, status: str | None) -> list[RunRow]: ...
+
+    def select_run_ids(self, prefix: str) -> list[str]: ...
+
+
+def stream_id(name: str) -> uuid.UUID:
+    """The stable stream id of a named stream (an effect key, a tool)."""
+    return uuid.uuid5(_NS, name)
+
+
+class Store:
+    """One agentlog store; ``name`` is its URL with any password masked."""
+
+    def __init__(
+        self,
+        name: str,
+        events: ApplicationRecorder,
+        snapshots: AggregateRecorder,
+        blobs: AggregateRecorder,
+        *,
+        blob_threshold: int = BLOB_THRESHOLD,
+        max_payload: int = MAX_PAYLOAD,
+    ) -> None:
+        if not 0 < blob_threshold <= max_payload:
+            raise UsageError("blob_threshold must be positive and at most max_payload")
+        self.name = name
+        self._events = events
+        self._snapshots = snapshots
+        self._blobs = blobs
+        self.blob_threshold = blob_threshold
+        self.max_payload = max_payload
+
+    # --- errors --------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except IntegrityError as e:
+            raise ConcurrencyError(
+                f"{self.name}: a conflicting append committed first; nothing was written"
+            ) from e
+        except PersistenceError as e:
+            raise StoreError(f"{self.name}: {_first_line(e)}") from e
+
+    # --- events --------------------------------------------------------------------
+
+    def append(self, items: Sequence[Append], runs: Sequence[RunRow] = ()) -> list[int]:
+        """Append events of one or more streams (and run-index rows) in one transaction.
+
+        Returns their global positions. Raises :class:`ConcurrencyError` and writes
+        nothing when any position is already taken.
+        """
+        encoded = [(a, *encode_event(a.event)) for a in items]
+        for a, _topic, payload in encoded:
+            self._check_size(len(payload), a.event)
+        stored = [
+            StoredEvent(a.stream, a.position, *self._out_of_line(topic, payload))
+            for a, topic, payload in encoded
+        ]
+        with self._translated():
+            ids = self._events.insert_events(stored, runs=runs)
+        return list(ids or [])
+
+    def read(self, stream: uuid.UUID, *, after: int = 0, upto: int | None = None) -> list[Recorded]:
+        """The events of ``stream`` with ``after < position <= upto``, in order."""
+        with self._translated():
+            rows = self._events.select_events(stream, gt=after or None, lte=upto)
+        return [Recorded(stream, r.originator_version, self._decode(r.topic, r.state)) for r in rows]
+
+    def last_position(self, stream: uuid.UUID) -> int:
+        with self._translated():
+            rows = self._events.select_events(stream, desc=True, limit=1)
+        return rows[0].originator_version if rows else 0
+
+    def read_all(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
+        """Events of every stream in global order, starting after global position ``after``."""
+        with self._translated():
+            rows = self._events.select_notifications(after + 1, limit)
+        return [
+            Recorded(
+                _as_uuid(n.originator_id),
+                n.originator_version,
+                self._decode(n.topic, n.state),
+                n.id,
+            )
+            for n in rows
+        ]
+
+    def max_global_position(self) -> int:
+        with self._translated():
+            return self._events.max_notification_id() or 0
+
+    def _decode(self, topic: str, payload: bytes) -> Event:
+        if topic.endswith(BLOB_SUFFIX):
+            topic = topic[: -len(BLOB_SUFFIX)]
+            payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
+        return decode_event(topic, payload)
+
+    # --- run index -----------------------------------------------------------------
+
+    def runs(self, status: str | None = None) -> list[RunRow]:
+        """Run-index rows, newest first, optionally of one status."""
+        index: RunIndex = self._events  # type: ignore[assignment]
+        with self._translated():
+            return index.select_runs(status)
+
+    def run_ids(self, prefix: str) -> list[str]:
+        """Ids of runs that start with ``prefix`` (at most a few)."""
+        index: RunIndex = self._events  # type: ignore[assignment]
+        with self._translated():
+            return index.select_run_ids(prefix)
+
+    # --- snapshots -----------------------------------------------------------------
+
+    def save_snapshot(self, stream: uuid.UUID, state: RunState) -> None:
+        """Store ``state`` as the snapshot at ``state.position``; saving it twice is harmless."""
+        payload = msgspec.msgpack.encode(state)
+        self._check_size(len(payload), None)
+        topic, data = self._out_of_line(SNAPSHOT_TOPIC, payload)
+        with contextlib.suppress(ConcurrencyError), self._translated():
+            self._snapshots.insert_events([StoredEvent(stream, state.position, topic, data)])
+
+    def snapshot_at_or_before(self, stream: uuid.UUID, position: int | None) -> RunState | None:
+        """The newest snapshot that decodes, at or before ``position``; corrupt ones are skipped."""
+        upto = position
+        while True:
+            with self._translated():
+                rows = self._snapshots.select_events(stream, lte=upto, desc=True, limit=8)
+            for r in rows:
+                try:
+                    payload = r.state
+                    if r.topic.endswith(BLOB_SUFFIX):
+                        payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
+                    elif r.topic != SNAPSHOT_TOPIC:
+                        raise CorruptData(f"unknown snapshot topic {r.topic!r}")
+                    state = msgspec.msgpack.decode(payload, type=RunState)
+                    if state.position != r.originator_version:
+                        raise CorruptData("snapshot position does not match its row")
+                    return state
+                except (msgspec.DecodeError, msgspec.ValidationError, CorruptData) as e:
+                    log.get().warning(
+                        "snapshot_skipped",
+                        stream=str(stream),
+                        position=r.originator_version,
+                        error=_first_line(e),
+                    )
+            if len(rows) < 8:
+                return None
+            upto = rows[-1].originator_version - 1
+
+    # --- blobs ---------------------------------------------------------------------
+
+    def _check_size(self, size: int, event: Event | None) -> None:
+        if size > self.max_payload:
+            what = type(event).__struct_config__.tag if event is not None else "snapshot"
+            raise PayloadTooLarge(
+                f"{what} payload of {size} bytes exceeds the {self.max_payload}-byte cap; "
+                "nothing was written"
+            )
+
+    def _out_of_line(self, topic: str, payload: bytes) -> tuple[str, bytes]:
+        if len(payload) <= self.blob_threshold:
+            return topic, payload
+        ref = self.put_blob(payload)
+        return topic + BLOB_SUFFIX, msgspec.msgpack.encode(ref)
+
+    def put_blob(self, data: bytes) -> BlobRef:
+        """Store ``data`` content-addressed, in chunks, each in its own small commit."""
+        ref = BlobRef(hashlib.sha256(data).hexdigest(), len(data))
+        sid = stream_id("blob:" + ref.sha256)
+        chunks = max(1, -(-len(data) // BLOB_CHUNK))
+        with self._translated():
+            present = self._blobs.select_events(sid, desc=True, limit=1)
+        have = present[0].originator_version if present else 0
+        for i in range(have, chunks):
+            part = data[i * BLOB_CHUNK : (i + 1) * BLOB_CHUNK]
+            # Another writer storing the same content wins the race harmlessly.
+            with contextlib.suppress(ConcurrencyError), self._translated():
+                self._blobs.insert_events([StoredEvent(sid, i + 1, "blob", part)])
+        return ref
+
+    def get_blob(self, ref: BlobRef) -> bytes:
+        with self._translated():
+            rows = self._blobs.select_events(stream_id("blob:" + ref.sha256))
+        data = b"".join(r.state for r in rows)
+        if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
+            raise CorruptData(f"{self.name}: blob {ref.sha256[:12]} is missing or corrupt")
+        return data
+
+    def close(self) -> None:
+        """Release connections; the backend subclass knows how."""
+
+
+def _as_uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0]

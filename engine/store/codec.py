@@ -1,0 +1,66 @@
+"""msgspec encoding of events and snapshots; the only serialisation agentlog uses.
+
+The stored topic is ``<tag>:<schema version>``. Current-version rows decode with one
+typed decoder for the whole union; older rows go through their upcasters first.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import msgspec
+
+from ..errors import CorruptData
+from ..events import UPCASTERS, AnyEvent, Event, event_type
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(AnyEvent)
+
+
+def encode_event(event: Event) -> tuple[str, bytes]:
+    """Return ``(topic, payload)`` for ``event``."""
+    return _topic(type(event)), _encoder.encode(event)
+
+
+@lru_cache(maxsize=256)
+def _topic(cls: type[Event]) -> str:
+    return f"{cls.__struct_config__.tag}:{cls.SCHEMA}"
+
+
+@lru_cache(maxsize=1024)
+def _parse_topic(topic: str) -> tuple[str, int, bool]:
+    """``(tag, version, current)`` of a stored topic."""
+    tag, _, version = topic.partition(":")
+    try:
+        cls = event_type(tag)
+        v = int(version)
+    except (KeyError, ValueError):
+        raise CorruptData(f"unknown event topic {topic!r}") from None
+    return tag, v, v == cls.SCHEMA
+
+
+def decode_event(topic: str, payload: bytes) -> Event:
+    """Decode a stored event, upcasting rows written by older schema versions."""
+    tag, version, current = _parse_topic(topic)
+    try:
+        if current:
+            event: Event = _decoder.decode(payload)
+            return event
+        data = msgspec.msgpack.decode(payload)
+        cls = event_type(tag)
+        while version < cls.SCHEMA:
+            up = UPCASTERS.get((tag, version))
+            if up is not None:
+                data = up(data)
+            version += 1
+        data["type"] = tag
+        upcast: Event = msgspec.convert(data, AnyEvent)
+        return upcast
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise CorruptData(f"cannot decode a stored {tag!r} event: {e}") from e
+
+
+def encode(value: Any) -> bytes:
+    """Encode plain data (snapshots, blobs' references) with msgpack."""
+    return _encoder.encode(value)

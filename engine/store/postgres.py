@@ -1,0 +1,159 @@
+"""The production store: PostgreSQL through psycopg 3 and a pool, on eventsourcing's recorders.
+
+eventsourcing's insert path takes a table lock so global positions are assigned in
+commit order (a projection's cursor never skips an event). We keep that lock and add
+the run-index upsert to the same pipelined transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+)
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Identifier
+
+from ..errors import StoreUnavailable
+from .base import RunRow, Store
+
+_RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position"
+
+
+class PostgresEventRecorder(PostgresApplicationRecorder):
+    """Events recorder whose inserts upsert the run index in the same transaction."""
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str) -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = Identifier(datastore.schema)
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {0}.agentlog_runs ("
+                "run_id text PRIMARY KEY, agent text NOT NULL, status text NOT NULL, "
+                "started_at double precision NOT NULL, updated_at double precision NOT NULL, "
+                "parent_run_id text, position bigint NOT NULL DEFAULT 0)"
+            ).format(schema)
+        )
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE INDEX IF NOT EXISTS agentlog_runs_started ON {0}.agentlog_runs (started_at)"
+            ).format(schema)
+        )
+        self._upsert_run = SQL(
+            "INSERT INTO {0}.agentlog_runs (" + _RUN_COLUMNS + ") VALUES (%s,%s,%s,%s,%s,%s,%s) "
+            "ON CONFLICT (run_id) DO UPDATE SET status=excluded.status, "
+            "updated_at=excluded.updated_at, position=excluded.position"
+        ).format(schema)
+        self._select_runs = SQL("SELECT " + _RUN_COLUMNS + " FROM {0}.agentlog_runs").format(
+            schema
+        )
+
+    def _insert_events(
+        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> None:
+        runs: Sequence[RunRow] = kwargs.get("runs", ())
+        for r in runs:
+            curs.execute(
+                self._upsert_run,
+                (r.run_id, r.agent, r.status, r.started_at, r.updated_at, r.parent_run_id, r.position),
+                prepare=True,
+            )
+
+    def select_runs(self, status: str | None) -> list[RunRow]:
+        sql = self._select_runs
+        params: tuple[Any, ...] = ()
+        if status is not None:
+            sql += SQL(" WHERE status = %s")
+            params = (status,)
+        sql += SQL(" ORDER BY started_at DESC, run_id DESC")
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(sql, params)
+            return [RunRow(**row) for row in curs.fetchall()]
+
+    def select_run_ids(self, prefix: str) -> list[str]:
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        sql = SQL("SELECT run_id FROM {0}.agentlog_runs WHERE run_id LIKE %s LIMIT 10").format(
+            Identifier(self.datastore.schema)
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(sql, (like,))
+            return [row["run_id"] for row in curs.fetchall()]
+
+
+class PostgresStore(Store):
+    def __init__(self, name: str, datastore: PostgresDatastore, **options: Any) -> None:
+        events = PostgresEventRecorder(datastore, events_table_name="agentlog_events")
+        snapshots = PostgresAggregateRecorder(datastore, events_table_name="agentlog_snapshots")
+        blobs = PostgresAggregateRecorder(datastore, events_table_name="agentlog_blobs")
+        for r in (events, snapshots, blobs):
+            r.create_table()
+        super().__init__(name, events, snapshots, blobs, **options)
+        self._datastore = datastore
+
+    def close(self) -> None:
+        self._datastore.close()
+
+
+def open_postgres(
+    name: str,
+    *,
+    host: str,
+    port: int,
+    dbname: str,
+    user: str,
+    password: str,
+    schema: str = "public",
+    pool_size: int = 2,
+    max_overflow: int = 8,
+    **options: Any,
+) -> PostgresStore:
+    """Open the PostgreSQL store, creating its schema and tables under an advisory lock."""
+    conninfo = {"host": host, "port": port, "dbname": dbname, "user": user, "password": password}
+    try:
+        # A direct probe gives precise errors (no such role/database, refused) and
+        # serialises schema creation between processes opening the store at once.
+        with psycopg.connect(**conninfo, connect_timeout=5, autocommit=True) as probe:
+            probe.execute("SELECT pg_advisory_lock(7245001)")
+            try:
+                probe.execute(SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(schema)))
+                datastore = PostgresDatastore(
+                    dbname=dbname,
+                    host=host,
+                    port=port,
+                    user=user,
+                    password=password,
+                    schema=schema,
+                    pool_size=pool_size,
+                    max_overflow=max_overflow,
+                    connect_timeout=5,
+                )
+                try:
+                    return PostgresStore(name, datastore, **options)
+                except BaseException:
+                    datastore.close()
+                    raise
+            finally:
+                probe.execute("SELECT pg_advisory_unlock(7245001)")
+    except psycopg.Error as e:
+        raise StoreUnavailable(f"{name}: {_reason(e, password)}") from e
+    except StoreUnavailable:
+        raise
+    except Exception as e:  # eventsourcing's own PersistenceError while creating tables
+        raise StoreUnavailable(f"{name}: {_reason(e, password)}") from e
+
+
+def _reason(e: BaseException, password: str) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    # psycopg's connection errors end with the server's own FATAL line: the useful one.
+    fatal = [ln for ln in lines if "FATAL" in ln or "refused" in ln or "timeout" in ln]
+    text = (fatal[-1] if fatal else lines[0] if lines else type(e).__name__)
+    if password:
+        text = text.replace(password, "***")
+    return text

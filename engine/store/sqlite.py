@@ -1,0 +1,126 @@
+"""The embedded store: one SQLite file in WAL mode on eventsourcing's SQLite recorders.
+
+``synchronous=FULL`` by default (durable across power loss); ``?synchronous=NORMAL``
+trades that for speed and stays durable across process crashes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.sqlite import (
+    SQLiteAggregateRecorder,
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteCursor,
+    SQLiteDatastore,
+)
+
+from ..errors import StoreUnavailable
+from .base import RunRow, Store
+
+RUNS_DDL = (
+    "CREATE TABLE IF NOT EXISTS agentlog_runs ("
+    "run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, status TEXT NOT NULL, "
+    "started_at REAL NOT NULL, updated_at REAL NOT NULL, parent_run_id TEXT, "
+    "position INTEGER NOT NULL DEFAULT 0)",
+    "CREATE INDEX IF NOT EXISTS agentlog_runs_started ON agentlog_runs (started_at)",
+)
+UPSERT_RUN = (
+    "INSERT INTO agentlog_runs VALUES (?,?,?,?,?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
+    "status=excluded.status, updated_at=excluded.updated_at, position=excluded.position"
+)
+SYNC_MODES = ("FULL", "NORMAL", "EXTRA", "OFF")
+
+
+class _Pool(SQLiteConnectionPool):
+    """eventsourcing's pool, plus our durability and busy-timeout pragmas per connection."""
+
+    synchronous = "FULL"
+
+    def _create_connection(self) -> SQLiteConnection:
+        conn = super()._create_connection()
+        raw = conn._sqlite_conn
+        raw.execute(f"PRAGMA synchronous={self.synchronous}")
+        raw.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+
+class SQLiteEventRecorder(SQLiteApplicationRecorder):
+    """Events recorder whose inserts upsert the run index in the same transaction."""
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [*super().construct_create_table_statements(), *RUNS_DDL]
+
+    def _insert_events(
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        ids = super()._insert_events(c, stored_events, **kwargs)
+        runs: Sequence[RunRow] = kwargs.get("runs", ())
+        for r in runs:
+            c.execute(
+                UPSERT_RUN,
+                (r.run_id, r.agent, r.status, r.started_at, r.updated_at, r.parent_run_id, r.position),
+            )
+        return ids
+
+    def select_runs(self, status: str | None) -> list[RunRow]:
+        sql = "SELECT * FROM agentlog_runs"
+        params: tuple[Any, ...] = ()
+        if status is not None:
+            sql += " WHERE status=?"
+            params = (status,)
+        sql += " ORDER BY started_at DESC, run_id DESC"
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(sql, params)
+            return [RunRow(*tuple(row)) for row in c.fetchall()]
+
+    def select_run_ids(self, prefix: str) -> list[str]:
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT run_id FROM agentlog_runs WHERE run_id LIKE ? ESCAPE '\\' LIMIT 10",
+                (like,),
+            )
+            return [row[0] for row in c.fetchall()]
+
+
+class SQLiteStore(Store):
+    def __init__(self, name: str, datastore: SQLiteDatastore, **options: Any) -> None:
+        events = SQLiteEventRecorder(datastore, events_table_name="agentlog_events")
+        snapshots = SQLiteAggregateRecorder(datastore, events_table_name="agentlog_snapshots")
+        blobs = SQLiteAggregateRecorder(datastore, events_table_name="agentlog_blobs")
+        for r in (events, snapshots, blobs):
+            r.create_table()
+        super().__init__(name, events, snapshots, blobs, **options)
+        self._datastore = datastore
+
+    def close(self) -> None:
+        self._datastore.close()
+
+
+def open_sqlite(name: str, path: str, synchronous: str = "FULL", **options: Any) -> SQLiteStore:
+    """Open (creating if needed) the SQLite store at ``path``; one clear error if it can't."""
+    sync = synchronous.upper()
+    if sync not in SYNC_MODES:
+        raise StoreUnavailable(f"{name}: synchronous must be one of {', '.join(SYNC_MODES)}")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise StoreUnavailable(f"{name}: directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise StoreUnavailable(f"{name}: {path} is a directory, not a database file")
+    datastore = SQLiteDatastore(db_name=path)
+    pool = _Pool(db_name=path)
+    pool.synchronous = sync
+    datastore.pool = pool
+    try:
+        return SQLiteStore(name, datastore, **options)
+    except Exception as e:  # eventsourcing wraps sqlite3 errors in its own types
+        datastore.close()
+        cause = e.__cause__ if isinstance(e.__cause__, sqlite3.Error) else e
+        raise StoreUnavailable(f"{name}: cannot open the SQLite database: {cause}") from e
