@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import uuid
 from collections.abc import Iterator
+from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import pytest
+from eventsourcing.persistence import StoredEvent
 
 from engine.store import Store, open_store
 
@@ -58,3 +61,58 @@ def store(store_url: str) -> Iterator[Store]:
 def all_backends(fn: object) -> object:
     """Parametrise a test over memory, SQLite and PostgreSQL stores."""
     return pytest.mark.parametrize("store_url", BACKENDS, indirect=True)(fn)
+
+
+# --- raw rows, for tests that plant old-schema or corrupt data behind the store's back ---
+
+_TABLES = {
+    "events": "agentlog_events",
+    "snapshots": "agentlog_snapshots",
+    "blobs": "agentlog_blobs",
+}
+
+
+def write_raw_row(
+    store_url: str,
+    store: Store,
+    table: str,
+    stream: uuid.UUID,
+    position: int,
+    topic: str,
+    data: bytes,
+) -> None:
+    """Insert or overwrite one row of ``table`` (events, snapshots, blobs), bypassing the codec.
+
+    SQLite and PostgreSQL rows are written with sqlite3 / psycopg directly; the memory
+    store's row is replaced inside its recorder. Only for planting test data.
+    """
+    name = _TABLES[table]
+    if store_url.startswith("memory"):
+        recorder = getattr(store, "_" + table)
+        row = StoredEvent(stream, position, topic, data)
+        index = recorder._stored_events_index[str(stream)]
+        if position in index:
+            recorder._stored_events[index[position]] = row
+        else:
+            recorder.insert_events([row])
+    elif store_url.startswith("sqlite"):
+        with sqlite3.connect(store_url.split("?")[0][len("sqlite:///") :]) as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO {name} (originator_id, originator_version, topic, state)"
+                " VALUES (?,?,?,?)",
+                (stream.hex, position, topic, data),
+            )
+    else:
+        schema = dict(parse_qsl(urlsplit(store_url).query)).get("schema", "public")
+        with psycopg.connect(store_url.split("?")[0], autocommit=True) as conn:
+            conn.execute(
+                f'INSERT INTO "{schema}".{name} (originator_id, originator_version, topic, state)'
+                " VALUES (%s,%s,%s,%s) ON CONFLICT (originator_id, originator_version)"
+                " DO UPDATE SET topic = excluded.topic, state = excluded.state",
+                (stream, position, topic, data),
+            )
+
+
+def read_raw_rows(store: Store, table: str, stream: uuid.UUID) -> list[StoredEvent]:
+    """The stored rows of ``stream`` in ``table`` exactly as the recorder returns them."""
+    return list(getattr(store, "_" + table).select_events(stream))
