@@ -1,0 +1,165 @@
+"""eventsourcing's own recorder test cases, run against the recorders our stores configure.
+
+Each class builds its recorder exactly as ``open_store`` does (same classes, table names,
+SQLite pool with our pragmas, PostgreSQL schema) and inherits the upstream tests unchanged.
+PostgreSQL classes get a schema of their own, emptied before each test and dropped after.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from typing import Any, ClassVar
+
+import eventsourcing.tests.persistence as upstream
+from conftest import PG_URL, drop_schema
+from eventsourcing.popo import POPOAggregateRecorder
+from eventsourcing.postgres import PostgresAggregateRecorder
+from eventsourcing.sqlite import SQLiteAggregateRecorder
+
+from engine.store import Store, open_store
+from engine.store.memory import MemoryEventRecorder
+from engine.store.postgres import PostgresEventRecorder
+from engine.store.sqlite import SQLiteEventRecorder, _Pool
+
+
+class _StoreBacked:
+    """Opens one fresh store per test and hands out one of its recorders."""
+
+    url: ClassVar[str]
+    part: ClassVar[str]  # "_events", "_snapshots" or "_blobs"
+    expected: ClassVar[type]
+    stores: list[Store]
+
+    def setUp(self) -> None:
+        self.stores = []
+        super().setUp()  # type: ignore[misc]
+
+    def tearDown(self) -> None:
+        super().tearDown()  # type: ignore[misc]
+        for s in self.stores:
+            s.close()
+
+    def fresh_url(self) -> str:
+        return self.url
+
+    def create_recorder(self) -> Any:
+        store = open_store(self.fresh_url())
+        self.stores.append(store)
+        recorder = getattr(store, self.part)
+        assert type(recorder) is self.expected, type(recorder)
+        return recorder
+
+
+class _Memory(_StoreBacked):
+    url = "memory://"
+
+
+class _SQLite(_StoreBacked):
+    tmp: ClassVar[str]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()  # type: ignore[misc]
+        cls.tmp = tempfile.mkdtemp(prefix="agentlog-es-")
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        super().tearDownClass()  # type: ignore[misc]
+
+    def fresh_url(self) -> str:
+        return f"sqlite:///{self.tmp}/{uuid.uuid4().hex}.db"
+
+    def create_recorder(self) -> Any:
+        recorder = super().create_recorder()
+        assert type(recorder.datastore.pool) is _Pool
+        return recorder
+
+
+class _Postgres(_StoreBacked):
+    schema: ClassVar[str]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()  # type: ignore[misc]
+        cls.schema = f"es_{cls.__name__.lower()[:30]}_{uuid.uuid4().hex[:8]}"
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        drop_schema(cls.schema)
+        super().tearDownClass()  # type: ignore[misc]
+
+    def setUp(self) -> None:
+        drop_schema(self.schema)  # every test starts on empty tables and sequences
+        super().setUp()
+
+    def fresh_url(self) -> str:
+        sep = "&" if "?" in PG_URL else "?"
+        return f"{PG_URL}{sep}schema={self.schema}"
+
+
+# --- memory ---------------------------------------------------------------------------
+
+
+class TestMemoryEventRecorder(_Memory, upstream.ApplicationRecorderTestCase):
+    part, expected = "_events", MemoryEventRecorder
+
+    def test_insert_subscribe(self) -> None:
+        """Upstream's optional subscription test passes on the memory events recorder."""
+        self.optional_test_insert_subscribe()
+
+
+class TestMemorySnapshotRecorder(_Memory, upstream.AggregateRecorderTestCase):
+    part, expected = "_snapshots", POPOAggregateRecorder
+
+
+class TestMemoryBlobRecorder(_Memory, upstream.AggregateRecorderTestCase):
+    part, expected = "_blobs", POPOAggregateRecorder
+
+
+class TestMemoryNonInterleaving(_Memory, upstream.NonInterleavingNotificationIDsBaseCase):
+    part, expected = "_events", MemoryEventRecorder
+
+
+# --- SQLite ---------------------------------------------------------------------------
+
+
+class TestSQLiteEventRecorder(_SQLite, upstream.ApplicationRecorderTestCase):
+    part, expected = "_events", SQLiteEventRecorder
+
+
+class TestSQLiteSnapshotRecorder(_SQLite, upstream.AggregateRecorderTestCase):
+    part, expected = "_snapshots", SQLiteAggregateRecorder
+
+
+class TestSQLiteBlobRecorder(_SQLite, upstream.AggregateRecorderTestCase):
+    part, expected = "_blobs", SQLiteAggregateRecorder
+
+
+class TestSQLiteNonInterleaving(_SQLite, upstream.NonInterleavingNotificationIDsBaseCase):
+    part, expected = "_events", SQLiteEventRecorder
+
+
+# --- PostgreSQL -----------------------------------------------------------------------
+
+
+class TestPostgresEventRecorder(_Postgres, upstream.ApplicationRecorderTestCase):
+    part, expected = "_events", PostgresEventRecorder
+
+    def test_insert_subscribe(self) -> None:
+        """Upstream's optional LISTEN/NOTIFY subscription test passes on our events recorder."""
+        self.optional_test_insert_subscribe()
+
+
+class TestPostgresSnapshotRecorder(_Postgres, upstream.AggregateRecorderTestCase):
+    part, expected = "_snapshots", PostgresAggregateRecorder
+
+
+class TestPostgresBlobRecorder(_Postgres, upstream.AggregateRecorderTestCase):
+    part, expected = "_blobs", PostgresAggregateRecorder
+
+
+class TestPostgresNonInterleaving(_Postgres, upstream.NonInterleavingNotificationIDsBaseCase):
+    part, expected = "_events", PostgresEventRecorder
