@@ -1,4 +1,4 @@
-"""agentlog's engine: the event log, its stores, and (soon) the durable runtime."""
+"""agentlog's engine: the event log, its stores and the durable runtime."""
 
 from .errors import (
     AgentlogError,
@@ -9,13 +9,23 @@ from .errors import (
     Permanent,
     Transient,
 )
+from .policy import CircuitBreaker, RetryPolicy
+from .runtime import Engine, EventView, RunResult, RunSummary
+from .state import RunState
 
 __all__ = [
     "AgentlogError",
+    "CircuitBreaker",
     "ConcurrencyError",
+    "Engine",
+    "EventView",
     "Indeterminate",
     "Logical",
     "NonDeterminismError",
     "Permanent",
+    "RetryPolicy",
+    "RunResult",
+    "RunState",
+    "RunSummary",
     "Transient",
 ]

@@ -248,7 +248,4 @@ def event_type(tag: str) -> type[Event]:
 
 def event_data(event: Event) -> dict[str, Any]:
     """The event's fields as plain builtins (without ``type`` and ``at``)."""
-    data: dict[str, Any] = msgspec.to_builtins(event)
-    data.pop("type", None)
-    data.pop("at", None)
-    return data
+    return {f: getattr(event, f) for f in event.__struct_fields__ if f != "at"}

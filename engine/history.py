@@ -20,11 +20,19 @@ from .store.base import RunRow
 DEFAULT_SNAPSHOT_EVERY = 100
 
 
+_RUN_NS = uuid.UUID("0b7f5a2c-3f7e-4d8e-9a7c-2f1d3e4b5a60")
+
+
 def run_stream(run_id: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(hex=run_id)
-    except ValueError:
-        raise UsageError(f"not a run id: {run_id!r}") from None
+    """The stream of a run: its uuid when the id is 32 hex digits, else derived from it."""
+    if len(run_id) == 32:
+        try:
+            return uuid.UUID(hex=run_id)
+        except ValueError:
+            pass
+    if not run_id or len(run_id) > 200:
+        raise UsageError(f"not a run id: {run_id!r}")
+    return uuid.uuid5(_RUN_NS, run_id)
 
 
 def rebuild(store: Store, run_id: str, upto: int | None = None) -> RunState:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.popo import POPOAggregateRecorder, POPOApplicationRecorder
@@ -17,6 +20,8 @@ class MemoryEventRecorder(POPOApplicationRecorder):
     def __init__(self) -> None:
         super().__init__()
         self._runs: dict[str, RunRow] = {}
+        # Each stream's positions, sorted, so a read after a snapshot costs O(tail).
+        self._positions: defaultdict[str, list[int]] = defaultdict(list)
 
     def _insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -27,6 +32,40 @@ class MemoryEventRecorder(POPOApplicationRecorder):
                 self._runs.pop(row.run_id, None)
                 self._runs[row.run_id] = row
             return ids
+
+    def _update_table(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        ids = super()._update_table(stored_events, **kwargs)
+        for s in stored_events:
+            insort(self._positions[str(s.originator_id)], s.originator_version)
+        return ids
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """As POPO's, in position order, but bisecting instead of scanning the stream."""
+        key = str(originator_id)
+        with self._database_lock:
+            positions = self._positions.get(key, [])
+            lo = 0 if gt is None else bisect_right(positions, gt)
+            hi = len(positions) if lte is None else bisect_right(positions, lte)
+            if limit is not None:
+                if desc:
+                    lo = max(lo, hi - limit)
+                else:
+                    hi = min(hi, lo + limit)
+            chosen = positions[lo:hi]
+            if desc:
+                chosen.reverse()
+            index = self._stored_events_index[key] if chosen else {}
+            return [self._stored_events[index[p]] for p in chosen]
 
     def select_runs(self, status: str | None) -> list[RunRow]:
         with self._database_lock:

@@ -1,0 +1,181 @@
+"""The run context: the ``run`` object agents receive, and the call sequence behind it.
+
+Every durable call takes the next call identity. On re-execution a call whose identity
+has a recorded outcome returns it; a call that does not match the log raises
+``NonDeterminismError`` before anything is written. The first write of a resumed run
+carries its ``agent_resumed`` marker, so a replay that diverges leaves the log untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import events as ev
+from .. import log
+from ..errors import NonDeterminismError, Paused, RunInterrupt
+from ..history import RunWriter
+from ..store import Append
+from .defs import AgentDef, args_hash, normalize
+from .journal import CallLog, Journal
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+_current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
+    "agentlog_run", default=None
+)
+
+
+def current() -> RunContext | None:
+    """The run executing in this thread or task, if any."""
+    return _current.get()
+
+
+class LogEnd(RunInterrupt):
+    """Verification reached the end of the log with code and log in agreement."""
+
+
+class RunContext:
+    """What an agent's ``run`` parameter is: durable decisions, steps, checkpoints, questions."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        writer: RunWriter,
+        journal: Journal,
+        agent: AgentDef,
+        *,
+        resumed: bool = False,
+        verify: bool = False,
+    ) -> None:
+        self.engine = engine
+        self.writer = writer
+        self.journal = journal
+        self.agent = agent
+        self.verify = verify
+        self._resume_marker = resumed
+        self._calls = 0
+        self.failed_call: int | None = None  # the call whose failure is propagating
+        self._lock = threading.RLock()
+        self.log = log.get(run_id=writer.state.run_id, agent=agent.name)
+
+    @property
+    def run_id(self) -> str:
+        return self.writer.state.run_id
+
+    @property
+    def store(self) -> Any:
+        return self.writer.store
+
+    # --- recording ---------------------------------------------------------------
+
+    def next_call(self) -> int:
+        with self._lock:
+            self._calls += 1
+            self.failed_call = None
+            return self._calls
+
+    def live(self, call: int, what: str) -> None:
+        """About to do live work at ``call``: stop here when only verifying."""
+        if self.verify:
+            raise LogEnd(f"log ends before call {call} ({what})")
+
+    def record(self, *events: ev.Event, extra: Sequence[Append] = ()) -> None:
+        """Append ``events`` in one commit (with the resume marker on the first write)."""
+        with self._lock:
+            if self._resume_marker:
+                events = (ev.AgentResumed(at=ev.now(), owner=self.engine.owner), *events)
+                self._resume_marker = False
+            self.writer.append(*events, extra=extra)
+
+    def recorded(self, call: int, kind: str, name: str, ahash: str = "") -> CallLog | None:
+        """The log's entry at ``call``, checked against what the code does now."""
+        entry = self.journal.calls.get(call)
+        if entry is None:
+            return None
+        if entry.kind != kind or entry.name != name or (ahash and entry.args_hash != ahash):
+            now = f"{kind} {name!r}" + (" (different arguments)" if entry.name == name else "")
+            raise NonDeterminismError(
+                f"run {self.run_id} call {call}: the log recorded {entry.describe()} "
+                f"but the code now makes {now}"
+            )
+        return entry
+
+    def finish_check(self) -> None:
+        """Code returned: every call the log recorded must have been reached."""
+        if self.journal.last_call > self._calls:
+            entry = self.journal.calls.get(self._calls + 1)
+            what = entry.describe() if entry else "more calls"
+            raise NonDeterminismError(
+                f"run {self.run_id}: the code finished after call {self._calls} but the log "
+                f"recorded {what} at call {self._calls + 1}"
+            )
+
+    # --- the public run API ------------------------------------------------------
+
+    def decide(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` once and record its value; replays return the recorded value."""
+        call = self.next_call()
+        ahash = args_hash(name, normalize([args, kwargs], f"decision {name!r} arguments"))
+        entry = self.recorded(call, "decide", name, ahash)
+        if entry is not None and isinstance(entry.outcome, ev.LlmDecided):
+            return entry.outcome.value
+        self.live(call, f"decide {name!r}")
+        started = time.monotonic()
+        value = normalize(fn(*args, **kwargs), f"decision {name!r}")
+        self.record(
+            ev.LlmDecided(
+                at=ev.now(), call=call, name=name, value=value, args_hash=ahash,
+                duration=time.monotonic() - started,
+            )
+        )
+        self.log.info("decided", call=call, name=name)
+        return value
+
+    def plan(self, steps: Sequence[str]) -> None:
+        """Record the pending work that timelines and the recovery context show."""
+        call = self.next_call()
+        steps = [str(s) for s in steps]
+        if self.recorded(call, "plan", ",".join(steps)) is not None:
+            return
+        self.live(call, "plan")
+        self.record(ev.PlanCreated(at=ev.now(), call=call, steps=steps))
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """A named stretch of work: ``step_started`` and ``step_completed`` around it."""
+        call = self.next_call()
+        entry = self.recorded(call, "step", name)
+        if entry is None:
+            self.live(call, f"step {name!r}")
+            self.record(ev.StepStarted(at=ev.now(), call=call, name=name))
+        started = time.time() if entry is None else entry.started_at
+        yield
+        if entry is None or not entry.completed:
+            self.live(call, f"complete step {name!r}")
+            now = ev.now()
+            self.record(ev.StepCompleted(at=now, call=call, name=name, duration=now - started))
+
+    def checkpoint(self, name: str) -> None:
+        """A named cursor position; a snapshot is stored with it."""
+        call = self.next_call()
+        if self.recorded(call, "checkpoint", name) is not None:
+            return
+        self.live(call, f"checkpoint {name!r}")
+        self.record(ev.Checkpoint(at=ev.now(), call=call, name=name))
+
+    def ask(self, question: str) -> Any:
+        """Pause the run until a person answers; the answer is returned on resume."""
+        call = self.next_call()
+        entry = self.recorded(call, "ask", question)
+        if entry is not None and entry.completed:
+            return entry.answer
+        if entry is None:
+            self.live(call, f"ask {question!r}")
+            self.record(ev.HumanInputRequested(at=ev.now(), call=call, question=question))
+        raise Paused(question)

@@ -1,0 +1,124 @@
+"""Definitions registered by the decorators: tools and agents, plus argument handling.
+
+A definition knows nothing of a store: the engine that runs an agent decides where the
+run is recorded. Arguments are bound by signature, redacted before anything persists,
+and compared on replay through a keyed hash of their real values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ..errors import UsageError
+from ..policy import CircuitBreaker, Classifier, RetryPolicy
+
+DEFAULT_REDACT = frozenset({"password", "secret", "token", "api_key", "authorization"})
+REDACTED = "<redacted>"
+_json = msgspec.json.Encoder(order="deterministic")
+_packer = msgspec.msgpack.Encoder()
+
+
+def _hash_key() -> bytes:
+    return os.environ.get("AGENTLOG_HASH_KEY", "agentlog/args/v1").encode()
+
+
+def args_hash(name: str, args: Any) -> str:
+    """A keyed hash of a call's real arguments; stable across processes."""
+    try:
+        blob = _json.encode([name, args])
+    except (TypeError, msgspec.EncodeError):
+        blob = repr([name, args]).encode()
+    return hmac.new(_hash_key(), blob, hashlib.sha256).hexdigest()[:32]
+
+
+def normalize(value: Any, what: str) -> Any:
+    """``value`` as the log will give it back (so live and replayed runs see the same)."""
+    try:
+        return msgspec.msgpack.decode(_packer.encode(value))
+    except (TypeError, msgspec.EncodeError) as e:
+        raise UsageError(f"{what} cannot be recorded: {e}") from None
+
+
+@dataclass(eq=False)
+class ToolDef:
+    """A registered tool and its policy. Calling it inside a run makes a durable call."""
+
+    fn: Callable[..., Any]
+    name: str
+    side_effect: bool = False
+    key: Callable[..., str] | None = None
+    verify: Callable[[str], Any] | None = None
+    compensate: Callable[[Any], Any] | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout: float | str | None = None
+    breaker: CircuitBreaker | None = None
+    fallback: Callable[..., Any] | None = None
+    classify: Classifier | None = None
+    redact: frozenset[str] = DEFAULT_REDACT
+    takes_key: bool = False
+    is_async: bool = False
+    signature: inspect.Signature | None = None
+
+    def __post_init__(self) -> None:
+        self.signature = inspect.signature(self.fn)
+        self.takes_key = "idempotency_key" in self.signature.parameters
+        self.is_async = inspect.iscoroutinefunction(self.fn)
+        if self.timeout is not None and self.timeout != "adaptive":
+            if not isinstance(self.timeout, int | float) or self.timeout <= 0:
+                raise UsageError(f"tool {self.name}: timeout must be seconds > 0 or 'adaptive'")
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's arguments by name (without ``idempotency_key``)."""
+        assert self.signature is not None
+        try:
+            bound = self.signature.bind_partial(*args, **kwargs)
+        except TypeError as e:
+            raise UsageError(f"tool {self.name}: {e}") from None
+        bound.apply_defaults()
+        named = dict(bound.arguments)
+        named.pop("idempotency_key", None)
+        return named
+
+    def redacted(self, named: dict[str, Any]) -> dict[str, Any]:
+        return {k: (REDACTED if k.lower() in self.redact else v) for k, v in named.items()}
+
+
+@dataclass(eq=False)
+class AgentDef:
+    """A registered agent: ``fn(run, **input)``; found again by its import path."""
+
+    fn: Callable[..., Any]
+    name: str  # module:qualname
+    import_path: str  # module name, or the script's file for __main__
+    snapshot_every: int = 100
+    is_async: bool = False
+
+    def __post_init__(self) -> None:
+        self.is_async = inspect.iscoroutinefunction(self.fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+def qualified(fn: Callable[..., Any]) -> tuple[str, str]:
+    """``(module:qualname, import path)``; a script run as __main__ records its file."""
+    module = getattr(fn, "__module__", None) or "__main__"
+    qualname = getattr(fn, "__qualname__", getattr(fn, "__name__", "agent"))
+    path = module
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        if spec is not None and spec.name and spec.name != "__main__":
+            module = path = spec.name  # run with python -m: importable by name
+        else:
+            path = os.path.abspath(getattr(main, "__file__", "") or "")
+    return f"{module}:{qualname}", path

@@ -1,0 +1,274 @@
+"""The Engine: decorators that register tools and agents, and the runs it drives.
+
+Opening an engine touches no store until first use, so whoever *runs* an agent (a
+script, the CLI with ``--url``) decides where the run is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any, overload
+
+from .. import events as ev
+from ..errors import ToolError, UsageError
+from ..history import DEFAULT_SNAPSHOT_EVERY, RunWriter, run_stream, state_at
+from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
+from ..state import RunState, fold
+from ..store import Store, open_store
+from . import calls, lifecycle, registry
+from .context import LogEnd, RunContext, _current, current
+from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
+from .journal import Journal
+from .results import EventView, RunResult, RunSummary, utc
+
+
+class Engine:
+    """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store."""
+
+    def __init__(self, url: str | None = None, store: Store | None = None) -> None:
+        self.url = url
+        self._store = store
+        self._lock = threading.Lock()
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Engine:
+        """An engine on ``url`` (default ``$AGENTLOG_URL``, else ``sqlite:///./agentlog.db``)."""
+        return cls(url)
+
+    @property
+    def store(self) -> Store:
+        """The store, opened (and its schema created) on first use."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    self._store = open_store(self.url)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # --- decorators ------------------------------------------------------------------
+
+    @overload
+    def tool(self, fn: Callable[..., Any]) -> Callable[..., Any]: ...
+    @overload
+    def tool(self, fn: None = None, **options: Any) -> Callable[[Callable[..., Any]], Any]: ...
+
+    def tool(self, fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+        """Make ``fn`` a durable tool: inside a run its calls are recorded and replayed."""
+        if fn is None:
+            return lambda f: self.tool(f, **options)
+        tool = _tool_def(fn, **options)
+        registry.add_tool(tool)
+
+        @functools.wraps(fn)
+        def durable(*args: Any, **kwargs: Any) -> Any:
+            ctx = current()
+            if ctx is None:
+                return fn(*args, **kwargs)  # outside a run: a plain call
+            return calls.call_tool(ctx, tool, args, kwargs)
+
+        durable.__agentlog_tool__ = tool  # type: ignore[attr-defined]
+        return durable
+
+    @overload
+    def agent(self, fn: Callable[..., Any]) -> AgentDef: ...
+    @overload
+    def agent(
+        self, fn: None = None, *, snapshot_every: int = ..., name: str | None = ...
+    ) -> Callable[[Callable[..., Any]], AgentDef]: ...
+
+    def agent(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+        name: str | None = None,
+    ) -> Any:
+        """Register ``fn(run, **input)`` as an agent."""
+        if fn is None:
+            return lambda f: self.agent(f, snapshot_every=snapshot_every, name=name)
+        qual, path = qualified(fn)
+        agent = AgentDef(fn, name or qual, path, snapshot_every=snapshot_every)
+        registry.add_agent(agent)
+        return agent
+
+    # --- running ---------------------------------------------------------------------
+
+    def run(self, agent: AgentDef | Callable[..., Any], /, *, run_id: str | None = None,
+            **input: Any) -> RunResult:
+        """Start ``agent`` with ``input`` as a new run (or, for an existing ``run_id``,
+        continue it: a run id never runs twice)."""
+        if current() is not None:
+            raise UsageError("engine.run inside a run: start child runs from outside")
+        a = agent if isinstance(agent, AgentDef) else self.agent(agent)
+        rid = run_id or uuid.uuid4().hex
+        if run_id is not None and self.store.last_position(run_stream(rid)) > 0:
+            return self.resume(rid)
+        data = normalize(input, "the run's input")
+        writer = RunWriter(self.store, RunState(run_id=rid), snapshot_every=a.snapshot_every)
+        writer.append(ev.AgentStarted(at=ev.now(), agent=a.name, import_path=a.import_path,
+                                      input=data))
+        return self._drive(a, writer, Journal())
+
+    async def arun(self, agent: AgentDef | Callable[..., Any], /, **input: Any) -> RunResult:
+        """``run`` from inside an event loop (the run executes in a worker thread)."""
+        return await asyncio.to_thread(self.run, agent, **input)
+
+    def resume(self, run_id: str) -> RunResult:
+        """Continue a crashed, failed or answered run from its log."""
+        rid = self.resolve(run_id)
+        recorded = self.store.read(run_stream(rid))
+        state = fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
+        if state.status in ("completed", "abandoned"):
+            return self._result(state)
+        started = recorded[0].event
+        assert isinstance(started, ev.AgentStarted)
+        agent = registry.load_agent(started.agent, started.import_path)
+        journal = Journal.from_events(recorded)
+        writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
+        return self._drive(agent, writer, journal, resumed=True)
+
+    def _drive(self, agent: AgentDef, writer: RunWriter, journal: Journal, *,
+               resumed: bool = False, verify: bool = False) -> RunResult:
+        ctx = RunContext(self, writer, journal, agent, resumed=resumed, verify=verify)
+        rid = ctx.run_id
+        token = _current.set(ctx)
+        try:
+            output = agent.fn(ctx, **writer.state.input)
+            if asyncio.iscoroutine(output):
+                output = asyncio.run(output)
+            ctx.finish_check()
+            if verify:
+                return RunResult(rid, "completed", normalize(output, "the agent's output"))
+            if writer.state.status == "completed":
+                return self._result(writer.state)
+            ctx.record(ev.AgentFinished(at=ev.now(), output=normalize(output, "agent output")))
+            ctx.log.info("run_completed")
+            return RunResult(rid, "completed", writer.state.output)
+        except calls.Paused as p:
+            return RunResult(rid, "paused", error=None, waiting=p.reason)
+        except Exception as e:
+            if isinstance(e, calls.NonDeterminismError):
+                raise
+            if verify:
+                return RunResult(rid, "failed", error=describe(e))
+            kind = e.kind if isinstance(e, ToolError) else "permanent"
+            message = describe(e)
+            ctx.record(ev.AgentFailed(at=ev.now(), error=message, kind=kind, call=ctx.failed_call))
+            ctx.log.info("run_failed", error=message)
+            return RunResult(rid, "failed", error=message)
+        finally:
+            _current.reset(token)
+
+    def answer(self, run_id: str, value: Any) -> RunResult:
+        """Answer the question a paused run waits on, and continue it."""
+        return lifecycle.answer(self, run_id, value)
+
+    def abandon(self, run_id: str) -> RunResult:
+        """Stop a run for good, running its compensations in reverse order."""
+        return lifecycle.abandon(self, run_id)
+
+    def rewind(self, run_id: str, to: int | str) -> RunResult:
+        """Fork a new run from a checkpoint name or position of ``run_id`` and continue it."""
+        return lifecycle.rewind(self, run_id, to)
+
+    def verify(self, run_id: str) -> RunResult:
+        """Re-execute the agent against the log with every live call forbidden.
+
+        Raises ``NonDeterminismError`` naming the first call that diverges; writes nothing.
+        """
+        rid = self.resolve(run_id)
+        recorded = self.store.read(run_stream(rid))
+        state = fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
+        started = recorded[0].event
+        assert isinstance(started, ev.AgentStarted)
+        agent = registry.load_agent(started.agent, started.import_path)
+        writer = RunWriter(self.store, state)
+        try:
+            self._drive(agent, writer, Journal.from_events(recorded), verify=True)
+        except LogEnd:
+            pass
+        return self._result(state)
+
+    # --- reading ---------------------------------------------------------------------
+
+    def resolve(self, run_id: str) -> str:
+        """The full id of the run ``run_id`` names (an id or a unique prefix)."""
+        from ..errors import RunNotFound
+
+        if not run_id:
+            raise RunNotFound("no run id given")
+        found = self.store.run_ids(run_id)
+        if run_id in found:
+            return run_id
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise RunNotFound(f"no run matches {run_id!r}")
+        raise RunNotFound(f"{run_id!r} is ambiguous: it matches {', '.join(found[:3])}, ...")
+
+    def state(self, run_id: str, at: int | str | None = None) -> RunState:
+        """The folded state at a position, a checkpoint name, or the latest."""
+        return state_at(self.store, self.resolve(run_id), at)
+
+    def events(self, run_id: str) -> list[EventView]:
+        """The run's recorded events, in order."""
+        rid = self.resolve(run_id)
+        return [
+            EventView(r.position, r.event.__struct_config__.tag, utc(r.event.at),  # type: ignore[arg-type]
+                      ev.event_data(r.event))
+            for r in self.store.read(run_stream(rid))
+        ]
+
+    def runs(self, status: str | None = None) -> list[RunSummary]:
+        """Summaries of runs, newest first."""
+        return [
+            RunSummary(r.run_id, r.agent, r.status, utc(r.started_at), utc(r.updated_at),
+                       r.parent_run_id, r.position)
+            for r in self.store.runs(status)
+        ]
+
+    @staticmethod
+    def _result(state: RunState) -> RunResult:
+        return RunResult(state.run_id, state.status, state.output, state.error, state.waiting)
+
+
+def _tool_def(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    side_effect: bool = False,
+    key: Callable[..., str] | None = None,
+    verify: Callable[[str], Any] | None = None,
+    compensate: Callable[[Any], Any] | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: float | str | None = None,
+    breaker: CircuitBreaker | None = None,
+    fallback: Callable[..., Any] | None = None,
+    classify: Classifier | None = None,
+    redact: tuple[str, ...] | list[str] = (),
+) -> ToolDef:
+    return ToolDef(
+        fn,
+        name or getattr(fn, "__qualname__", getattr(fn, "__name__", "tool")),
+        side_effect=side_effect,
+        key=key,
+        verify=verify,
+        compensate=compensate,
+        retry=retry or RetryPolicy(),
+        timeout=timeout,
+        breaker=breaker,
+        fallback=fallback,
+        classify=classify,
+        redact=DEFAULT_REDACT | {r.lower() for r in redact},
+    )

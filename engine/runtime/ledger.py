@@ -1,0 +1,80 @@
+"""The shared side-effect ledger: one stream per business key, claimed atomically.
+
+A claim is the key stream's next event, appended in the same transaction as the run's
+``tool_invoked``; a racing claimer's transaction fails on the version conflict and reads
+the winner's claim. The same key with different arguments is refused as a permanent
+error (the key names one effect; reusing it for another would silently drop that one).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .. import events as ev
+from ..errors import Permanent
+from ..store import Append, Store, stream_id
+
+
+@dataclass(frozen=True)
+class KeyState:
+    """What the ledger says of a key now."""
+
+    version: int  # the key stream's last position (0: never claimed)
+    claim: ev.EffectClaimed | None  # the live claim, if claimed and not released
+    committed: ev.EffectCommitted | None  # the effect's outcome, if it happened
+
+    def owned_by(self, run_id: str, call: int) -> bool:
+        return self.claim is not None and (self.claim.run_id, self.claim.call) == (run_id, call)
+
+
+def effect_stream(key: str) -> object:
+    return stream_id("effect:" + key)
+
+
+def read(store: Store, key: str) -> KeyState:
+    recs = store.read(stream_id("effect:" + key))
+    claim: ev.EffectClaimed | None = None
+    committed: ev.EffectCommitted | None = None
+    for r in recs:
+        e = r.event
+        if isinstance(e, ev.EffectClaimed):
+            claim, committed = e, None
+        elif isinstance(e, ev.EffectCommitted):
+            committed = e
+        elif isinstance(e, ev.EffectReleased):
+            claim, committed = None, None
+    return KeyState(len(recs), claim, committed)
+
+
+def check_args(state: KeyState, key: str, ahash: str) -> None:
+    if state.claim is not None and state.claim.args_hash and state.claim.args_hash != ahash:
+        raise Permanent(
+            f"idempotency key {key!r} was already used by run {state.claim.run_id} "
+            "with different arguments"
+        )
+
+
+def claim_event(state: KeyState, key: str, run_id: str, call: int, ahash: str) -> Append:
+    e = ev.EffectClaimed(at=ev.now(), key=key, run_id=run_id, call=call, args_hash=ahash)
+    return Append(stream_id("effect:" + key), state.version + 1, e)
+
+
+def commit_event(state: KeyState, key: str, run_id: str, call: int, result: object) -> Append:
+    e = ev.EffectCommitted(at=ev.now(), key=key, run_id=run_id, call=call, result=result)
+    return Append(stream_id("effect:" + key), state.version + 1, e)
+
+
+def release_event(state: KeyState, key: str, run_id: str, call: int, reason: str) -> Append:
+    e = ev.EffectReleased(at=ev.now(), key=key, run_id=run_id, call=call, reason=reason)
+    return Append(stream_id("effect:" + key), state.version + 1, e)
+
+
+def wait_settled(store: Store, key: str, seconds: float, poll: float = 0.05) -> KeyState:
+    """Wait (at most ``seconds``) for another claimer's effect to commit or be released."""
+    deadline = time.monotonic() + seconds
+    state = read(store, key)
+    while state.claim is not None and state.committed is None and time.monotonic() < deadline:
+        time.sleep(poll)
+        state = read(store, key)
+    return state

@@ -1,0 +1,132 @@
+"""Acts on a run's life beyond running it: answer a question, abandon (saga undo), and
+rewind (fork a new run from a position of an old one, lineage recorded)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from .. import events as ev
+from ..errors import UsageError
+from ..history import RunWriter, resolve_position, run_stream
+from ..policy import describe
+from ..state import RunState, fold
+from ..store import Recorded
+from . import failpoints, ledger, registry
+from .defs import normalize
+from .journal import Journal
+from .results import RunResult
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+# Events that belong to the parent's life, not to the calls a fork inherits.
+_LIFECYCLE = (ev.AgentStarted, ev.AgentResumed, ev.AgentFinished, ev.AgentFailed, ev.AgentAbandoned)
+
+
+def _load(engine: Engine, run_id: str) -> tuple[str, list[Recorded], RunState]:
+    rid = engine.resolve(run_id)
+    recorded = engine.store.read(run_stream(rid))
+    return rid, recorded, fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
+
+
+def answer(engine: Engine, run_id: str, value: object) -> RunResult:
+    """Record the answer to the question a paused run waits on, then continue it."""
+    rid, recorded, state = _load(engine, run_id)
+    if state.status != "paused" or state.waiting is None:
+        raise UsageError(f"run {rid} is not waiting for an answer (it is {state.status})")
+    asked = [r.event for r in recorded if isinstance(r.event, ev.HumanInputRequested)]
+    call = asked[-1].call
+    value = normalize(value, "the answer")
+    writer = RunWriter(engine.store, state)
+    writer.append(ev.HumanInputProvided(at=ev.now(), call=call, value=value))
+    return engine.resume(rid)
+
+
+def abandon(engine: Engine, run_id: str) -> RunResult:
+    """Stop the run for good, undoing its committed side effects in reverse order."""
+    rid, recorded, state = _load(engine, run_id)
+    if state.status == "completed":
+        raise UsageError(f"run {rid} has completed; there is nothing to abandon")
+    if state.status == "abandoned":
+        return RunResult(rid, "abandoned", error=state.error)
+    started = recorded[0].event
+    assert isinstance(started, ev.AgentStarted)
+    agent = registry.load_agent(started.agent, started.import_path)
+    writer = RunWriter(engine.store, state, snapshot_every=agent.snapshot_every)
+    done = {r.event.call for r in recorded if isinstance(r.event, ev.Compensated)}
+    effects = _committed_effects(recorded)
+    for call, intent, result in reversed(effects):
+        tool = registry.TOOLS.get(intent.tool)
+        if call in done or tool is None or tool.compensate is None:
+            continue
+        writer.append(ev.CompensationStarted(at=ev.now(), call=call, tool=intent.tool,
+                                             key=intent.key))
+        try:
+            undo = normalize(tool.compensate(result), f"compensation of {intent.tool}")
+        except Exception as e:  # noqa: BLE001 - recorded, and the run says which effect
+            message = describe(e)
+            writer.append(ev.Compensated(at=ev.now(), call=call, tool=intent.tool, error=message))
+            writer.append(ev.AgentFailed(at=ev.now(), call=call, kind="permanent",
+                                         error=f"compensation of {intent.tool} (call {call}) "
+                                               f"failed: {message}"))
+            return RunResult(rid, "failed", error=writer.state.error)
+        failpoints.hit("in_compensation")
+        extra = []
+        if intent.key and tool.key is not None:
+            key_state = ledger.read(engine.store, intent.key)
+            if key_state.owned_by(rid, call):
+                extra.append(ledger.release_event(key_state, intent.key, rid, call, "compensated"))
+        writer.append(ev.Compensated(at=ev.now(), call=call, tool=intent.tool, result=undo),
+                      extra=extra)
+    writer.append(ev.AgentAbandoned(at=ev.now(), reason="abandoned by request"))
+    return RunResult(rid, "abandoned")
+
+
+def _committed_effects(recorded: list[Recorded]) -> list[tuple[int, ev.ToolInvoked, object]]:
+    """Side effects this run itself committed (not outcomes borrowed from the ledger)."""
+    intents: dict[int, ev.ToolInvoked] = {}
+    out: list[tuple[int, ev.ToolInvoked, object]] = []
+    for r in recorded:
+        e = r.event
+        if isinstance(e, ev.ToolInvoked) and e.side_effect:
+            intents[e.call] = e
+        elif isinstance(e, ev.ToolSucceeded) and e.call in intents and e.source != "ledger":
+            out.append((e.call, intents[e.call], e.result))
+    return out
+
+
+def rewind(engine: Engine, run_id: str, to: int | str) -> RunResult:
+    """Fork a new run holding the parent's calls up to ``to``, then continue the fork."""
+    rid, recorded, state = _load(engine, run_id)
+    target = resolve_position(state, to)
+    assert target is not None
+    target = _outside_calls(recorded, target)
+    started = recorded[0].event
+    assert isinstance(started, ev.AgentStarted)
+    agent = registry.load_agent(started.agent, started.import_path)
+    fork_id = uuid.uuid4().hex
+    head = ev.AgentStarted(
+        at=ev.now(), agent=started.agent, import_path=started.import_path, input=started.input,
+        parent_run_id=rid, fork_position=target, code_version=started.code_version,
+    )
+    inherited = [r.event for r in recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
+    writer = RunWriter(engine.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every)
+    writer.append(head, *inherited)
+    journal = Journal.from_events(engine.store.read(run_stream(fork_id)))
+    return engine._drive(agent, writer, journal)
+
+
+def _outside_calls(recorded: list[Recorded], target: int) -> int:
+    """A position inside a tool call (between its intent and its outcome) means just
+    before the call."""
+    open_at: dict[int, int] = {}
+    for r in recorded[:target]:
+        e = r.event
+        if isinstance(e, ev.ToolInvoked):
+            open_at[e.call] = r.position
+        elif isinstance(e, ev.ToolSucceeded) or (isinstance(e, ev.ToolFailed) and e.final):
+            open_at.pop(e.call, None)
+    return min(open_at.values()) - 1 if open_at else target
+
+
