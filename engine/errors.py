@@ -99,7 +99,7 @@ class RunFailed(AgentlogError):
 # --- control flow ----------------------------------------------------------------------
 
 
-class RunInterrupt(BaseException):  # noqa: N818 - control flow, not an error
+class RunInterrupt(BaseException):
     """Unwinds agent code without letting ``except Exception`` swallow it."""
 
 

@@ -222,10 +222,7 @@ AnyEvent = (
     | EffectReleased
 )
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    t.__struct_config__.tag: t  # type: ignore[misc]
-    for t in AnyEvent.__args__  # type: ignore[attr-defined]
-}
+EVENT_TYPES: dict[str, type[Event]] = {t.__struct_config__.tag: t for t in AnyEvent.__args__}
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 # (tag, from_version) -> upcaster producing the dict of version from_version + 1

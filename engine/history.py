@@ -88,7 +88,7 @@ class RunWriter:
         for e in events:
             state = evolve(state, e, state.position + 1)
             items.append(Append(self.stream, state.position, e))
-        runs = ()
+        runs: tuple[RunRow, ...] = ()
         if state.status != self._indexed_status or isinstance(
             events[0] if events else None, ev.AgentStarted | ev.AgentResumed
         ):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-
 import msgspec
 
 from .errors import Indeterminate, Logical, Permanent, ToolError, Transient
@@ -64,9 +63,7 @@ class CircuitBreaker(msgspec.Struct, frozen=True):
     reset_timeout: float = 30.0
 
 
-def classify(
-    exc: BaseException, *, side_effect: bool, hook: Classifier | None = None
-) -> str:
+def classify(exc: BaseException, *, side_effect: bool, hook: Classifier | None = None) -> str:
     """The failure kind of ``exc`` under the default mapping and the tool's hook."""
     if hook is not None:
         chosen = hook(exc)
@@ -95,5 +92,3 @@ def describe(exc: BaseException) -> str:
 
 def is_retryable(kind: str) -> bool:
     return kind == "transient"
-
-

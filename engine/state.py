@@ -113,9 +113,7 @@ def evolve(state: RunState, event: ev.Event, position: int) -> RunState:
         case ev.RetryScheduled():
             return replace(s, retries=s.retries + 1)
         case ev.LlmDecided():
-            return replace(
-                s, calls=max(s.calls, event.call), last_observation=observe(event.value)
-            )
+            return replace(s, calls=max(s.calls, event.call), last_observation=observe(event.value))
         case ev.PlanCreated():
             return replace(s, calls=max(s.calls, event.call), plan=list(event.steps))
         case ev.StepStarted():

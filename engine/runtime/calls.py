@@ -86,8 +86,13 @@ def call_tool(ctx: RunContext, tool: ToolDef, args: tuple[Any, ...], kwargs: dic
 
 def _intent(c: Call) -> ev.ToolInvoked:
     return ev.ToolInvoked(
-        at=ev.now(), call=c.number, tool=c.tool.name, args=c.tool.redacted(c.named),
-        args_hash=c.ahash, key=c.key, side_effect=c.tool.side_effect,
+        at=ev.now(),
+        call=c.number,
+        tool=c.tool.name,
+        args=c.tool.redacted(c.named),
+        args_hash=c.ahash,
+        key=c.key,
+        side_effect=c.tool.side_effect,
     )
 
 
@@ -191,13 +196,19 @@ def _attempts(c: Call) -> Any:
             result = _invoke(c)
         except RunInterrupt:
             raise
-        except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded
+        except Exception as exc:
             kind = classify(exc, side_effect=tool.side_effect, hook=tool.classify)
             message = describe(exc)
             elapsed = time.monotonic() - first
             failed = ev.ToolFailed(
-                at=ev.now(), call=c.number, tool=tool.name, kind=kind, message=message,
-                error_type=type(exc).__name__, attempt=c.attempts, final=False,
+                at=ev.now(),
+                call=c.number,
+                tool=tool.name,
+                kind=kind,
+                message=message,
+                error_type=type(exc).__name__,
+                attempt=c.attempts,
+                final=False,
                 duration=time.monotonic() - started,
             )
             if kind == "indeterminate" and tool.side_effect:
@@ -209,8 +220,12 @@ def _attempts(c: Call) -> Any:
             if kind == "transient" and more:
                 delay = policy.delay(c.attempts)
                 retry = ev.RetryScheduled(
-                    at=ev.now(), call=c.number, tool=tool.name, attempt=c.attempts + 1,
-                    delay=delay, kind=kind,
+                    at=ev.now(),
+                    call=c.number,
+                    tool=tool.name,
+                    attempt=c.attempts + 1,
+                    delay=delay,
+                    kind=kind,
                 )
                 _record(c, failed, retry)
                 c.ctx.log.info("tool_retry", call=c.number, tool=tool.name, delay=delay)
@@ -244,11 +259,18 @@ def _invoke(c: Call) -> Any:
         raise TimeoutError(f"no result within {timeout} s") from None
 
 
-def _succeed(c: Call, result: Any, *, source: str, intent: bool = False, duration: float = 0.0) -> Any:
+def _succeed(
+    c: Call, result: Any, *, source: str, intent: bool = False, duration: float = 0.0
+) -> Any:
     value = normalize(result, f"result of tool {c.tool.name}")
     done = ev.ToolSucceeded(
-        at=ev.now(), call=c.number, tool=c.tool.name, result=value,
-        attempt=max(c.attempts, 1), duration=duration, source=source,
+        at=ev.now(),
+        call=c.number,
+        tool=c.tool.name,
+        result=value,
+        attempt=max(c.attempts, 1),
+        duration=duration,
+        source=source,
     )
     extra: list[Append] = []
     if c.business and c.claim_version and source != "ledger":

@@ -130,7 +130,11 @@ class RunContext:
         value = normalize(fn(*args, **kwargs), f"decision {name!r}")
         self.record(
             ev.LlmDecided(
-                at=ev.now(), call=call, name=name, value=value, args_hash=ahash,
+                at=ev.now(),
+                call=call,
+                name=name,
+                value=value,
+                args_hash=ahash,
                 duration=time.monotonic() - started,
             )
         )

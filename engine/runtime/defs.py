@@ -72,9 +72,9 @@ class ToolDef:
         self.signature = inspect.signature(self.fn)
         self.takes_key = "idempotency_key" in self.signature.parameters
         self.is_async = inspect.iscoroutinefunction(self.fn)
-        if self.timeout is not None and self.timeout != "adaptive":
-            if not isinstance(self.timeout, int | float) or self.timeout <= 0:
-                raise UsageError(f"tool {self.name}: timeout must be seconds > 0 or 'adaptive'")
+        fixed = self.timeout is not None and self.timeout != "adaptive"
+        if fixed and (not isinstance(self.timeout, int | float) or self.timeout <= 0):
+            raise UsageError(f"tool {self.name}: timeout must be seconds > 0 or 'adaptive'")
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by name (without ``idempotency_key``)."""

@@ -7,6 +7,7 @@ script, the CLI with ``--url``) decides where the run is recorded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import socket
@@ -104,8 +105,9 @@ class Engine:
 
     # --- running ---------------------------------------------------------------------
 
-    def run(self, agent: AgentDef | Callable[..., Any], /, *, run_id: str | None = None,
-            **input: Any) -> RunResult:
+    def run(
+        self, agent: AgentDef | Callable[..., Any], /, *, run_id: str | None = None, **input: Any
+    ) -> RunResult:
         """Start ``agent`` with ``input`` as a new run (or, for an existing ``run_id``,
         continue it: a run id never runs twice)."""
         if current() is not None:
@@ -116,8 +118,9 @@ class Engine:
             return self.resume(rid)
         data = normalize(input, "the run's input")
         writer = RunWriter(self.store, RunState(run_id=rid), snapshot_every=a.snapshot_every)
-        writer.append(ev.AgentStarted(at=ev.now(), agent=a.name, import_path=a.import_path,
-                                      input=data))
+        writer.append(
+            ev.AgentStarted(at=ev.now(), agent=a.name, import_path=a.import_path, input=data)
+        )
         return self._drive(a, writer, Journal())
 
     async def arun(self, agent: AgentDef | Callable[..., Any], /, **input: Any) -> RunResult:
@@ -138,8 +141,15 @@ class Engine:
         writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
         return self._drive(agent, writer, journal, resumed=True)
 
-    def _drive(self, agent: AgentDef, writer: RunWriter, journal: Journal, *,
-               resumed: bool = False, verify: bool = False) -> RunResult:
+    def _drive(
+        self,
+        agent: AgentDef,
+        writer: RunWriter,
+        journal: Journal,
+        *,
+        resumed: bool = False,
+        verify: bool = False,
+    ) -> RunResult:
         ctx = RunContext(self, writer, journal, agent, resumed=resumed, verify=verify)
         rid = ctx.run_id
         token = _current.set(ctx)
@@ -194,10 +204,8 @@ class Engine:
         assert isinstance(started, ev.AgentStarted)
         agent = registry.load_agent(started.agent, started.import_path)
         writer = RunWriter(self.store, state)
-        try:
+        with contextlib.suppress(LogEnd):
             self._drive(agent, writer, Journal.from_events(recorded), verify=True)
-        except LogEnd:
-            pass
         return self._result(state)
 
     # --- reading ---------------------------------------------------------------------
@@ -225,16 +233,27 @@ class Engine:
         """The run's recorded events, in order."""
         rid = self.resolve(run_id)
         return [
-            EventView(r.position, r.event.__struct_config__.tag, utc(r.event.at),  # type: ignore[arg-type]
-                      ev.event_data(r.event))
+            EventView(
+                r.position,
+                str(r.event.__struct_config__.tag),
+                utc(r.event.at),
+                ev.event_data(r.event),
+            )
             for r in self.store.read(run_stream(rid))
         ]
 
     def runs(self, status: str | None = None) -> list[RunSummary]:
         """Summaries of runs, newest first."""
         return [
-            RunSummary(r.run_id, r.agent, r.status, utc(r.started_at), utc(r.updated_at),
-                       r.parent_run_id, r.position)
+            RunSummary(
+                r.run_id,
+                r.agent,
+                r.status,
+                utc(r.started_at),
+                utc(r.updated_at),
+                r.parent_run_id,
+                r.position,
+            )
             for r in self.store.runs(status)
         ]
 
@@ -260,7 +279,7 @@ def _tool_def(
 ) -> ToolDef:
     return ToolDef(
         fn,
-        name or getattr(fn, "__qualname__", getattr(fn, "__name__", "tool")),
+        name or str(getattr(fn, "__qualname__", getattr(fn, "__name__", "tool"))),
         side_effect=side_effect,
         key=key,
         verify=verify,

@@ -48,15 +48,20 @@ class Journal:
             j.add(r.event, r.position)
         return j
 
-    def add(self, e: ev.Event, position: int) -> None:  # noqa: C901 - one case per event
+    def add(self, e: ev.Event, position: int) -> None:
         calls = self.calls
         match e:
             case ev.ToolInvoked():
                 # A re-attempt after a failure re-records the intent; attempts carry on.
                 before = calls.get(e.call)
                 calls[e.call] = CallLog(
-                    "tool", e.tool, e.args_hash, intent=e, intent_position=position,
-                    started_at=e.at, attempts=before.attempts if before else 0,
+                    "tool",
+                    e.tool,
+                    e.args_hash,
+                    intent=e,
+                    intent_position=position,
+                    started_at=e.at,
+                    attempts=before.attempts if before else 0,
                 )
             case ev.ToolSucceeded():
                 c = calls.setdefault(e.call, CallLog("tool", e.tool))

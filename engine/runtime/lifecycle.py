@@ -60,16 +60,22 @@ def abandon(engine: Engine, run_id: str) -> RunResult:
         tool = registry.TOOLS.get(intent.tool)
         if call in done or tool is None or tool.compensate is None:
             continue
-        writer.append(ev.CompensationStarted(at=ev.now(), call=call, tool=intent.tool,
-                                             key=intent.key))
+        writer.append(
+            ev.CompensationStarted(at=ev.now(), call=call, tool=intent.tool, key=intent.key)
+        )
         try:
             undo = normalize(tool.compensate(result), f"compensation of {intent.tool}")
-        except Exception as e:  # noqa: BLE001 - recorded, and the run says which effect
+        except Exception as e:
             message = describe(e)
             writer.append(ev.Compensated(at=ev.now(), call=call, tool=intent.tool, error=message))
-            writer.append(ev.AgentFailed(at=ev.now(), call=call, kind="permanent",
-                                         error=f"compensation of {intent.tool} (call {call}) "
-                                               f"failed: {message}"))
+            writer.append(
+                ev.AgentFailed(
+                    at=ev.now(),
+                    call=call,
+                    kind="permanent",
+                    error=f"compensation of {intent.tool} (call {call}) failed: {message}",
+                )
+            )
             return RunResult(rid, "failed", error=writer.state.error)
         failpoints.hit("in_compensation")
         extra = []
@@ -77,8 +83,9 @@ def abandon(engine: Engine, run_id: str) -> RunResult:
             key_state = ledger.read(engine.store, intent.key)
             if key_state.owned_by(rid, call):
                 extra.append(ledger.release_event(key_state, intent.key, rid, call, "compensated"))
-        writer.append(ev.Compensated(at=ev.now(), call=call, tool=intent.tool, result=undo),
-                      extra=extra)
+        writer.append(
+            ev.Compensated(at=ev.now(), call=call, tool=intent.tool, result=undo), extra=extra
+        )
     writer.append(ev.AgentAbandoned(at=ev.now(), reason="abandoned by request"))
     return RunResult(rid, "abandoned")
 
@@ -107,8 +114,13 @@ def rewind(engine: Engine, run_id: str, to: int | str) -> RunResult:
     agent = registry.load_agent(started.agent, started.import_path)
     fork_id = uuid.uuid4().hex
     head = ev.AgentStarted(
-        at=ev.now(), agent=started.agent, import_path=started.import_path, input=started.input,
-        parent_run_id=rid, fork_position=target, code_version=started.code_version,
+        at=ev.now(),
+        agent=started.agent,
+        import_path=started.import_path,
+        input=started.input,
+        parent_run_id=rid,
+        fork_position=target,
+        code_version=started.code_version,
     )
     inherited = [r.event for r in recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
     writer = RunWriter(engine.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every)
@@ -128,5 +140,3 @@ def _outside_calls(recorded: list[Recorded], target: int) -> int:
         elif isinstance(e, ev.ToolSucceeded) or (isinstance(e, ev.ToolFailed) and e.final):
             open_at.pop(e.call, None)
     return min(open_at.values()) - 1 if open_at else target
-
-

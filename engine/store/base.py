@@ -65,6 +65,18 @@ class RunRow(msgspec.Struct, frozen=True):
     parent_run_id: str | None = None
     position: int = 0
 
+    def params(self) -> tuple[object, ...]:
+        """The row's values in column order, for an insert."""
+        return (
+            self.run_id,
+            self.agent,
+            self.status,
+            self.started_at,
+            self.updated_at,
+            self.parent_run_id,
+            self.position,
+        )
+
 
 class BlobRef(msgspec.Struct, frozen=True):
     sha256: str
@@ -142,7 +154,9 @@ class Store:
         """The events of ``stream`` with ``after < position <= upto``, in order."""
         with self._translated():
             rows = self._events.select_events(stream, gt=after or None, lte=upto)
-        return [Recorded(stream, r.originator_version, self._decode(r.topic, r.state)) for r in rows]
+        return [
+            Recorded(stream, r.originator_version, self._decode(r.topic, r.state)) for r in rows
+        ]
 
     def last_position(self, stream: uuid.UUID) -> int:
         with self._translated():

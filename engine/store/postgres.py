@@ -51,18 +51,14 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             "ON CONFLICT (run_id) DO UPDATE SET status=excluded.status, "
             "updated_at=excluded.updated_at, position=excluded.position"
         ).format(schema)
-        self._select_runs = SQL("SELECT " + _RUN_COLUMNS + " FROM {0}.agentlog_runs").format(
-            schema
-        )
+        self._select_runs = SQL("SELECT " + _RUN_COLUMNS + " FROM {0}.agentlog_runs").format(schema)
         # One array per column, dumped in binary: eventsourcing's array of composites is
         # dumped as text, escaping every bytea with regexes (half of a 100-event commit).
         self._insert_columns = SQL(
             "INSERT INTO {0}.{1} (originator_id, originator_version, topic, state) "
             "SELECT * FROM unnest(%s::{2}[], %s::bigint[], %s::text[], %s::bytea[]) "
             "RETURNING notification_id"
-        ).format(
-            schema, Identifier(events_table_name), Identifier(datastore.originator_id_type)
-        )
+        ).format(schema, Identifier(events_table_name), Identifier(datastore.originator_id_type))
 
     def _insert_events(
         self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -71,7 +67,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         for r in runs:
             curs.execute(
                 self._upsert_run,
-                (r.run_id, r.agent, r.status, r.started_at, r.updated_at, r.parent_run_id, r.position),
+                r.params(),
                 prepare=True,
             )
 
@@ -141,11 +137,18 @@ def open_postgres(
     **options: Any,
 ) -> PostgresStore:
     """Open the PostgreSQL store, creating its schema and tables under an advisory lock."""
-    conninfo = {"host": host, "port": port, "dbname": dbname, "user": user, "password": password}
     try:
         # A direct probe gives precise errors (no such role/database, refused) and
         # serialises schema creation between processes opening the store at once.
-        with psycopg.connect(**conninfo, connect_timeout=5, autocommit=True) as probe:
+        with psycopg.connect(
+            host=host,
+            port=port,
+            dbname=dbname,
+            user=user,
+            password=password,
+            connect_timeout=5,
+            autocommit=True,
+        ) as probe:
             probe.execute("SELECT pg_advisory_lock(7245001)")
             try:
                 probe.execute(SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(schema)))
@@ -179,7 +182,7 @@ def _reason(e: BaseException, password: str) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     # psycopg's connection errors end with the server's own FATAL line: the useful one.
     fatal = [ln for ln in lines if "FATAL" in ln or "refused" in ln or "timeout" in ln]
-    text = (fatal[-1] if fatal else lines[0] if lines else type(e).__name__)
+    text = fatal[-1] if fatal else lines[0] if lines else type(e).__name__
     if password:
         text = text.replace(password, "***")
     return text

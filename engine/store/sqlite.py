@@ -65,7 +65,7 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
         for r in runs:
             c.execute(
                 UPSERT_RUN,
-                (r.run_id, r.agent, r.status, r.started_at, r.updated_at, r.parent_run_id, r.position),
+                r.params(),
             )
         return ids
 

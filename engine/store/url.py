@@ -36,7 +36,9 @@ def open_store(url: str | None = None, **options: Any) -> Store:
     name = mask(url)
     scheme, sep, rest = url.partition("://")
     if not sep:
-        raise StoreUnavailable(f"{name}: not a store URL (try sqlite:///path, memory://, postgresql://...)")
+        raise StoreUnavailable(
+            f"{name}: not a store URL (try sqlite:///path, memory://, postgresql://...)"
+        )
     path, _, query = rest.partition("?")
     params = dict(parse_qsl(query))
     for key in _SIZE_OPTIONS:
@@ -54,7 +56,9 @@ def open_store(url: str | None = None, **options: Any) -> Store:
         from .sqlite import open_sqlite
 
         if not path.startswith("/") or path == "/":
-            raise StoreUnavailable(f"{name}: expected sqlite:///relative/path or sqlite:////abs/path")
+            raise StoreUnavailable(
+                f"{name}: expected sqlite:///relative/path or sqlite:////abs/path"
+            )
         sync = params.pop("synchronous", "FULL")
         return open_sqlite(name, unquote(path[1:]), synchronous=sync, **options)
     if scheme in ("postgresql", "postgres"):
@@ -72,7 +76,9 @@ def _open_pg(url: str, name: str, params: dict[str, str], options: dict[str, Any
         raise StoreUnavailable(f"{name}: malformed URL ({e})") from None
     dbname = unquote(parts.path.lstrip("/"))
     if not dbname or not parts.hostname:
-        raise StoreUnavailable(f"{name}: expected postgresql://user[:password]@host[:port]/database")
+        raise StoreUnavailable(
+            f"{name}: expected postgresql://user[:password]@host[:port]/database"
+        )
     for key in ("pool_size", "max_overflow"):
         if key in params:
             try:
