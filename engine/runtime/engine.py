@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import os
-import socket
 import threading
 import uuid
 from collections.abc import Callable
@@ -26,6 +24,7 @@ from . import calls, lifecycle, registry
 from .context import LogEnd, RunContext, _current, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
 from .journal import Journal
+from .leases import Leases, RunBusy, new_owner
 from .results import EventView, RunResult, RunSummary, utc
 
 
@@ -36,7 +35,8 @@ class Engine:
         self.url = url
         self._store = store
         self._lock = threading.Lock()
-        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.owner = new_owner()
+        self.leases = Leases(self.owner)
 
     @classmethod
     def open(cls, url: str | None = None) -> Engine:
@@ -114,14 +114,16 @@ class Engine:
             raise UsageError("engine.run inside a run: start child runs from outside")
         a = agent if isinstance(agent, AgentDef) else self.agent(agent)
         rid = run_id or uuid.uuid4().hex
-        if run_id is not None and self.store.last_position(run_stream(rid)) > 0:
-            return self.resume(rid)
         data = normalize(input, "the run's input")
-        writer = RunWriter(self.store, RunState(run_id=rid), snapshot_every=a.snapshot_every)
-        writer.append(
-            ev.AgentStarted(at=ev.now(), agent=a.name, import_path=a.import_path, input=data)
-        )
-        return self._drive(a, writer, Journal())
+        with self.leases.hold(self.store, rid):
+            if run_id is not None and self.store.last_position(run_stream(rid)) > 0:
+                return self.resume(rid)
+            writer = RunWriter(self.store, RunState(run_id=rid), snapshot_every=a.snapshot_every)
+            started = ev.AgentStarted(
+                at=ev.now(), agent=a.name, import_path=a.import_path, input=data
+            )
+            writer.append(started)
+            return self._drive(a, writer, Journal())
 
     async def arun(self, agent: AgentDef | Callable[..., Any], /, **input: Any) -> RunResult:
         """``run`` from inside an event loop (the run executes in a worker thread)."""
@@ -130,16 +132,29 @@ class Engine:
     def resume(self, run_id: str) -> RunResult:
         """Continue a crashed, failed or answered run from its log."""
         rid = self.resolve(run_id)
-        recorded = self.store.read(run_stream(rid))
-        state = fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
-        if state.status in ("completed", "abandoned"):
-            return self._result(state)
-        started = recorded[0].event
-        assert isinstance(started, ev.AgentStarted)
-        agent = registry.load_agent(started.agent, started.import_path)
-        journal = Journal.from_events(recorded)
-        writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
-        return self._drive(agent, writer, journal, resumed=True)
+        with self.leases.hold(self.store, rid):
+            recorded = self.store.read(run_stream(rid))
+            state = fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
+            if state.status in ("completed", "abandoned"):
+                return self._result(state)
+            started = recorded[0].event
+            assert isinstance(started, ev.AgentStarted)
+            agent = registry.load_agent(started.agent, started.import_path)
+            journal = Journal.from_events(recorded)
+            writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
+            return self._drive(agent, writer, journal, resumed=True)
+
+    def recover(self) -> list[RunResult]:
+        """Resume every run whose owner died (lease expired, or its process is gone)."""
+        results = []
+        for row in self.store.runs("running"):
+            if self.leases.dead_holder(self.store, row.run_id) is None:
+                continue  # a live owner is executing it
+            try:
+                results.append(self.resume(row.run_id))
+            except RunBusy:
+                continue  # another recoverer took it first
+        return results
 
     def _drive(
         self,

@@ -32,6 +32,12 @@ def _load(engine: Engine, run_id: str) -> tuple[str, list[Recorded], RunState]:
 
 def answer(engine: Engine, run_id: str, value: object) -> RunResult:
     """Record the answer to the question a paused run waits on, then continue it."""
+    rid = engine.resolve(run_id)
+    with engine.leases.hold(engine.store, rid):
+        return _answer(engine, rid, value)
+
+
+def _answer(engine: Engine, run_id: str, value: object) -> RunResult:
     rid, recorded, state = _load(engine, run_id)
     if state.status != "paused" or state.waiting is None:
         raise UsageError(f"run {rid} is not waiting for an answer (it is {state.status})")
@@ -45,6 +51,12 @@ def answer(engine: Engine, run_id: str, value: object) -> RunResult:
 
 def abandon(engine: Engine, run_id: str) -> RunResult:
     """Stop the run for good, undoing its committed side effects in reverse order."""
+    rid = engine.resolve(run_id)
+    with engine.leases.hold(engine.store, rid):
+        return _abandon(engine, rid)
+
+
+def _abandon(engine: Engine, run_id: str) -> RunResult:
     rid, recorded, state = _load(engine, run_id)
     if state.status == "completed":
         raise UsageError(f"run {rid} has completed; there is nothing to abandon")
@@ -123,10 +135,13 @@ def rewind(engine: Engine, run_id: str, to: int | str) -> RunResult:
         code_version=started.code_version,
     )
     inherited = [r.event for r in recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
-    writer = RunWriter(engine.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every)
-    writer.append(head, *inherited)
-    journal = Journal.from_events(engine.store.read(run_stream(fork_id)))
-    return engine._drive(agent, writer, journal)
+    with engine.leases.hold(engine.store, fork_id):
+        writer = RunWriter(
+            engine.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every
+        )
+        writer.append(head, *inherited)
+        journal = Journal.from_events(engine.store.read(run_stream(fork_id)))
+        return engine._drive(agent, writer, journal)
 
 
 def _outside_calls(recorded: list[Recorded], target: int) -> int:

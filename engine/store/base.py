@@ -90,6 +90,12 @@ class RunIndex(Protocol):
 
     def select_run_ids(self, prefix: str) -> list[str]: ...
 
+    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str: ...
+
+    def drop_lease(self, run_id: str, owner: str) -> None: ...
+
+    def select_lease(self, run_id: str) -> tuple[str, float] | None: ...
+
 
 def stream_id(name: str) -> uuid.UUID:
     """The stable stream id of a named stream (an effect key, a tool)."""
@@ -200,6 +206,26 @@ class Store:
         index: RunIndex = self._events  # type: ignore[assignment]
         with self._translated():
             return index.select_run_ids(prefix)
+
+    # --- owner leases (operational state beside the log, not history) --------------
+
+    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
+        """Take or renew the lease of ``run_id`` for ``owner`` unless someone else holds an
+        unexpired one (``dead`` names a holder known to be gone). Returns the holder."""
+        index: RunIndex = self._events  # type: ignore[assignment]
+        with self._translated():
+            return index.take_lease(run_id, owner, until, now, dead)
+
+    def drop_lease(self, run_id: str, owner: str) -> None:
+        index: RunIndex = self._events  # type: ignore[assignment]
+        with self._translated():
+            index.drop_lease(run_id, owner)
+
+    def lease(self, run_id: str) -> tuple[str, float] | None:
+        """``(owner, expires_at)`` of the run's lease, if it has one."""
+        index: RunIndex = self._events  # type: ignore[assignment]
+        with self._translated():
+            return index.select_lease(run_id)
 
     # --- snapshots -----------------------------------------------------------------
 

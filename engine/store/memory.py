@@ -20,6 +20,7 @@ class MemoryEventRecorder(POPOApplicationRecorder):
     def __init__(self) -> None:
         super().__init__()
         self._runs: dict[str, RunRow] = {}
+        self._leases: dict[str, tuple[str, float]] = {}
         # Each stream's positions, sorted, so a read after a snapshot costs O(tail).
         self._positions: defaultdict[str, list[int]] = defaultdict(list)
 
@@ -76,6 +77,22 @@ class MemoryEventRecorder(POPOApplicationRecorder):
     def select_run_ids(self, prefix: str) -> list[str]:
         with self._database_lock:
             return [k for k in self._runs if k.startswith(prefix)][:10]
+
+    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str:
+        with self._database_lock:
+            held = self._leases.get(run_id)
+            if held is None or held[1] < now or held[0] in (owner, dead):
+                self._leases[run_id] = (owner, until)
+            return self._leases[run_id][0]
+
+    def drop_lease(self, run_id: str, owner: str) -> None:
+        with self._database_lock:
+            if self._leases.get(run_id, ("",))[0] == owner:
+                del self._leases[run_id]
+
+    def select_lease(self, run_id: str) -> tuple[str, float] | None:
+        with self._database_lock:
+            return self._leases.get(run_id)
 
 
 def open_memory(name: str, **options: Any) -> Store:

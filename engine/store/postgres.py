@@ -46,6 +46,18 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
                 "CREATE INDEX IF NOT EXISTS agentlog_runs_started ON {0}.agentlog_runs (started_at)"
             ).format(schema)
         )
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {0}.agentlog_leases (run_id text PRIMARY KEY, "
+                "owner text NOT NULL, expires_at double precision NOT NULL)"
+            ).format(schema)
+        )
+        self._take_lease = SQL(
+            "INSERT INTO {0}.agentlog_leases AS l VALUES (%s,%s,%s) ON CONFLICT (run_id) "
+            "DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
+            "WHERE l.expires_at < %s OR l.owner = excluded.owner OR l.owner = %s"
+        ).format(schema)
+        self._leases = SQL("{0}.agentlog_leases").format(schema)
         self._upsert_run = SQL(
             "INSERT INTO {0}.agentlog_runs (" + _RUN_COLUMNS + ") VALUES (%s,%s,%s,%s,%s,%s,%s) "
             "ON CONFLICT (run_id) DO UPDATE SET status=excluded.status, "
@@ -107,6 +119,28 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(sql, (like,))
             return [row["run_id"] for row in curs.fetchall()]
+
+    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(self._take_lease, (run_id, owner, until, now, dead))
+            curs.execute(
+                SQL("SELECT owner FROM {0} WHERE run_id = %s").format(self._leases), (run_id,)
+            )
+            row = curs.fetchone()
+            assert row is not None
+            return str(row["owner"])
+
+    def drop_lease(self, run_id: str, owner: str) -> None:
+        sql = SQL("DELETE FROM {0} WHERE run_id = %s AND owner = %s").format(self._leases)
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(sql, (run_id, owner))
+
+    def select_lease(self, run_id: str) -> tuple[str, float] | None:
+        sql = SQL("SELECT owner, expires_at FROM {0} WHERE run_id = %s").format(self._leases)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(sql, (run_id,))
+            row = curs.fetchone()
+            return (row["owner"], row["expires_at"]) if row else None
 
 
 class PostgresStore(Store):

@@ -30,6 +30,13 @@ RUNS_DDL = (
     "started_at REAL NOT NULL, updated_at REAL NOT NULL, parent_run_id TEXT, "
     "position INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX IF NOT EXISTS agentlog_runs_started ON agentlog_runs (started_at)",
+    "CREATE TABLE IF NOT EXISTS agentlog_leases ("
+    "run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL)",
+)
+TAKE_LEASE = (
+    "INSERT INTO agentlog_leases VALUES (?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
+    "owner=excluded.owner, expires_at=excluded.expires_at WHERE agentlog_leases.expires_at < ? "
+    "OR agentlog_leases.owner = excluded.owner OR agentlog_leases.owner = ?"
 )
 UPSERT_RUN = (
     "INSERT INTO agentlog_runs VALUES (?,?,?,?,?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
@@ -88,6 +95,22 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
                 (like,),
             )
             return [row[0] for row in c.fetchall()]
+
+    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(TAKE_LEASE, (run_id, owner, until, now, dead))
+            c.execute("SELECT owner FROM agentlog_leases WHERE run_id=?", (run_id,))
+            return str(c.fetchone()[0])
+
+    def drop_lease(self, run_id: str, owner: str) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("DELETE FROM agentlog_leases WHERE run_id=? AND owner=?", (run_id, owner))
+
+    def select_lease(self, run_id: str) -> tuple[str, float] | None:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT owner, expires_at FROM agentlog_leases WHERE run_id=?", (run_id,))
+            row = c.fetchone()
+            return (row[0], row[1]) if row else None
 
 
 class SQLiteStore(Store):

@@ -1,0 +1,122 @@
+"""Owner leases: a run is held by one owner (host, process) only while it executes.
+
+The lease lives in a small table beside the log and is renewed by a heartbeat thread.
+A lease that expired, or whose owner is on this host and its process is gone, is dead
+and may be taken over; resuming a run whose owner is alive is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .. import log
+from ..errors import UsageError
+from ..store import Store
+
+LEASE_TTL = 30.0
+HOST = socket.gethostname()
+
+
+class RunBusy(UsageError):
+    """The run is executing under another owner that is still alive."""
+
+
+def new_owner() -> str:
+    return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def alive(owner: str) -> bool:
+    """Whether ``owner`` may still be running: False only when we can tell it is gone."""
+    parts = owner.split(":")
+    if len(parts) < 3:
+        return True
+    host, pid_text = ":".join(parts[:-2]), parts[-2]
+    if host != HOST or not pid_text.isdigit():
+        return True  # another machine: only expiry can tell
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Leases:
+    """The leases one engine holds, re-entrant per run, each with a heartbeat."""
+
+    def __init__(self, owner: str, ttl: float = LEASE_TTL) -> None:
+        self.owner = owner
+        self.ttl = ttl
+        self._held: dict[str, tuple[int, threading.Event]] = {}
+        self._lock = threading.Lock()
+
+    def dead_holder(self, store: Store, run_id: str) -> str | None:
+        """The run's lease holder if it is known to be dead or expired, '' if none."""
+        lease = store.lease(run_id)
+        if lease is None:
+            return ""
+        owner, until = lease
+        if owner == self.owner or until < time.time() or not alive(owner):
+            return owner
+        return None
+
+    @contextmanager
+    def hold(self, store: Store, run_id: str) -> Iterator[None]:
+        """Hold the run's lease for the duration; refuse if a live owner holds it."""
+        with self._lock:
+            held = self._held.get(run_id)
+            if held is not None:
+                self._held[run_id] = (held[0] + 1, held[1])
+        if held is None:
+            self._take(store, run_id)
+        try:
+            yield
+        finally:
+            self._let_go(store, run_id)
+
+    def _take(self, store: Store, run_id: str) -> None:
+        now = time.time()
+        holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
+        if holder != self.owner and not alive(holder):
+            holder = store.take_lease(run_id, self.owner, now + self.ttl, now, dead=holder)
+        if holder != self.owner:
+            raise RunBusy(f"run {run_id} is executing in {holder}; it is still alive")
+        stop = threading.Event()
+        with self._lock:
+            self._held[run_id] = (1, stop)
+        beat = threading.Thread(
+            target=self._heartbeat,
+            args=(store, run_id, stop),
+            daemon=True,
+            name=f"agentlog-lease-{run_id[:8]}",
+        )
+        beat.start()
+
+    def _let_go(self, store: Store, run_id: str) -> None:
+        with self._lock:
+            count, stop = self._held[run_id]
+            if count > 1:
+                self._held[run_id] = (count - 1, stop)
+                return
+            del self._held[run_id]
+        stop.set()
+        store.drop_lease(run_id, self.owner)
+
+    def _heartbeat(self, store: Store, run_id: str, stop: threading.Event) -> None:
+        while not stop.wait(self.ttl / 3):
+            now = time.time()
+            try:
+                holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
+            except Exception as e:  # a missed beat is retried at the next one
+                log.get(run_id=run_id).warning("lease_heartbeat_failed", error=str(e))
+                continue
+            if holder != self.owner:
+                log.get(run_id=run_id).error("lease_lost", holder=holder)
+                return
