@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 
 from . import events as ev
+from . import failpoints
 from .errors import UsageError
 from .state import RunState, evolve
 from .store import Append, Store
@@ -99,6 +100,7 @@ class RunWriter:
         self._indexed_status = state.status
         crossed = state.position // self.snapshot_every > before // self.snapshot_every
         if crossed or any(isinstance(e, ev.Checkpoint) for e in events):
+            failpoints.hit("in_snapshot")  # events committed, snapshot not yet written
             self.store.save_snapshot(self.stream, state)
         return state
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
+from .. import failpoints
 from ..errors import ConcurrencyError, NonDeterminismError, Paused, RunInterrupt, ToolError
 from ..policy import classify, describe, error_for
 from ..store import Append
-from . import failpoints, ledger
+from . import ledger
 from .context import RunContext
 from .defs import ToolDef, args_hash, normalize
 from .journal import CallLog

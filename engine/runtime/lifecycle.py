@@ -7,12 +7,13 @@ import uuid
 from typing import TYPE_CHECKING
 
 from .. import events as ev
+from .. import failpoints
 from ..errors import UsageError
 from ..history import RunWriter, resolve_position, run_stream
 from ..policy import describe
 from ..state import RunState, fold
 from ..store import Recorded
-from . import failpoints, ledger, registry
+from . import ledger, registry
 from .defs import normalize
 from .journal import Journal
 from .results import RunResult
