@@ -11,9 +11,10 @@ verifier, a re-send with the same key, or a person; never by a fresh key.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .. import events as ev
@@ -47,18 +48,30 @@ class Call:
     attempts: int = 0
     intent_written: bool = False
     claim_version: int = 0  # the ledger version of our claim (business keys)
-    pending: list[ev.Event] = field(default_factory=list)
+    loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def run_id(self) -> str:
         return self.ctx.run_id
 
 
-def call_tool(ctx: RunContext, tool: ToolDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Make a durable call of ``tool`` inside the run ``ctx``."""
-    number = ctx.next_call()
+def call_tool(
+    ctx: RunContext,
+    tool: ToolDef,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    number: int | None = None,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> Any:
+    """Make a durable call of ``tool`` inside the run ``ctx``.
+
+    An async tool's call identity is taken when it is awaited (``number``), and its
+    coroutine runs on the caller's ``loop`` while this thread records and retries.
+    """
+    number = ctx.next_call() if number is None else number
     named = normalize(tool.bind(args, kwargs), f"arguments of tool {tool.name}")
-    c = Call(ctx, tool, number, args, kwargs, named, args_hash(tool.name, named))
+    c = Call(ctx, tool, number, args, kwargs, named, args_hash(tool.name, named), loop=loop)
     if tool.side_effect:
         c.business = tool.key is not None
         c.key = str(tool.key(*args, **kwargs)) if tool.key else f"{ctx.run_id}:{number}"
@@ -251,12 +264,20 @@ def _invoke(c: Call) -> Any:
     if c.tool.takes_key:
         kwargs["idempotency_key"] = c.key
     timeout = c.tool.timeout
-    if not isinstance(timeout, int | float):
+    seconds = float(timeout) if isinstance(timeout, int | float) else None
+    future: concurrent.futures.Future[Any]
+    if c.tool.is_async:
+        if c.loop is None:
+            return asyncio.run(c.tool.fn(*c.args, **kwargs))  # an async tool in a sync agent
+        future = asyncio.run_coroutine_threadsafe(c.tool.fn(*c.args, **kwargs), c.loop)
+    elif seconds is None:
         return c.tool.fn(*c.args, **kwargs)
-    future = _pool.submit(c.tool.fn, *c.args, **kwargs)
+    else:
+        future = _pool.submit(c.tool.fn, *c.args, **kwargs)
     try:
-        return future.result(timeout=timeout)
+        return future.result(timeout=seconds)
     except concurrent.futures.TimeoutError:
+        future.cancel()
         raise TimeoutError(f"no result within {timeout} s") from None
 
 

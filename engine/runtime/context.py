@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -123,11 +124,33 @@ class RunContext:
         call = self.next_call()
         ahash = args_hash(name, normalize([args, kwargs], f"decision {name!r} arguments"))
         entry = self.recorded(call, "decide", name, ahash)
+        if inspect.iscoroutinefunction(fn):
+            return self._decide_async(call, name, ahash, entry, fn, args, kwargs)
         if entry is not None and isinstance(entry.outcome, ev.LlmDecided):
             return entry.outcome.value
         self.live(call, f"decide {name!r}")
         started = time.monotonic()
-        value = normalize(fn(*args, **kwargs), f"decision {name!r}")
+        return self._decided(call, name, ahash, fn(*args, **kwargs), started)
+
+    async def _decide_async(
+        self,
+        call: int,
+        name: str,
+        ahash: str,
+        entry: CallLog | None,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """``await run.decide(...)`` of an async model call (identity taken on call)."""
+        if entry is not None and isinstance(entry.outcome, ev.LlmDecided):
+            return entry.outcome.value
+        self.live(call, f"decide {name!r}")
+        started = time.monotonic()
+        return self._decided(call, name, ahash, await fn(*args, **kwargs), started)
+
+    def _decided(self, call: int, name: str, ahash: str, raw: Any, started: float) -> Any:
+        value = normalize(raw, f"decision {name!r}")
         self.record(
             ev.LlmDecided(
                 at=ev.now(),

@@ -71,6 +71,24 @@ class Engine:
         tool = _tool_def(fn, **options)
         registry.add_tool(tool)
 
+        if tool.is_async:
+
+            @functools.wraps(fn)
+            async def durable_async(*args: Any, **kwargs: Any) -> Any:
+                ctx = current()
+                if ctx is None:
+                    return await fn(*args, **kwargs)
+                # The identity is taken now, before any await: concurrent calls
+                # (asyncio.gather) number in the order they are issued.
+                number = ctx.next_call()
+                loop = asyncio.get_running_loop()
+                return await asyncio.to_thread(
+                    calls.call_tool, ctx, tool, args, kwargs, number=number, loop=loop
+                )
+
+            durable_async.__agentlog_tool__ = tool  # type: ignore[attr-defined]
+            return durable_async
+
         @functools.wraps(fn)
         def durable(*args: Any, **kwargs: Any) -> Any:
             ctx = current()
