@@ -174,7 +174,12 @@ def _resolve_uncertain(c: Call, entry: CallLog) -> Any:
             raise Paused(f"waiting for a person to say whether {c.tool.name} took effect")
         if str(entry.answer).strip().lower() in AFFIRMATIVE:
             return _succeed(c, entry.answer, source="human")
-        return _attempts(c)  # a person says it did not happen: send it, same key
+        # A person says it did not happen: send it again, same key, under a new intent,
+        # so a crash during this re-send leaves the call uncertain (and asks again)
+        # instead of replaying the answer into a blind second re-send.
+        c.ctx.record(_intent(c))
+        failpoints.hit("after_intent")
+        return _attempts(c)
     return _uncertain(c, "the outcome of a sent request is unknown")
 
 

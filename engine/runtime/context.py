@@ -62,6 +62,9 @@ class RunContext:
         self._resume_marker = resumed
         self._calls = 0
         self.failed_call: int | None = None  # the call whose failure is propagating
+        # Once code and log disagree, nothing may run or be written, even if agent code
+        # swallows the error (``except Exception``): every later step raises it again.
+        self.diverged: NonDeterminismError | None = None
         self._lock = threading.RLock()
         self.log = log.get(run_id=writer.state.run_id, agent=agent.name)
 
@@ -83,11 +86,13 @@ class RunContext:
 
     def live(self, call: int, what: str) -> None:
         """About to do live work at ``call``: stop here when only verifying."""
+        self.check_diverged()
         if self.verify:
             raise LogEnd(f"log ends before call {call} ({what})")
 
     def record(self, *events: ev.Event, extra: Sequence[Append] = ()) -> None:
         """Append ``events`` in one commit (with the resume marker on the first write)."""
+        self.check_diverged()
         with self._lock:
             if self._resume_marker:
                 events = (ev.AgentResumed(at=ev.now(), owner=self.engine.owner), *events)
@@ -96,26 +101,35 @@ class RunContext:
 
     def recorded(self, call: int, kind: str, name: str, ahash: str = "") -> CallLog | None:
         """The log's entry at ``call``, checked against what the code does now."""
+        self.check_diverged()
         entry = self.journal.calls.get(call)
         if entry is None:
             return None
         if entry.kind != kind or entry.name != name or (ahash and entry.args_hash != ahash):
             now = f"{kind} {name!r}" + (" (different arguments)" if entry.name == name else "")
-            raise NonDeterminismError(
+            self.diverged = NonDeterminismError(
                 f"run {self.run_id} call {call}: the log recorded {entry.describe()} "
                 f"but the code now makes {now}"
             )
+            raise self.diverged
         return entry
+
+    def check_diverged(self) -> None:
+        """Raise the divergence found earlier in this execution, if any."""
+        if self.diverged is not None:
+            raise NonDeterminismError(str(self.diverged))
 
     def finish_check(self) -> None:
         """Code returned: every call the log recorded must have been reached."""
+        self.check_diverged()
         if self.journal.last_call > self._calls:
             entry = self.journal.calls.get(self._calls + 1)
             what = entry.describe() if entry else "more calls"
-            raise NonDeterminismError(
+            self.diverged = NonDeterminismError(
                 f"run {self.run_id}: the code finished after call {self._calls} but the log "
                 f"recorded {what} at call {self._calls + 1}"
             )
+            raise self.diverged
 
     # --- the public run API ------------------------------------------------------
 

@@ -201,6 +201,7 @@ class Engine:
         except calls.Paused as p:
             return RunResult(rid, "paused", error=None, waiting=p.reason)
         except Exception as e:
+            ctx.check_diverged()  # agent code swallowed or wrapped a divergence: no record
             if isinstance(e, calls.NonDeterminismError):
                 raise
             if verify:
