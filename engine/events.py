@@ -137,6 +137,16 @@ class ToolFailed(Event, frozen=True, tag="tool_failed"):
     evidence: dict[str, Any] = {}
 
 
+class ToolLateResult(Event, frozen=True, tag="tool_late_result"):
+    """Evidence: a tool abandoned at its timeout finished later. Never returned to code."""
+
+    call: int
+    tool: str
+    result: Any = None
+    error: str | None = None
+    after: float = 0.0
+
+
 class RetryScheduled(Event, frozen=True, tag="retry_scheduled"):
     call: int
     tool: str
@@ -212,6 +222,7 @@ AnyEvent = (
     | ToolSucceeded
     | ToolFailed
     | RetryScheduled
+    | ToolLateResult
     | CompensationStarted
     | Compensated
     | CircuitOpened

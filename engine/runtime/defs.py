@@ -67,9 +67,11 @@ class ToolDef:
     takes_key: bool = False
     is_async: bool = False
     signature: inspect.Signature | None = None
+    version: str = ""
 
     def __post_init__(self) -> None:
         self.signature = inspect.signature(self.fn)
+        self.version = code_version(self.fn)
         self.takes_key = "idempotency_key" in self.signature.parameters
         self.is_async = inspect.iscoroutinefunction(self.fn)
         fixed = self.timeout is not None and self.timeout != "adaptive"
@@ -101,12 +103,24 @@ class AgentDef:
     import_path: str  # module name, or the script's file for __main__
     snapshot_every: int = 100
     is_async: bool = False
+    version: str = ""
 
     def __post_init__(self) -> None:
         self.is_async = inspect.iscoroutinefunction(self.fn)
+        self.version = code_version(self.fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+
+def code_version(fn: Callable[..., Any]) -> str:
+    """A short hash of a function's source (its bytecode when the source is unavailable)."""
+    try:
+        text = inspect.getsource(fn).encode()
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        text = code.co_code if code is not None else repr(fn).encode()
+    return hashlib.sha256(text).hexdigest()[:12]
 
 
 def qualified(fn: Callable[..., Any]) -> tuple[str, str]:

@@ -23,6 +23,7 @@ from ..store import Store, open_store
 from . import calls, lifecycle, registry
 from .context import LogEnd, RunContext, _current, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
+from .guards import Guards
 from .journal import Journal
 from .leases import Leases, RunBusy, new_owner
 from .results import EventView, RunResult, RunSummary, utc
@@ -36,6 +37,7 @@ class Engine:
         self._store = store
         self._lock = threading.Lock()
         self.owner = new_owner()
+        self.guards = Guards()
         self.leases = Leases(self.owner)
 
     @classmethod
@@ -138,7 +140,11 @@ class Engine:
                 return self.resume(rid)
             writer = RunWriter(self.store, RunState(run_id=rid), snapshot_every=a.snapshot_every)
             started = ev.AgentStarted(
-                at=ev.now(), agent=a.name, import_path=a.import_path, input=data
+                at=ev.now(),
+                agent=a.name,
+                import_path=a.import_path,
+                input=data,
+                code_version=a.version,
             )
             writer.append(started)
             return self._drive(a, writer, Journal())

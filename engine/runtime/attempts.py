@@ -1,0 +1,233 @@
+"""Running one tool call under its policy: breaker, timeout, retries with jitter, budgets.
+
+Every attempt is recorded: a failed one as ``tool_failed`` with its evidence (redacted
+arguments, error, raw response, code versions) and, when it will be retried,
+``retry_scheduled`` with the chosen delay. An exhausted budget or an open circuit fails
+the call fast, naming the cause; an open circuit with a ``fallback`` takes the degraded
+path, recorded as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import events as ev
+from .. import failpoints
+from ..errors import RunInterrupt
+from ..policy import classify, describe, error_for
+from ..store import Append, stream_id
+from . import ledger
+from .outcomes import Call, record, succeed
+
+RESPONSE_LIMIT = 2048
+_pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="agentlog-tool")
+
+
+class _Fail(Exception):
+    """The call fails for good with ``kind`` and ``message`` (budget, breaker, policy)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
+def run(c: Call, uncertain: Callable[[Call, str], Any]) -> Any:
+    """Attempt the call until it succeeds, fails for good, or its outcome is uncertain."""
+    tool, policy, guards = c.tool, c.tool.retry, c.ctx.engine.guards
+    first = guards.clock()
+    while True:
+        if tool.breaker is not None:
+            allowed, change = guards.breaker(tool.name, tool.breaker).allow()
+            _circuit(c, change)
+            if not allowed:
+                if tool.fallback is not None:
+                    value = tool.fallback(*c.args, **c.kwargs)
+                    return succeed(c, value, source="fallback")
+                _final(c, "transient", f"circuit open for tool {tool.name}; failing fast")
+        c.attempts += 1
+        started = guards.clock()
+        try:
+            result = _invoke(c)
+        except RunInterrupt:
+            raise
+        except Exception as exc:
+            kind = classify(exc, side_effect=tool.side_effect, hook=tool.classify)
+            duration = guards.clock() - started
+            if tool.breaker is not None and kind in ("transient", "indeterminate"):
+                _circuit(c, guards.breaker(tool.name, tool.breaker).failure())
+            failed = _failed(c, exc, kind, duration)
+            more = c.attempts < policy.max_attempts and (
+                policy.max_elapsed is None or guards.clock() - first < policy.max_elapsed
+            )
+            if kind == "indeterminate" and tool.side_effect:
+                record(c, failed)
+                if more:
+                    return uncertain(c, failed.message)
+                return uncertain(c, failed.message + " (attempts exhausted)")
+            if kind == "transient" and more:
+                budget = _budget_exhausted(c)
+                if budget is not None:
+                    _final(c, kind, f"{failed.message}; {budget}", failed)
+                delay = policy.delay(c.attempts, guards.rng)
+                retry = ev.RetryScheduled(
+                    at=ev.now(),
+                    call=c.number,
+                    tool=tool.name,
+                    attempt=c.attempts + 1,
+                    delay=delay,
+                    kind=kind,
+                )
+                record(c, failed, retry)
+                c.ctx.log.info("tool_retry", call=c.number, tool=tool.name, delay=delay)
+                guards.sleep(delay)
+                continue
+            _final(c, kind, failed.message, failed, cause=exc)
+        duration = guards.clock() - started
+        if tool.breaker is not None:
+            _circuit(c, guards.breaker(tool.name, tool.breaker).success())
+        guards.latency(tool.name)[0].add(duration)
+        failpoints.hit("after_tool")
+        return succeed(c, result, source="executed", duration=duration)
+
+
+def _failed(c: Call, exc: BaseException, kind: str, duration: float) -> ev.ToolFailed:
+    evidence: dict[str, Any] = {"args": c.tool.redacted(c.named), "tool_version": c.tool.version}
+    evidence["agent_version"] = c.ctx.agent.version
+    raw = getattr(exc, "response", None) or getattr(exc, "body", None)
+    if raw is not None:
+        text = raw if isinstance(raw, str) else repr(raw)
+        evidence["response"] = text[:RESPONSE_LIMIT]
+    return ev.ToolFailed(
+        at=ev.now(),
+        call=c.number,
+        tool=c.tool.name,
+        kind=kind,
+        message=describe(exc),
+        error_type=type(exc).__name__,
+        attempt=c.attempts,
+        final=False,
+        duration=duration,
+        evidence=evidence,
+    )
+
+
+def _final(
+    c: Call,
+    kind: str,
+    message: str,
+    failed: ev.ToolFailed | None = None,
+    cause: BaseException | None = None,
+) -> None:
+    """Record the call's final failure (releasing a business key) and raise it."""
+    final = ev.ToolFailed(
+        at=ev.now(),
+        call=c.number,
+        tool=c.tool.name,
+        kind=kind,
+        message=message,
+        error_type=failed.error_type if failed else "",
+        attempt=max(c.attempts, 1),
+        final=True,
+        duration=failed.duration if failed else 0.0,
+        evidence=failed.evidence if failed else {},
+    )
+    extra: list[Append] = []
+    if c.business and c.claim_version:
+        assert c.key is not None
+        state = ledger.KeyState(c.claim_version, None, None)
+        extra.append(ledger.release_event(state, c.key, c.run_id, c.number, kind))
+    record(c, final, extra=extra)
+    c.ctx.failed_call = c.number
+    c.ctx.log.info("tool_failed", call=c.number, tool=c.tool.name, kind=kind, key=c.key)
+    raise error_for(kind, f"{c.tool.name}: {message}") from cause
+
+
+def _budget_exhausted(c: Call) -> str | None:
+    guards = c.ctx.engine.guards
+    if c.ctx.writer.state.retries >= guards.run_retry_budget:
+        return f"the run's retry budget ({guards.run_retry_budget} retries) is exhausted"
+    if not guards.bucket(c.tool.name).take():
+        return f"the global retry budget of tool {c.tool.name} is exhausted"
+    return None
+
+
+def _circuit(c: Call, change: str | None) -> None:
+    """Record a breaker transition in the tool's own stream."""
+    if change is None:
+        return
+    kinds: dict[str, type[ev.Event]] = {
+        "open": ev.CircuitOpened,
+        "half_open": ev.CircuitHalfOpened,
+        "closed": ev.CircuitClosed,
+    }
+    event = kinds[change](at=ev.now(), tool=c.tool.name)  # type: ignore[call-arg]
+    store, sid = c.ctx.store, stream_id("tool:" + c.tool.name)
+    for _ in range(5):  # other processes write this stream too: re-read on conflict
+        try:
+            store.append([Append(sid, store.last_position(sid) + 1, event)])
+            break
+        except Exception:  # a lost transition record must not fail the call
+            continue
+    c.ctx.log.warning("circuit_" + change, tool=c.tool.name)
+
+
+def timeout_of(c: Call) -> float | None:
+    timeout = c.tool.timeout
+    if timeout == "adaptive":
+        latency, fresh = c.ctx.engine.guards.latency(c.tool.name)
+        if fresh:  # seed from this run's recorded durations of the tool
+            for call in c.ctx.journal.calls.values():
+                out = call.outcome
+                if isinstance(out, ev.ToolSucceeded) and out.tool == c.tool.name:
+                    latency.add(out.duration)
+        return latency.timeout()
+    return float(timeout) if isinstance(timeout, int | float) else None
+
+
+def _invoke(c: Call) -> Any:
+    kwargs = dict(c.kwargs)
+    if c.tool.takes_key:
+        kwargs["idempotency_key"] = c.key
+    seconds = timeout_of(c)
+    future: concurrent.futures.Future[Any]
+    if c.tool.is_async:
+        if c.loop is None:
+            return asyncio.run(c.tool.fn(*c.args, **kwargs))  # an async tool in a sync agent
+        future = asyncio.run_coroutine_threadsafe(c.tool.fn(*c.args, **kwargs), c.loop)
+    elif seconds is None:
+        return c.tool.fn(*c.args, **kwargs)
+    else:
+        future = _pool.submit(c.tool.fn, *c.args, **kwargs)
+    try:
+        return future.result(timeout=seconds)
+    except concurrent.futures.TimeoutError:
+        if not future.cancel():
+            _keep_late_result(c, future, time.monotonic())
+        raise TimeoutError(f"no result within {seconds:.3g} s") from None
+
+
+def _keep_late_result(c: Call, future: concurrent.futures.Future[Any], since: float) -> None:
+    """A sync tool abandoned in its thread: whatever it returns later is evidence only."""
+
+    def keep(f: concurrent.futures.Future[Any]) -> None:
+        after = time.monotonic() - since
+        try:
+            error = None if f.exception() is None else describe(f.exception())  # type: ignore[arg-type]
+            result = None if error else f.result()
+            event = ev.ToolLateResult(
+                at=ev.now(),
+                call=c.number,
+                tool=c.tool.name,
+                result=result,
+                error=error,
+                after=after,
+            )
+            c.ctx.record(event)
+        except Exception as e:  # the run may have moved on or ended; evidence is best effort
+            c.ctx.log.warning("late_result_not_recorded", call=c.number, error=str(e))
+
+    future.add_done_callback(keep)

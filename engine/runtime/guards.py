@@ -1,0 +1,152 @@
+"""Per-process guards around tool calls: circuit breakers, retry budgets, adaptive timeouts.
+
+They are process state, not history: a breaker's transitions are recorded as events in
+the tool's own stream, budgets and latency statistics live in memory. Clock, sleep and
+random source are injectable so tests are deterministic and fast.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..policy import CircuitBreaker
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class Breaker:
+    """closed -> open after ``failure_threshold`` failures in a row; open -> half-open after
+    ``reset_timeout``; half-open lets one trial through: success closes, failure reopens."""
+
+    settings: CircuitBreaker
+    clock: Clock
+    state: str = "closed"
+    failures: int = 0
+    opened_at: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def allow(self) -> tuple[bool, str | None]:
+        """Whether a call may go through, and the transition this caused, if any."""
+        with self._lock:
+            if self.state == "open":
+                if self.clock() - self.opened_at < self.settings.reset_timeout:
+                    return False, None
+                self.state = "half_open"
+                return True, "half_open"
+            return True, None
+
+    def success(self) -> str | None:
+        with self._lock:
+            was, self.state, self.failures = self.state, "closed", 0
+            return "closed" if was != "closed" else None
+
+    def failure(self) -> str | None:
+        with self._lock:
+            self.failures += 1
+            if self.state == "half_open" or (
+                self.state == "closed" and self.failures >= self.settings.failure_threshold
+            ):
+                self.state, self.opened_at = "open", self.clock()
+                return "open"
+            return None
+
+
+@dataclass
+class TokenBucket:
+    """A global retry budget per tool: ``capacity`` retries, refilled at ``rate`` per second."""
+
+    capacity: float
+    rate: float
+    clock: Clock
+    tokens: float = -1.0
+    stamp: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self) -> bool:
+        with self._lock:
+            now = self.clock()
+            if self.tokens < 0:
+                self.tokens, self.stamp = self.capacity, now
+            self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            if self.tokens < 1:
+                return False
+            self.tokens -= 1
+            return True
+
+
+@dataclass
+class Latency:
+    """Running mean and deviation of a tool's latency (Welford): timeout = mean + k * stdev."""
+
+    k: float = 3.0
+    floor: float = 0.05
+    ceiling: float = 60.0
+    default: float = 10.0
+    min_samples: int = 5
+    window: int = 200  # recent samples dominate: older ones decay away
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            if self.n >= self.window:  # forget proportionally, so a shift shows quickly
+                self.m2 *= (self.window - 1) / self.window
+                self.n = self.window - 1
+            self.n += 1
+            delta = seconds - self.mean
+            self.mean += delta / self.n
+            self.m2 += delta * (seconds - self.mean)
+
+    def timeout(self) -> float:
+        with self._lock:
+            if self.n < self.min_samples:
+                return self.default
+            sigma = math.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else 0.0
+            return min(self.ceiling, max(self.floor, self.mean + self.k * sigma))
+
+
+@dataclass
+class Guards:
+    """The guards of one engine: settings plus per-tool state, created on first use."""
+
+    run_retry_budget: int = 50
+    tool_retry_capacity: float = 100.0
+    tool_retry_rate: float = 10.0
+    clock: Clock = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random = field(default_factory=random.Random)
+    breakers: dict[str, Breaker] = field(default_factory=dict)
+    buckets: dict[str, TokenBucket] = field(default_factory=dict)
+    latencies: dict[str, Latency] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def breaker(self, tool: str, settings: CircuitBreaker) -> Breaker:
+        with self._lock:
+            if tool not in self.breakers:
+                self.breakers[tool] = Breaker(settings, self.clock)
+            return self.breakers[tool]
+
+    def bucket(self, tool: str) -> TokenBucket:
+        with self._lock:
+            if tool not in self.buckets:
+                self.buckets[tool] = TokenBucket(
+                    self.tool_retry_capacity, self.tool_retry_rate, self.clock
+                )
+            return self.buckets[tool]
+
+    def latency(self, tool: str) -> tuple[Latency, bool]:
+        """The tool's latency statistics, and whether they were just created (to seed)."""
+        with self._lock:
+            fresh = tool not in self.latencies
+            if fresh:
+                self.latencies[tool] = Latency()
+            return self.latencies[tool], fresh
