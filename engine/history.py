@@ -12,8 +12,8 @@ import uuid
 from collections.abc import Sequence
 
 from . import events as ev
-from . import failpoints
-from .errors import UsageError
+from . import failpoints, log
+from .errors import PayloadTooLarge, UsageError
 from .state import RunState, evolve
 from .store import Append, Store
 from .store.base import RunRow
@@ -101,7 +101,11 @@ class RunWriter:
         crossed = state.position // self.snapshot_every > before // self.snapshot_every
         if crossed or any(isinstance(e, ev.Checkpoint) for e in events):
             failpoints.hit("in_snapshot")  # events committed, snapshot not yet written
-            self.store.save_snapshot(self.stream, state)
+            try:
+                self.store.save_snapshot(self.stream, state)
+            except PayloadTooLarge as e:
+                # The events are committed; a snapshot is only a shortcut for rebuilds.
+                log.get().warning("snapshot_too_large", stream=str(self.stream), error=str(e))
         return state
 
     @staticmethod

@@ -15,8 +15,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from conftest import PG_URL, all_backends, drop_schema
+from structlog.testing import capture_logs
 
 from engine import events as ev
+from engine import log
 from engine.errors import (
     AgentlogError,
     ConcurrencyError,
@@ -25,6 +27,7 @@ from engine.errors import (
     StoreUnavailable,
     UsageError,
 )
+from engine.history import RunWriter, rebuild
 from engine.state import RunState
 from engine.store import Append, Store, mask, open_store
 from engine.store.codec import encode_event
@@ -246,6 +249,28 @@ def test_snapshot_above_the_cap_raises_and_saves_nothing(store_url: str) -> None
             store.save_snapshot(stream, state)
         assert store.snapshot_at_or_before(stream, None) is None
         assert _blob_rows(store_url, store) == 0
+    finally:
+        store.close()
+
+
+@all_backends
+def test_a_state_too_large_to_snapshot_does_not_fail_the_committed_append(store_url: str) -> None:
+    """RunWriter skips (with a warning) a snapshot above the cap; its events stay committed."""
+    store = open_store(store_url, blob_threshold=100, max_payload=1000)
+    try:
+        run_id = uuid.uuid4().hex
+        w = RunWriter(store, RunState(run_id=run_id), snapshot_every=1000)
+        w.append(ev.AgentStarted(at=1.0, agent="a:b", import_path="a", input={"d": "x" * 600}))
+        log.configure()
+        with capture_logs() as logs:
+            state = w.append(
+                ev.Checkpoint(at=2.0, call=1, name="cp"), ev.AgentFinished(at=3.0, output="y" * 600)
+            )
+        assert state.position == 3 == w.state.position
+        assert [r.position for r in store.read(w.stream)] == [1, 2, 3]
+        assert store.snapshot_at_or_before(w.stream, None) is None
+        assert [e["event"] for e in logs] == ["snapshot_too_large"]
+        assert rebuild(store, run_id) == state
     finally:
         store.close()
 
