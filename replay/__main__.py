@@ -1,0 +1,5 @@
+"""``python -m replay``: the ``agentlog`` command line."""
+
+from .cli import main
+
+main()

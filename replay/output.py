@@ -1,0 +1,189 @@
+"""How the CLI writes: JSON documents for machines, styled text lines for people.
+
+Text lines go straight to the stream (ANSI styles only on a terminal) so a 10,000-event
+timeline prints in well under a second; rich is kept for the few boxed panels.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import msgspec
+
+from engine import RunResult, RunState, RunSummary
+
+Piece = str | tuple[str, str]  # plain text, or (text, style)
+
+_SGR = {
+    "bold": "1",
+    "dim": "2",
+    "italic": "3",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
+_json = msgspec.json.Encoder()
+EXIT = {"completed": 0, "paused": 3, "failed": 4, "abandoned": 4}
+
+
+def exit_status(status: str) -> int:
+    """The CLI's exit status for a run left in ``status`` (0 done, 3 paused, 4 failed)."""
+    return EXIT.get(status, 1)
+
+
+def _ansi(style: str) -> str:
+    codes = [_SGR[w] for w in style.split() if w in _SGR]
+    return f"\x1b[{';'.join(codes)}m" if codes else ""
+
+
+class Out:
+    """A text/JSON writer on one stream; styles are emitted only when it is a terminal."""
+
+    def __init__(self, stream: IO[str] | None = None, color: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        if color is None:
+            color = _wants_color(self.stream)
+        self.color = color
+        self._codes: dict[str, str] = {}
+
+    def text(self, *pieces: Piece) -> str:
+        parts: list[str] = []
+        for p in pieces:
+            if isinstance(p, str):
+                parts.append(p)
+            elif self.color and p[1]:
+                code = self._codes.get(p[1])
+                if code is None:
+                    code = self._codes[p[1]] = _ansi(p[1])
+                parts.append(f"{code}{p[0]}\x1b[0m" if code else p[0])
+            else:
+                parts.append(p[0])
+        return "".join(parts)
+
+    def line(self, *pieces: Piece) -> None:
+        self.stream.write(self.text(*pieces) + "\n")
+
+    def lines(self, rows: Iterable[list[Piece]]) -> None:
+        write = self.stream.write
+        for row in rows:
+            write(self.text(*row) + "\n")
+
+    def json(self, doc: Any) -> None:
+        """One JSON document, indented for people who read ``--json`` too."""
+        self.stream.write(msgspec.json.format(_json.encode(doc).decode(), indent=2) + "\n")
+
+    def json_stream(self, items: Iterator[Any]) -> None:
+        """A JSON array written one item a line, so long lists stream."""
+        write = self.stream.write
+        first = True
+        write("[")
+        for item in items:
+            write(("\n  " if first else ",\n  ") + _json.encode(item).decode())
+            first = False
+        write("]\n" if first else "\n]\n")
+
+
+def _wants_color(stream: IO[str]) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+# --- values ----------------------------------------------------------------------------
+
+
+def when(ts: float | None) -> datetime | None:
+    """Epoch seconds as an aware UTC datetime (msgspec writes it as ISO-8601 with Z)."""
+    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
+
+
+def clock(ts: float | datetime | None, *, date: bool = False) -> str:
+    """A UTC wall-clock rendering for text output."""
+    if ts is None:
+        return "-"
+    d = ts if isinstance(ts, datetime) else datetime.fromtimestamp(ts, tz=UTC)
+    text = d.strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S.%f")
+    return text if date else text[:-3]
+
+
+def seconds(value: float | None) -> str:
+    """A duration people read at a glance: 4 ms, 1.25 s, 3 min 2 s."""
+    if value is None:
+        return "-"
+    if value < 0.001:
+        return f"{value * 1e6:.0f} µs"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.2f} s"
+    if value < 7200:
+        return f"{value // 60:.0f} min {value % 60:.0f} s"
+    return f"{value / 3600:.1f} h"
+
+
+def brief(value: Any, limit: int = 80) -> str:
+    """A compact one-line rendering of a recorded value, cut to ``limit`` characters."""
+    try:
+        text = _json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError):
+        text = repr(value)
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 retry``, ``2 retries``."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def short(run_id: str | None) -> str:
+    return "-" if not run_id else run_id[:12]
+
+
+# --- documents (the --json shapes of CONTRACT.md) --------------------------------------
+
+
+def result_doc(r: RunResult) -> dict[str, Any]:
+    return {
+        "run_id": r.run_id,
+        "status": r.status,
+        "output": r.output,
+        "error": r.error,
+        "waiting": r.waiting,
+    }
+
+
+def run_doc(r: RunSummary) -> dict[str, Any]:
+    return {
+        "run_id": r.run_id,
+        "agent": r.agent,
+        "status": r.status,
+        "started_at": r.started_at,
+        "updated_at": r.updated_at,
+        "parent_run_id": r.parent_run_id,
+        "position": r.position,
+    }
+
+
+def checkpoint_docs(state: RunState) -> list[dict[str, Any]]:
+    return [{"name": c.name, "position": c.position, "at": when(c.at)} for c in state.checkpoints]
+
+
+def state_doc(state: RunState) -> dict[str, Any]:
+    """Every field of the folded state (defaults included), times as ISO-8601 UTC."""
+    doc: dict[str, Any] = {f: getattr(state, f) for f in state.__struct_fields__}
+    doc["started_at"] = when(state.started_at)
+    doc["updated_at"] = when(state.updated_at)
+    doc["checkpoints"] = checkpoint_docs(state)
+    doc["pending"] = [msgspec.to_builtins(p) for p in state.pending]
+    return doc

@@ -1,0 +1,162 @@
+"""``agentlog demo``: a sixty-second tour of crash, resume, rewind and timeline.
+
+The demo agent (``replay.demo``) runs in a child process armed with a failpoint that
+SIGKILLs it after the card was charged but before the log recorded the outcome. The
+tour then resumes the run from its log (the payment service is asked, not charged
+again), rewinds it to a checkpoint on a new branch, and prints the timeline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+
+from engine import Engine
+from engine.store import default_url
+
+from . import demo
+from .output import Out, brief
+from .timeline import header, story, views
+
+# The child dies the 2nd time a tool returns: the CRM lookup is the 1st, the charge the 2nd.
+FAILPOINT = "after_tool:2"
+
+
+def _world_beside(url: str) -> str:
+    """The fake payment service's file, kept beside the SQLite database."""
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///") :].split("?", 1)[0]
+        return os.path.join(os.path.dirname(os.path.abspath(path)), demo.WORLD_FILE)
+    return os.path.join(os.getcwd(), demo.WORLD_FILE)
+
+
+def tour(url: str | None = None) -> int:
+    """Run the tour on ``url`` (default: the embedded store in the current directory)."""
+    url = url or default_url()
+    os.environ[demo.WORLD_ENV] = _world_beside(url)
+    con = Console(highlight=False, soft_wrap=True)
+    out = Out()
+    engine = Engine.open(url)
+    try:
+        return _tour(con, out, engine, url)
+    finally:
+        engine.close()
+
+
+def _step(con: Console, n: int, title: str) -> None:
+    con.print()
+    con.print(f"[bold cyan]{n}.[/] [bold]{title}[/]")
+
+
+def _charges(order: str) -> str:
+    n = len(demo.charges_for(order))
+    style = "green" if n == 1 else "bold red"
+    return f"payment service: [{style}]{n} charge{'s' * (n != 1)}[/] for order {order}"
+
+
+def _tour(con: Console, out: Out, engine: Engine, url: str) -> int:
+    ticket = demo.new_ticket()
+    order = ticket["order"]
+    run_id = uuid.uuid4().hex
+    con.print(
+        Panel.fit(
+            "A support-ticket agent upgrades a customer and [bold]charges a card[/].\n"
+            "We kill it with SIGKILL in the middle of the payment, resume it from its log\n"
+            "without charging twice, rewind it to a checkpoint on a new branch, and read\n"
+            "the story of what happened.",
+            title="[bold]agentlog demo[/]",
+        )
+    )
+    con.print(f"store:   {engine.store.name}")
+    world = os.path.relpath(os.environ[demo.WORLD_ENV])
+    con.print(f"payments: {world} (a fake payment service)")
+    con.print(f"ticket:  {brief(ticket, 100)}")
+
+    _step(con, 1, "Run the agent in a child process, armed to die mid-payment")
+    con.print(f"   AGENTLOG_FAILPOINTS={FAILPOINT}: SIGKILL once the charge returns, before")
+    con.print("   its outcome reaches the log")
+    code = _run_child(url, run_id, ticket)
+    if code != -signal.SIGKILL:
+        con.print(f"[bold red]   the child was expected to be killed, but it exited with {code}[/]")
+        return 1
+    con.print("   [red]✗ child killed by SIGKILL[/] (exit -9): the agent's process is gone")
+    con.print(f"   {_charges(order)}: the charge landed, but the log never heard back")
+    state = engine.state(run_id)
+    pending = ", ".join(f"call {p.call} {p.tool} (key {p.key})" for p in state.pending)
+    con.print(f"   run {run_id}: status [blue]{state.status}[/], {state.position} events")
+    con.print(f"   the log ends with an intent and no outcome: [yellow]{pending or 'none'}[/]")
+
+    _step(con, 2, "Resume the run from its log")
+    result = engine.resume(run_id)
+    con.print(f"   [green]✓ {result.status}[/]: the CRM lookup and the triage decision were")
+    con.print("   replayed from the log, not redone; the uncertain charge was checked with the")
+    con.print("   payment service's verifier, which found it, so it was not sent again")
+    con.print(f"   {_charges(order)}: charged exactly once")
+    con.print(f"   reply: {brief(result.output.get('reply') if result.output else None, 100)}")
+
+    _step(con, 3, "Rewind to checkpoint 'paid' on a new branch")
+    fork = engine.rewind(run_id, "paid")
+    con.print(f"   fork {fork.run_id}: [green]{fork.status}[/]; it inherited the parent's")
+    con.print("   calls up to 'paid' (the charge included) and drafted the reply again:")
+    con.print(f"   reply: {brief(fork.output.get('reply') if fork.output else None, 100)}")
+    con.print(f"   {_charges(order)}: the branch did not pay again")
+
+    _step(con, 4, f"The timeline of run {run_id}")
+    con.file.flush()
+    branch = [(fork.run_id, engine.state(fork.run_id).fork_position)]
+    out.lines(header(engine.state(run_id), branch))
+    out.lines(story(views(engine, run_id)))
+    out.stream.flush()
+
+    once = len(demo.charges_for(order)) == 1 and result.status == fork.status == "completed"
+    short, fshort = run_id[:8], fork.run_id[:8]
+    tries = [
+        ("agentlog runs", "every run, newest first"),
+        (f"agentlog timeline {fshort}", "the branch and its lineage"),
+        (f"agentlog diff {short} {fshort}", "what the branch changed"),
+        (f"agentlog state {short} --at customer-loaded", "state at a checkpoint"),
+        (f"agentlog context {short}", "recovery context for an LLM"),
+        (f"agentlog verify {short}", "replay the log vs the code"),
+        (f"agentlog export {short} > run.jsonl", "move it to another store"),
+        (f"agentlog abandon {short}", "refused (exit 2): completed"),
+    ]
+    width = max(len(cmd) for cmd, _ in tries) + 2
+    con.print()
+    con.print(
+        Panel.fit(
+            "\n".join(f"{cmd:<{width}}[dim]# {why}[/]" for cmd, why in tries),
+            title="[bold]try next[/] (a run id may be shortened to any unique prefix)",
+        )
+    )
+    con.print("and start a run of your own:")
+    con.print(
+        "  agentlog run replay.demo:support_ticket --input "
+        f"'{json.dumps({'ticket': demo.new_ticket()})}'"
+    )
+    if not once:
+        con.print("[bold red]the demo did not go as expected: see the timeline above[/]")
+        return 1
+    return 0
+
+
+def _run_child(url: str, run_id: str, ticket: dict[str, Any]) -> int:
+    env = {**os.environ, "AGENTLOG_FAILPOINTS": FAILPOINT}
+    code = "import sys; from replay.demo import child; child(*sys.argv[1:])"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, url, run_id, json.dumps(ticket)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+    )
+    if proc.returncode != -signal.SIGKILL and proc.stderr:
+        sys.stderr.write(proc.stderr.decode(errors="replace")[-2000:])
+    return proc.returncode

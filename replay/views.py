@@ -1,0 +1,128 @@
+"""Text views of runs and state for the CLI: the run list, a run's summary, checkpoints,
+and the outcome of run/resume/answer/abandon/rewind with what to do next."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine import RunResult, RunState, RunSummary
+
+from .output import Piece, brief, clock, plural, seconds
+
+_STATUS_STYLE = {
+    "completed": "green",
+    "failed": "red",
+    "abandoned": "red",
+    "paused": "yellow",
+    "running": "blue",
+}
+
+
+def status_piece(status: str, width: int = 0) -> Piece:
+    return (f"{status:<{width}}", "bold " + _STATUS_STYLE.get(status, ""))
+
+
+def run_rows(runs: list[RunSummary], store: str) -> list[list[Piece]]:
+    if not runs:
+        return [[(f"no runs in {store}", "dim")]]
+    rows: list[list[Piece]] = [
+        [
+            (
+                f"{'RUN ID':<32}  {'STATUS':<9}  {'STARTED (UTC)':<19}  {'UPDATED (UTC)':<19}"
+                f"  {'EVENTS':>6}  AGENT  [PARENT]",
+                "bold",
+            )
+        ]
+    ]
+    for r in runs:
+        parent: list[Piece] = [("  fork of " + r.parent_run_id, "cyan")] if r.parent_run_id else []
+        rows.append(
+            [
+                f"{r.run_id:<32}  ",
+                status_piece(r.status, 9),
+                f"  {clock(r.started_at, date=True)}  {clock(r.updated_at, date=True)}",
+                f"  {r.position:>6}  {r.agent}",
+                *parent,
+            ]
+        )
+    return rows
+
+
+def state_rows(
+    state: RunState, children: Sequence[tuple[str, int | None]] = ()
+) -> list[list[Piece]]:
+    """A run's summary and folded state, one fact a line."""
+
+    def row(label: str, *value: Piece) -> list[Piece]:
+        return [(f"{label:<12}", "bold"), *value]
+
+    took = (state.updated_at or 0) - (state.started_at or 0)
+    rows = [
+        row("run", state.run_id),
+        row("agent", state.agent),
+        row("status", status_piece(state.status)),
+    ]
+    if state.parent_run_id:
+        rows.append(row("forked from", (state.parent_run_id, "cyan"), f" at {state.fork_position}"))
+    for child, at in children:
+        rows.append(row("branch", (child, "cyan"), f" forked at position {at}"))
+    rows += [
+        row(
+            "time",
+            f"{clock(state.started_at, date=True)} UTC -> {clock(state.updated_at, date=True)} "
+            f"UTC ({seconds(took)})",
+        ),
+        row(
+            "position",
+            f"{plural(state.position, 'event')}; {plural(state.calls, 'call')} "
+            f"({state.tool_calls} to tools), {plural(state.retries, 'retry', 'retries')}, "
+            f"{plural(state.failures, 'failed attempt')}, {plural(state.resumes, 'resume')}",
+        ),
+    ]
+    if state.plan:
+        done = set(state.steps_done)
+        marks = "  ".join(("[x] " if s in done else "[ ] ") + s for s in state.plan)
+        rows.append(row("plan", marks))
+    if state.checkpoints:
+        names = ", ".join(f"{c.name!r} @{c.position}" for c in state.checkpoints)
+        rows.append(row("checkpoints", names))
+    for p in state.pending:
+        what = "side effect, outcome unknown" if p.side_effect else "in flight"
+        rows.append(row("pending", f"call {p.call} {p.tool} ({what}, key {p.key})"))
+    if state.waiting:
+        rows.append(row("waiting", (state.waiting, "yellow")))
+    rows.append(row("input", brief(state.input, 200)))
+    if state.status == "completed":
+        rows.append(row("output", brief(state.output, 200)))
+    if state.error:
+        rows.append(row("error", (state.error, "red")))
+    if state.compensated:
+        rows.append(row("compensated", f"{state.compensated} effects undone"))
+    if state.last_observation:
+        rows.append(row("last seen", state.last_observation[:200]))
+    return rows
+
+
+def checkpoint_rows(state: RunState) -> list[list[Piece]]:
+    if not state.checkpoints:
+        return [[(f"run {state.run_id} has no checkpoints", "dim")]]
+    rows: list[list[Piece]] = [[(f"{'POSITION':>8}  {'AT (UTC)':<23}  NAME", "bold")]]
+    for c in state.checkpoints:
+        rows.append([f"{c.position:>8}  {clock(c.at, date=True)}.{clock(c.at)[-3:]}  ", c.name])
+    return rows
+
+
+def result_rows(r: RunResult, verb: str = "run") -> list[list[Piece]]:
+    """What happened, and the command that moves the run on."""
+    rows: list[list[Piece]] = [[f"{verb} ", (r.run_id, "bold"), " ", status_piece(r.status)]]
+    if r.status == "completed":
+        rows.append(["output: ", brief(r.output, 400)])
+    elif r.status == "paused":
+        rows.append(["waiting for an answer: ", (r.waiting or "?", "yellow")])
+        rows.append([("next: ", "dim"), f"agentlog answer {r.run_id[:12]} VALUE"])
+    elif r.status == "failed":
+        rows.append(["error: ", (r.error or "?", "red")])
+        rows.append([("next: ", "dim"), f"agentlog resume {r.run_id[:12]}  (re-attempts the call)"])
+    elif r.status == "abandoned" and r.error:
+        rows.append(["reason: ", r.error])
+    return rows
