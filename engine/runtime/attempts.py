@@ -64,10 +64,20 @@ def run(c: Call, uncertain: Callable[[Call, str], Any]) -> Any:
                 policy.max_elapsed is None or guards.clock() - first < policy.max_elapsed
             )
             if kind == "indeterminate" and tool.side_effect:
-                record(c, failed)
-                if more:
-                    return uncertain(c, failed.message)
-                return uncertain(c, failed.message + " (attempts exhausted)")
+                resends = tool.verify is not None or tool.takes_key
+                if more or not resends:
+                    record(c, failed)
+                    exhausted = "" if more else " (attempts exhausted)"
+                    return uncertain(c, failed.message + exhausted)
+                # Attempts exhausted for a tool whose uncertainty re-sends itself (verifier
+                # or idempotency key): verify once more, else fail for good instead of
+                # re-sending forever. A resume re-attempts the call under the same key.
+                assert c.key is not None
+                found = tool.verify(c.key) if tool.verify is not None else None
+                if found is not None:
+                    record(c, failed)
+                    return succeed(c, found, source="verified")
+                _final(c, kind, failed.message + " (attempts exhausted)", failed, cause=exc)
             if kind == "transient" and more:
                 budget = _budget_exhausted(c)
                 if budget is not None:
