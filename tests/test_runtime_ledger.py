@@ -1,0 +1,216 @@
+"""The side-effect ledger on every store: a business key names one effect, executed at most
+once across runs and forks; a second claimer waits for a run still executing it, then
+treats the effect as uncertain; reusing a key for other arguments is a permanent error;
+compensating an effect releases its key."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agents.kit import log_of
+from conftest import all_backends
+
+from engine import Engine, RetryPolicy
+
+
+@pytest.fixture
+def eng(store_url: str) -> Iterator[Engine]:
+    e = Engine.open(store_url)
+    yield e
+    e.close()
+
+
+def _outcome(eng: Engine, run_id: str, call: int) -> dict[str, Any]:
+    found = [d for _, t, d in log_of(eng, run_id) if t == "tool_succeeded" and d["call"] == call]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@all_backends
+def test_business_key_executes_once_across_runs(eng: Engine) -> None:
+    """Two runs with the same business key: the second gets the first's outcome from the
+    ledger (source 'ledger') and the tool runs once."""
+    count: Counter[str] = Counter()
+
+    @eng.tool(side_effect=True, key=lambda order, cents: f"refund:{order}")
+    def refund(order: str, cents: int) -> dict[str, Any]:
+        count[order] += 1
+        return {"receipt": f"R-{order}", "cents": cents}
+
+    @eng.agent
+    def refunder(run: Any, order: str) -> dict[str, Any]:
+        return dict(refund(order, 500))
+
+    one = eng.run(refunder, order="o1")
+    two = eng.run(refunder, order="o1")
+    other = eng.run(refunder, order="o2")
+    assert one.output == two.output == {"receipt": "R-o1", "cents": 500}
+    assert other.output == {"receipt": "R-o2", "cents": 500}
+    assert count == {"o1": 1, "o2": 1}
+    assert _outcome(eng, one.run_id, 1)["source"] == "executed"
+    assert _outcome(eng, two.run_id, 1)["source"] == "ledger"
+    second_intent = [d for _, t, d in log_of(eng, two.run_id) if t == "tool_invoked"]
+    assert second_intent[0]["key"] == "refund:o1"
+
+
+@all_backends
+def test_business_key_is_deduped_across_a_fork(eng: Engine) -> None:
+    """A fork that re-executes a keyed effect gets the ledger's outcome; an unkeyed effect
+    after the target is sent again under the fork's default key."""
+    count: Counter[str] = Counter()
+
+    @eng.tool(side_effect=True, key=lambda order: f"pay:{order}")
+    def pay(order: str) -> str:
+        count["pay"] += 1
+        return f"paid {order}"
+
+    @eng.tool(side_effect=True)
+    def email(order: str, *, idempotency_key: str) -> str:
+        count["email"] += 1
+        return idempotency_key
+
+    @eng.agent
+    def checkout(run: Any, order: str) -> list[str]:
+        run.checkpoint("start")
+        return [pay(order), email(order)]
+
+    r = eng.run(checkout, order="o7")
+    fork = eng.rewind(r.run_id, to="start")
+    assert fork.status == "completed" and fork.run_id != r.run_id
+    assert fork.output == ["paid o7", f"{fork.run_id}:3"]
+    assert count == {"pay": 1, "email": 2}
+    assert _outcome(eng, fork.run_id, 2)["source"] == "ledger"
+
+
+@all_backends
+def test_second_claimer_waits_for_an_executing_holder_then_treats_the_effect_as_uncertain(
+    eng: Engine,
+) -> None:
+    """While run A executes a keyed effect, run B with the same key waits (at most the
+    tool's timeout), then treats the effect as uncertain: with no verifier and no
+    idempotency key it pauses naming the holder, without executing. Once A's outcome is
+    settled, resuming B takes it from the ledger."""
+    count: Counter[str] = Counter()
+    started, gate = threading.Event(), threading.Event()
+    timeout = 0.5
+
+    @eng.tool(
+        side_effect=True,
+        key=lambda order: f"refund:{order}",
+        timeout=timeout,
+        retry=RetryPolicy(max_attempts=1),
+    )
+    def refund(order: str) -> str:
+        count["refund"] += 1
+        started.set()
+        gate.wait(10)  # the outside service hangs: A's own call times out, unsure
+        return f"refunded {order}"
+
+    @eng.agent
+    def refunder(run: Any, order: str) -> str:
+        return str(refund(order))
+
+    results: dict[str, Any] = {}
+
+    def run_a() -> None:
+        results["a"] = eng.run(refunder, run_id="claimer-a", order="o1")
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    assert started.wait(5)
+    t0 = time.monotonic()
+    b = eng.run(refunder, run_id="claimer-b", order="o1")
+    waited = time.monotonic() - t0
+    a.join(10)
+    gate.set()
+
+    assert waited >= timeout * 0.9, waited
+    assert b.status == "paused" and "claimer-a" in (b.waiting or "")
+    assert "refund:o1" in (b.waiting or "")
+    assert eng.state("claimer-b").status == "paused"
+    assert count == {"refund": 1}  # B did not execute it
+    b_types = [t for _, t, _ in log_of(eng, "claimer-b")]
+    assert "tool_invoked" in b_types and "tool_succeeded" not in b_types
+    assert results["a"].status == "paused"  # A's own call timed out: uncertain too
+
+    # A's abandoned attempt finishes late (kept as evidence); then a person settles A.
+    deadline = time.monotonic() + 10
+    while "tool_late_result" not in [t for _, t, _ in log_of(eng, "claimer-a")]:
+        assert time.monotonic() < deadline, "the late result was never recorded"
+        time.sleep(0.02)
+    settled = eng.answer("claimer-a", "done")
+    assert settled.status == "completed"
+    resumed = eng.resume("claimer-b")
+    assert (resumed.status, resumed.output) == ("completed", settled.output)
+    sources = [d["source"] for _, t, d in log_of(eng, "claimer-b") if t == "tool_succeeded"]
+    assert sources == ["ledger"]
+    assert count == {"refund": 1}
+
+
+@all_backends
+def test_same_business_key_with_different_arguments_is_a_permanent_error(eng: Engine) -> None:
+    """Reusing a key for other arguments fails the run as permanent (the key names one
+    effect); nothing executes for the second run."""
+    count: Counter[str] = Counter()
+
+    @eng.tool(side_effect=True, key=lambda order, cents: f"refund:{order}")
+    def refund(order: str, cents: int) -> str:
+        count[f"{order}/{cents}"] += 1
+        return "ok"
+
+    @eng.agent
+    def refunder(run: Any, order: str, cents: int) -> str:
+        return str(refund(order, cents))
+
+    first = eng.run(refunder, order="o1", cents=500)
+    second = eng.run(refunder, order="o1", cents=700)
+    assert first.status == "completed"
+    assert second.status == "failed"
+    assert "different arguments" in (second.error or "") and first.run_id in (second.error or "")
+    failed = [d for _, t, d in log_of(eng, second.run_id) if t == "agent_failed"]
+    assert failed[0]["kind"] == "permanent"
+    assert count == {"o1/500": 1}
+    again = eng.run(refunder, order="o1", cents=500)  # the same arguments: the ledger
+    assert again.status == "completed" and count == {"o1/500": 1}
+
+
+@all_backends
+def test_compensating_an_effect_releases_its_business_key(eng: Engine) -> None:
+    """Abandon runs the undo of each committed effect once, in reverse order, and releases
+    the business key, so a later run may perform that effect again."""
+    undone: list[str] = []
+    count: Counter[str] = Counter()
+
+    def void(result: str) -> str:
+        undone.append(result)
+        return f"void {result}"
+
+    @eng.tool(side_effect=True, key=lambda order: f"hold:{order}", compensate=void)
+    def hold(order: str) -> str:
+        count["hold"] += 1
+        return f"H-{order}"
+
+    @eng.tool(side_effect=True, compensate=void)
+    def reserve(order: str, *, idempotency_key: str) -> str:
+        count["reserve"] += 1
+        return f"S-{order}"
+
+    @eng.agent
+    def booking(run: Any, order: str) -> str:
+        hold(order)
+        reserve(order)
+        return str(run.ask("confirm?"))
+
+    r = eng.run(booking, order="o3")
+    assert r.status == "paused"
+    gone = eng.abandon(r.run_id)
+    assert gone.status == "abandoned"
+    assert undone == ["S-o3", "H-o3"]  # reverse order
+    assert eng.abandon(r.run_id).status == "abandoned" and undone == ["S-o3", "H-o3"]
+    again = eng.run(booking, order="o3")
+    assert again.status == "paused" and count == {"hold": 2, "reserve": 2}
