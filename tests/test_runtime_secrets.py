@@ -1,0 +1,141 @@
+"""Secrets on every store: arguments named by a tool's ``redact=`` and by the default list
+(password, secret, token, api_key, authorization) never reach the stored bytes (the
+SQLite file and its WAL, every PostgreSQL row, the memory recorders) nor the logs at
+debug level, while replay still matches them through a keyed hash, so resume works."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agents import service
+from agents.kit import Crash, log_of, python, stored_bytes
+from conftest import all_backends
+
+from engine import Engine
+
+NAMES = ("password", "secret", "token", "api_key", "authorization", "card_number")
+
+
+def _secrets() -> dict[str, str]:
+    return {name: f"S3CR3T-{name}-{uuid.uuid4().hex}" for name in NAMES}
+
+
+@pytest.fixture
+def eng(store_url: str) -> Iterator[Engine]:
+    e = Engine.open(store_url)
+    yield e
+    e.close()
+
+
+@all_backends
+def test_redacted_arguments_never_reach_the_store_and_resume_still_matches(
+    eng: Engine, store_url: str
+) -> None:
+    """Secret argument values are absent from every stored byte (visible values are
+    present, so the search works); events show '<redacted>'; a crashed run resumes,
+    its replayed calls matched by the keyed hash of the real values."""
+    secrets = _secrets()
+    user = f"user-{uuid.uuid4().hex}"
+    count: Counter[str] = Counter()
+    crash = {"on": True}
+
+    @eng.tool(redact=("card_number",))
+    def login(
+        user: str, password: str, token: str, api_key: str, authorization: str, secret: str
+    ) -> dict[str, str]:
+        count["login"] += 1
+        return {"session": "s-1"}
+
+    @eng.tool(side_effect=True, redact=("card_number",))
+    def pay(order: str, card_number: str, *, idempotency_key: str) -> str:
+        count["pay"] += 1
+        if crash["on"]:
+            raise Crash
+        return f"paid {order}"
+
+    @eng.agent(snapshot_every=1)  # snapshots too must hold no secret
+    def checkout(run: Any, order: str) -> dict[str, str]:
+        s = secrets  # from a vault or the environment, never the run's input
+        session = login(
+            user, s["password"], s["token"], s["api_key"], s["authorization"], s["secret"]
+        )
+        run.checkpoint("logged-in")
+        return {"session": session["session"], "paid": pay(order, s["card_number"])}
+
+    with pytest.raises(Crash):
+        eng.run(checkout, run_id="secret-run", order="o1")
+    crash["on"] = False
+    r = eng.resume("secret-run")
+    assert (r.status, r.output) == ("completed", {"session": "s-1", "paid": "paid o1"})
+    assert count == {"login": 1, "pay": 2}  # login replayed by hash; pay re-sent
+
+    data = stored_bytes(store_url, eng)
+    assert user.encode() in data and b"<redacted>" in data
+    for name, value in secrets.items():
+        assert value.encode() not in data, f"{name} leaked into the store"
+    intents = [d for _, t, d in log_of(eng, "secret-run") if t == "tool_invoked"]
+    assert intents[0]["args"]["user"] == user
+    for d in intents:
+        for name in NAMES:
+            if name in d["args"]:
+                assert d["args"][name] == "<redacted>"
+
+
+@pytest.mark.parametrize("store_url", ["memory", "sqlite", "postgres"], indirect=True)
+def test_secrets_never_reach_the_debug_logs_nor_the_store_across_a_kill(
+    store_url: str, tmp_path: Any
+) -> None:
+    """AGENTLOG_LOG_LEVEL=debug, console and JSON renderers: a run killed after its
+    intent (SIGKILL) and resumed in a new process logs no secret, stores none, and
+    completes with one effect."""
+    secrets = _secrets()
+    svc = str(tmp_path / "service.db")
+    service.reset(svc)
+    env = {
+        "AGENTLOG_TEST_SERVICE": svc,
+        "AGENTLOG_TEST_SECRETS": json.dumps(secrets),
+        "AGENTLOG_LOG_LEVEL": "debug",
+    }
+    inp = json.dumps({"order": "o1"})
+    module = "tests.agents.runtime_agents"
+    if store_url.startswith("memory"):  # one process: run, then the same process again
+        p = python("-m", module, store_url, "secret-run", "secret_flow", inp, env=env)
+        assert p.returncode == 0, p.stderr[-2000:]
+        logs = p.stderr
+    else:
+        killed = python(
+            "-m",
+            module,
+            store_url,
+            "secret-run",
+            "secret_flow",
+            inp,
+            env={**env, "AGENTLOG_FAILPOINTS": "after_intent"},
+        )
+        assert killed.returncode == -9, killed.stderr[-2000:]
+        p = python(
+            "-c",
+            "import sys, json; from engine import Engine\n"
+            "r = Engine.open(sys.argv[1]).resume('secret-run')\n"
+            "print(json.dumps([r.status, r.output]))",
+            store_url,
+            env={**env, "AGENTLOG_LOG": "json"},
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert json.loads(p.stdout)[0] == "completed"
+        logs = killed.stderr + p.stderr
+        e = Engine.open(store_url)
+        data = stored_bytes(store_url, e)
+        e.close()
+        assert b"<redacted>" in data
+        for name, value in secrets.items():
+            assert value.encode() not in data, f"{name} leaked into the store"
+    assert "tool_call" in logs and "secret-run" in logs  # debug lines were written
+    for name, value in secrets.items():
+        assert value not in logs, f"{name} leaked into the logs"
+    assert service.effects(svc) == Counter({("pay_by_card", "o1"): 1})
