@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import uuid
 
 import msgspec
@@ -15,7 +16,7 @@ from engine.errors import CorruptData
 from engine.history import RunWriter, rebuild, run_stream
 from engine.state import RunState, fold
 from engine.store import Append, BlobRef, Store, open_store, stream_id
-from engine.store.base import BLOB_CHUNK, BLOB_SUFFIX, SNAPSHOT_TOPIC
+from engine.store.base import BLOB_CHUNK, BLOB_SUFFIX, MAX_INLINE_BATCH, SNAPSHOT_TOPIC
 from engine.store.codec import encode_event
 
 MB = 1024 * 1024
@@ -114,6 +115,54 @@ def test_a_tampered_blob_is_corrupt_data(store_url: str) -> None:
         write_raw_row(store_url, store, "blobs", _blob_id(ref), 1, "blob", tampered)
         with pytest.raises(CorruptData, match=f"blob {ref.sha256[:12]} is missing or corrupt"):
             store.read(stream)
+    finally:
+        store.close()
+
+
+# --- big batches ----------------------------------------------------------------------
+
+
+def _append_within(store: Store, items: list[Append], seconds: float = 60) -> list[int]:
+    """store.append in a thread, failing the test instead of hanging if it never returns."""
+    out: list[list[int]] = []
+    t = threading.Thread(target=lambda: out.append(store.append(items)), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"append of {len(items)} events did not return in {seconds} s"
+    return out[0]
+
+
+@all_backends
+def test_a_batch_of_many_payloads_under_the_threshold_commits(store_url: str, store: Store) -> None:
+    """40 events of ~250 kB in one append (10 MB, each below the blob threshold) commit and
+    read back exactly; inline bytes per commit stay within MAX_INLINE_BATCH (PostgreSQL's
+    pipelined insert used to hang on such a batch)."""
+    stream = uuid.uuid4()
+    events = [
+        ev.ToolSucceeded(at=1.0, call=i, tool="t", result=os.urandom(250_000)) for i in range(40)
+    ]
+    assert all(len(encode_event(e)[1]) <= store.blob_threshold for e in events)
+    ids = _append_within(store, [Append(stream, i + 1, e) for i, e in enumerate(events)])
+    assert len(ids) == 40
+    assert [r.event for r in store.read(stream)] == events
+    rows = read_raw_rows(store, "events", stream)
+    assert sum(len(r.state) for r in rows) <= MAX_INLINE_BATCH
+    assert rows[0].topic == "tool_succeeded:1" and rows[-1].topic.endswith(BLOB_SUFFIX)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+def test_a_payload_above_the_batch_budget_goes_out_of_line_whatever_the_threshold(
+    store_url: str,
+) -> None:
+    """With a blob threshold above MAX_INLINE_BATCH, an 8 MB event still goes to a blob."""
+    store = open_store(store_url, blob_threshold=32 * MB)
+    try:
+        stream = uuid.uuid4()
+        event = ev.ToolSucceeded(at=1.0, call=1, tool="t", result=os.urandom(8 * MB))
+        _append_within(store, [Append(stream, 1, event)])
+        (row,) = read_raw_rows(store, "events", stream)
+        assert row.topic.endswith(BLOB_SUFFIX) and len(row.state) < 100
+        assert store.read(stream)[0].event == event
     finally:
         store.close()
 

@@ -32,6 +32,9 @@ from .codec import decode_event, encode_event
 BLOB_THRESHOLD = 256 * 1024
 MAX_PAYLOAD = 64 * 1024 * 1024
 BLOB_CHUNK = 1024 * 1024
+# Inline bytes per commit. psycopg's pipeline mode hangs sending ~5 MB in one insert,
+# so the part of a large batch beyond this goes out of line like any large payload.
+MAX_INLINE_BATCH = 2 * 1024 * 1024
 BLOB_SUFFIX = "@blob"
 SNAPSHOT_TOPIC = "run_state:1"
 _NS = uuid.UUID("6d1f4c1e-8a47-4c39-9a52-6a1f0e0b5a11")
@@ -148,10 +151,13 @@ class Store:
         encoded = [(a, *encode_event(a.event)) for a in items]
         for a, _topic, payload in encoded:
             self._check_size(len(payload), a.event)
-        stored = [
-            StoredEvent(a.stream, a.position, *self._out_of_line(topic, payload))
-            for a, topic, payload in encoded
-        ]
+        stored = []
+        inline = 0
+        for a, topic, payload in encoded:
+            full = inline + len(payload) > MAX_INLINE_BATCH
+            row_topic, data = self._out_of_line(topic, payload, force=full)
+            inline += len(data)
+            stored.append(StoredEvent(a.stream, a.position, row_topic, data))
         with self._translated():
             ids = self._events.insert_events(stored, runs=runs)
         return list(ids or [])
@@ -275,8 +281,8 @@ class Store:
                 "nothing was written"
             )
 
-    def _out_of_line(self, topic: str, payload: bytes) -> tuple[str, bytes]:
-        if len(payload) <= self.blob_threshold:
+    def _out_of_line(self, topic: str, payload: bytes, force: bool = False) -> tuple[str, bytes]:
+        if len(payload) <= self.blob_threshold and not force:
             return topic, payload
         ref = self.put_blob(payload)
         return topic + BLOB_SUFFIX, msgspec.msgpack.encode(ref)
