@@ -50,7 +50,7 @@ def resolve_position(state: RunState, at: int | str | None) -> int | None:
     """A position from a number, an all-digit string or a checkpoint name (latest wins)."""
     if at is None:
         return None
-    if isinstance(at, int) or (isinstance(at, str) and at.isdigit()):
+    if isinstance(at, int) or (isinstance(at, str) and at.isascii() and at.isdigit()):
         pos = int(at)
         if not 1 <= pos <= state.position:
             raise UsageError(f"position {pos} is outside the run (1..{state.position})")

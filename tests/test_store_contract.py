@@ -491,6 +491,17 @@ def test_state_at_rejects_unknown_names_positions_and_runs(store: Store) -> None
         state_at(store, "")
 
 
+@all_backends
+def test_a_checkpoint_named_with_non_ascii_digits_is_a_name(store: Store) -> None:
+    """Only ASCII digits mean a position: a checkpoint named "²" resolves by name."""
+    run_id = uuid.uuid4().hex
+    w = RunWriter(store, RunState(run_id=run_id))
+    w.append(started(), ev.Checkpoint(at=T0 + 1, call=1, name="²"), step(2))
+    assert state_at(store, run_id, "²").position == 2
+    with pytest.raises(UsageError, match="no checkpoint named '³'"):
+        state_at(store, run_id, "³")
+
+
 # --- corrupt snapshots ----------------------------------------------------------------
 
 GARBAGE = [
