@@ -59,11 +59,11 @@ class Session:
         if self._engine is not None:
             self._engine.close()
 
-    def result(self, r: RunResult, verb: str = "run") -> int:
+    def result(self, r: RunResult) -> int:
         if self.as_json:
             self.out.json(result_doc(r))
         else:
-            self.out.lines(views.result_rows(r, verb))
+            self.out.lines(views.result_rows(r))
         return exit_status(r.status)
 
     def children(self, run_id: str) -> list[tuple[str, int | None]]:
@@ -87,7 +87,10 @@ Url = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-Run = Annotated[str, typer.Argument(help="A run id or a unique prefix of one.", show_default=False)]
+Run = Annotated[
+    str,
+    typer.Argument(metavar="RUN", help="A run id or a unique prefix of one.", show_default=False),
+]
 
 
 @app.callback()
@@ -131,7 +134,7 @@ def run_cmd(
 def resume(ctx: typer.Context, run: Run) -> int:
     """Continue a crashed or failed run from its log (a completed run just shows its result)."""
     s = _session(ctx)
-    return s.result(s.engine.resume(run), "resumed")
+    return s.result(s.engine.resume(run))
 
 
 @app.command()
@@ -144,7 +147,7 @@ def recover(ctx: typer.Context) -> int:
     elif not results:
         s.out.line(("no runs needed recovery (no running run has a dead owner)", "dim"))
     for r in results if not s.as_json else ():
-        s.out.lines(views.result_rows(r, "recovered"))
+        s.out.lines(views.result_rows(r))
     return max((exit_status(r.status) for r in results), default=0)
 
 
@@ -163,14 +166,14 @@ def answer(
             answer_value = json.loads(value)
         except ValueError as e:
             raise UsageError(f"VALUE is not valid JSON ({e})") from None
-    return s.result(s.engine.answer(run, answer_value), "answered")
+    return s.result(s.engine.answer(run, answer_value))
 
 
 @app.command()
 def abandon(ctx: typer.Context, run: Run) -> int:
     """Stop a run for good, running its compensations in reverse order."""
     s = _session(ctx)
-    return s.result(s.engine.abandon(run), "abandoned")
+    return s.result(s.engine.abandon(run))
 
 
 @app.command()
@@ -188,7 +191,7 @@ def rewind(
     r = s.engine.rewind(parent, to)
     if not s.as_json:
         s.out.line("fork ", (r.run_id, "bold cyan"), f" of {parent} at {to!r}")
-    return s.result(r, "fork")
+    return s.result(r)
 
 
 # --- reading ---------------------------------------------------------------------------

@@ -171,6 +171,11 @@ def _event(line: Line, where: str) -> Event:
     return event
 
 
+def _same_form(event: Event) -> tuple[str, bytes]:
+    """An event's stored form: equal forms are the same fact (NaN included)."""
+    return encode_event(event)
+
+
 def import_run(engine: Engine, data: bytes, source: str = "the file") -> tuple[str, bool]:
     """Write the exported run in one transaction; ``(run_id, written)``.
 
@@ -179,15 +184,14 @@ def import_run(engine: Engine, data: bytes, source: str = "the file") -> tuple[s
     """
     run_id, events = read_lines(data, source)
     stream = run_stream(run_id)
-    existing = engine.store.read(stream)
+    existing = [_same_form(r.event) for r in engine.store.read(stream)]
     if existing:
-        if len(existing) == len(events) and all(
-            r.event == e for r, e in zip(existing, events, strict=True)
-        ):
+        imported = [_same_form(e) for e in events]
+        if existing == imported:
             return run_id, False
         differ = next(
-            (i + 1 for i, (r, e) in enumerate(zip(existing, events, strict=False)) if r.event != e),
-            min(len(existing), len(events)) + 1,
+            (i + 1 for i, (a, b) in enumerate(zip(existing, imported, strict=False)) if a != b),
+            min(len(existing), len(imported)) + 1,
         )
         raise UsageError(
             f"run {run_id} already exists with a different history "

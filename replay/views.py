@@ -112,9 +112,9 @@ def checkpoint_rows(state: RunState) -> list[list[Piece]]:
     return rows
 
 
-def result_rows(r: RunResult, verb: str = "run") -> list[list[Piece]]:
+def result_rows(r: RunResult) -> list[list[Piece]]:
     """What happened, and the command that moves the run on."""
-    rows: list[list[Piece]] = [[f"{verb} ", (r.run_id, "bold"), " ", status_piece(r.status)]]
+    rows: list[list[Piece]] = [["run ", (r.run_id, "bold"), " ", status_piece(r.status)]]
     if r.status == "completed":
         rows.append(["output: ", brief(r.output, 400)])
     elif r.status == "paused":

@@ -1,0 +1,119 @@
+"""Bad input of every kind CONTRACT.md lists exits 2 with one clear line on stderr (three
+at most), never a traceback, and changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_cli_kit import AGENTS, Workdir, agentlog, make_workdir, one_line_error, sqlite_url
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Workdir:
+    return make_workdir(tmp_path, sqlite_url(tmp_path))
+
+
+RUN_COMMANDS = [
+    ["show"],
+    ["timeline"],
+    ["checkpoints"],
+    ["state"],
+    ["resume"],
+    ["answer", "@", "yes"],
+    ["abandon"],
+    ["rewind", "@", "--to", "1"],
+    ["context"],
+    ["export"],
+    ["verify"],
+    ["diff", "@", "@"],
+]
+
+
+@pytest.mark.parametrize("command", RUN_COMMANDS, ids=lambda c: c[0])
+def test_unknown_run_exits_2(work: Workdir, command: list[str]) -> None:
+    """Every command that takes RUN refuses an id that matches no run."""
+    args = [a.replace("@", "feedface") for a in command]
+    if "feedface" not in args:
+        args.append("feedface")
+    one_line_error(work.cli(*args), "feedface")
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("foo", "not a store URL"),
+        ("mysql://db/x", "unknown store scheme"),
+        ("sqlite://relative.db", "sqlite:///"),
+        ("sqlite:///no/such/dir/x.db", "does not exist"),
+        ("postgresql://u@127.0.0.1:notaport/db", "postgresql://"),
+        ("postgresql://127.0.0.1", "expected postgresql://"),
+    ],
+)
+def test_malformed_url_exits_2(tmp_path: Path, url: str, needle: str) -> None:
+    one_line_error(agentlog("runs", "--url", url, cwd=tmp_path), needle)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://agent:s3cr3t-pw@127.0.0.1:1/agentlog",  # nothing listens: unreachable
+        "postgresql://postgres:s3cr3t-pw@127.0.0.1:5432/no_such_database_here",  # refusing
+    ],
+)
+def test_unreachable_or_refusing_store_masks_the_password(tmp_path: Path, url: str) -> None:
+    r = agentlog("runs", "--url", url, cwd=tmp_path)
+    one_line_error(r, "***")
+    assert "s3cr3t-pw" not in r.err + r.out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "agents:hello", "--input", "{not json"], "--input is not valid JSON"),
+        (["run", "agents:hello", "--input", "[1, 2]"], "JSON object"),
+        (["run", "agents"], "MODULE:AGENT"),
+        (["run", "no_such_module:agent"], "no_such_module"),
+        (["run", "agents:no_such_agent"], "no_such_agent"),
+        (["run", "broken_module:agent"], "RuntimeError"),
+        (["runs", "--status", "sleeping"], "--status"),
+        (["no-such-command"], "No such command"),
+        (["runs", "--no-such-option"], "No such option"),
+        (["show"], "Missing argument"),
+        (["rewind", "x"], "--to"),
+        (["import", "missing.jsonl"], "missing.jsonl"),
+    ],
+)
+def test_bad_usage_and_bad_input_exit_2(work: Workdir, args: list[str], needle: str) -> None:
+    (work.path / "broken_module.py").write_text("raise RuntimeError('cannot start')\n")
+    one_line_error(work.cli(*args), needle)
+    assert work.ok("runs", "--json").json() == []
+
+
+def test_bad_positions_values_and_states_exit_2(work: Workdir) -> None:
+    """Out-of-range positions, unknown checkpoints and bad answers change nothing."""
+    rid = work.run_id("agents:asker", code=3)
+    one_line_error(work.cli("state", rid, "--at", "99"), "outside the run")
+    one_line_error(work.cli("state", rid, "--at", "nowhere"), "nowhere")
+    one_line_error(work.cli("rewind", rid, "--to", "nowhere"), "nowhere")
+    one_line_error(work.cli("answer", rid, "{oops", "--json-value"), "not valid JSON")
+    assert [r["run_id"] for r in work.ok("runs", "--json").json()] == [rid]
+    assert work.ok("state", rid, "--json").json()["status"] == "paused"
+
+
+def test_changed_agent_code_is_refused_by_resume_and_verify(work: Workdir) -> None:
+    """Code that no longer matches the log: resume and verify exit 2 naming the call, the
+    log and status stay as they were, and restoring the code lets the run resume."""
+    rid = work.run_id("agents:asker", code=3)
+    before = work.ok("timeline", rid, "--json").json()
+    agents = work.path / "agents.py"
+    agents.write_text(AGENTS.replace('run.decide("plan"', 'run.decide("replan"'))
+    for command in ("resume", "verify"):
+        r = work.cli(command, rid)
+        one_line_error(r, "call 1", "'plan'")
+    assert work.ok("timeline", rid, "--json").json() == before
+    assert work.ok("state", rid, "--json").json()["status"] == "paused"
+    agents.write_text(AGENTS)
+    work.ok("verify", rid)
+    work.ok("resume", rid, code=3)

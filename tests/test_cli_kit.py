@@ -1,0 +1,160 @@
+"""Shared helpers for the CLI tests (no tests here): run ``agentlog`` in a real subprocess
+in a working directory that holds a small agents module."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+AGENTS = """
+from pathlib import Path
+
+from engine import Engine, Permanent
+
+engine = Engine.open()
+
+
+@engine.tool
+def greet(name: str) -> str:
+    return f"hello {name}"
+
+
+@engine.agent
+def hello(run, name: str = "world"):
+    run.plan(["greet", "close"])
+    with run.step("greet"):
+        greeting = greet(name)
+    run.checkpoint("greeted")
+    with run.step("close"):
+        closing = run.decide("closing", lambda: "bye")
+    return {"greeting": greeting, "closing": closing}
+
+
+@engine.agent
+def asker(run):
+    plan = run.decide("plan", lambda: "a")
+    run.checkpoint("planned")
+    return {"answer": run.ask("approve?"), "plan": plan}
+
+
+@engine.tool
+def broken():
+    raise Permanent("no permission")
+
+
+@engine.agent
+def failing(run):
+    return broken()
+
+
+def undo(receipt):
+    with open("undone.txt", "a") as f:
+        f.write(receipt["item"] + "\\n")
+    return {"undone": receipt["item"]}
+
+
+@engine.tool(side_effect=True, compensate=undo)
+def book(item: str, *, idempotency_key: str) -> dict:
+    return {"item": item, "key": idempotency_key}
+
+
+@engine.agent
+def booker(run):
+    hotel = book("hotel")
+    flight = book("flight")
+    return {"confirmed": run.ask("confirm?"), "hotel": hotel, "flight": flight}
+
+
+@engine.agent
+def crasher(run):
+    return {"a": greet("a"), "b": greet("b")}
+
+
+@engine.agent
+def weird(run):
+    big = 2**63 - 1
+    return {"bytes": b"\\x00\\xff", 7: "int key", "float": 0.1, "big": big, "nan": float("nan")}
+"""
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@dataclass
+class Workdir:
+    """A directory with ``agents.py`` and a store URL; ``cli`` runs agentlog there."""
+
+    path: Path
+    url: str
+
+    def cli(self, *args: str, env: dict[str, str] | None = None, url: bool = True) -> Result:
+        argv = [*args, "--url", self.url] if url else list(args)
+        return agentlog(*argv, cwd=self.path, env=env)
+
+    def ok(self, *args: str, code: int = 0) -> Result:
+        r = self.cli(*args)
+        assert r.code == code, (args, r)
+        return r
+
+    def run_id(self, *args: str, code: int) -> str:
+        run_id: str = self.ok("run", *args, "--json", code=code).json()["run_id"]
+        return run_id
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("AGENTLOG_URL", "AGENTLOG_FAILPOINTS", "NO_COLOR", "FORCE_COLOR")
+    }
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def agentlog(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, stdin: bytes = b""
+) -> Result:
+    """``python -m replay.cli ARGS`` in ``cwd``; never raises on a non-zero status."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "replay.cli", *args],
+        cwd=cwd,
+        env=clean_env(env),
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+def make_workdir(tmp_path: Path, url: str) -> Workdir:
+    """``tmp_path`` with the test agents module, on the store at ``url``."""
+    (tmp_path / "agents.py").write_text(AGENTS)
+    return Workdir(tmp_path, url)
+
+
+def sqlite_url(tmp_path: Path, name: str = "agentlog.db") -> str:
+    return f"sqlite:///{tmp_path}/{name}"
+
+
+def one_line_error(r: Result, *needles: str) -> None:
+    """Exit 2 with one clear line (three at most) on stderr and no traceback."""
+    assert r.code == 2, r
+    lines = r.err.strip().splitlines()
+    assert 1 <= len(lines) <= 3, r.err
+    assert "Traceback" not in r.err, r.err
+    for needle in needles:
+        assert needle in r.err, (needle, r.err)

@@ -1,0 +1,133 @@
+"""export and import: lossless JSON Lines round trips between stores, idempotent
+re-import, refused conflicts, and corrupt, reordered or truncated files refused whole
+with the line named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli_kit import Workdir, agentlog, make_workdir, one_line_error, sqlite_url
+
+from engine import Engine
+from engine.errors import CorruptData
+from replay import transfer
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Workdir:
+    return make_workdir(tmp_path, sqlite_url(tmp_path, "source.db"))
+
+
+def _export(work: Workdir, run_id: str, name: str) -> Path:
+    path = work.path / name
+    work.ok("export", run_id, "--output", str(path))
+    return path
+
+
+def test_round_trip_is_lossless_and_reimport_does_nothing(source: Workdir) -> None:
+    """Exported, imported elsewhere and exported again, a run is byte-identical: bytes,
+    int keys, NaN and big integers included; its timeline and state read the same."""
+    rid = source.run_id("agents:weird", code=0)
+    path = _export(source, rid, "weird.jsonl")
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == source.ok("state", rid, "--json").json()["position"]
+    first = json.loads(lines[0])
+    assert {"index", "total", "hash", "run_id", "event"} <= set(first)
+    assert first["index"] == 1 and first["total"] == len(lines)
+    assert any("msgpack" in json.loads(line) for line in lines)  # JSON alone is not exact
+
+    target = Workdir(source.path, sqlite_url(source.path, "target.db"))
+    assert target.ok("import", str(path), "--json").json() == {
+        "run_id": rid,
+        "imported": True,
+        "events": len(lines),
+    }
+    assert target.ok("export", rid).out.encode() == path.read_bytes()
+    for command in ("timeline", "state"):
+        assert target.ok(command, rid, "--json").out == source.ok(command, rid, "--json").out
+    again = target.ok("import", str(path), "--json").json()
+    assert again["imported"] is False
+
+
+@pytest.mark.postgres
+def test_round_trip_through_postgres(source: Workdir, pg_url: str) -> None:
+    """SQLite -> PostgreSQL (from stdin) -> export again: the same bytes."""
+    rid = source.run_id("agents:hello", code=0)
+    fork = source.ok("rewind", rid, "--to", "greeted", "--json").json()["run_id"]
+    pg = Workdir(source.path, pg_url)
+    for run_id in (rid, fork):
+        data = _export(source, run_id, f"{run_id}.jsonl").read_bytes()
+        r = agentlog("import", "-", "--url", pg_url, cwd=source.path, stdin=data)
+        assert r.code == 0, r
+        assert pg.ok("export", run_id).out.encode() == data
+    runs = {r["run_id"]: r for r in pg.ok("runs", "--json").json()}
+    assert runs[fork]["parent_run_id"] == rid and runs[rid]["status"] == "completed"
+    assert pg.ok("verify", fork).code == 0
+
+
+def test_conflicting_history_is_refused(source: Workdir) -> None:
+    """A run already present with a different history: exit 2, the present run unchanged."""
+    rid = source.run_id("agents:asker", code=3)
+    paused = _export(source, rid, "paused.jsonl")
+    source.ok("answer", rid, "yes")
+    answered = _export(source, rid, "answered.jsonl")
+    target = Workdir(source.path, sqlite_url(source.path, "target.db"))
+    target.ok("import", str(paused))
+    one_line_error(target.cli("import", str(answered)), "different history")
+    assert target.ok("export", rid).out.encode() == paused.read_bytes()
+
+
+def _variants(lines: list[bytes]) -> dict[str, tuple[list[bytes], str]]:
+    edited = lines[2].replace(b'"at":1', b'"at":2', 1)
+    assert edited != lines[2]
+    return {
+        "edited": ([*lines[:2], edited, *lines[3:]], "line 3"),
+        "reordered": ([lines[0], lines[2], lines[1], *lines[3:]], "line 2"),
+        "truncated at a line boundary": (lines[:-1], f"ends after line {len(lines) - 1}"),
+        "cut inside a line": ([*lines[:-1], lines[-1][:40]], f"line {len(lines)}"),
+        "a line dropped": ([lines[0], *lines[2:]], "line 2"),
+        "a line repeated": ([*lines[:2], lines[1], *lines[2:]], "line 3"),
+    }
+
+
+def test_corrupt_files_are_refused_whole(source: Workdir) -> None:
+    """Edited, reordered, truncated (even at a line boundary), dropped or repeated lines:
+    exit 2 naming the line; nothing is written."""
+    rid = source.run_id("agents:hello", code=0)
+    lines = _export(source, rid, "good.jsonl").read_bytes().splitlines(keepends=True)
+    target = Workdir(source.path, sqlite_url(source.path, "target.db"))
+    for name, (variant, needle) in _variants(lines).items():
+        bad = source.path / "bad.jsonl"
+        bad.write_bytes(b"".join(variant))
+        r = target.cli("import", str(bad))
+        one_line_error(r, needle)
+        assert target.ok("runs", "--json").json() == [], name
+    target.ok("import", str(source.path / "good.jsonl"))
+
+
+def test_corruption_is_detected_without_a_store(tmp_path: Path) -> None:
+    """The checks are pure: every variant, an empty file and foreign JSON fail to read."""
+    engine = Engine.open(f"sqlite:///{tmp_path}/x.db")
+
+    @engine.agent
+    def tiny(run: Any) -> int:
+        run.checkpoint("start")
+        total = sum(run.decide(f"n{i}", lambda i=i: i) for i in range(4))
+        run.checkpoint("end")
+        return int(total)
+
+    try:
+        rid = engine.run(tiny).run_id
+        good = b"".join(transfer.export_lines(engine, rid))
+    finally:
+        engine.close()
+    assert transfer.read_lines(good)[0] == rid
+    for variant, needle in _variants(good.splitlines(keepends=True)).values():
+        with pytest.raises(CorruptData, match=needle):
+            transfer.read_lines(b"".join(variant))
+    for data in (b"", b"\n", b'{"some": "json"}\n', good.replace(b'"hash":"', b'"hush":"')):
+        with pytest.raises(CorruptData):
+            transfer.read_lines(data)
