@@ -14,12 +14,11 @@ from typing import Any, ClassVar
 
 import eventsourcing.tests.persistence as upstream
 from conftest import PG_URL, drop_schema
-from eventsourcing.popo import POPOAggregateRecorder
 from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.sqlite import SQLiteAggregateRecorder
 
 from engine.store import Store, open_store
-from engine.store.memory import MemoryEventRecorder
+from engine.store.memory import MemoryAggregateRecorder, MemoryEventRecorder
 from engine.store.postgres import PostgresEventRecorder
 from engine.store.sqlite import SQLiteEventRecorder, _Pool
 
@@ -112,11 +111,11 @@ class TestMemoryEventRecorder(_Memory, upstream.ApplicationRecorderTestCase):
 
 
 class TestMemorySnapshotRecorder(_Memory, upstream.AggregateRecorderTestCase):
-    part, expected = "_snapshots", POPOAggregateRecorder
+    part, expected = "_snapshots", MemoryAggregateRecorder
 
 
 class TestMemoryBlobRecorder(_Memory, upstream.AggregateRecorderTestCase):
-    part, expected = "_blobs", POPOAggregateRecorder
+    part, expected = "_blobs", MemoryAggregateRecorder
 
 
 class TestMemoryNonInterleaving(_Memory, upstream.NonInterleavingNotificationIDsBaseCase):

@@ -407,6 +407,22 @@ def test_snapshot_at_or_before_returns_the_newest_one_not_after_the_position(sto
 
 
 @all_backends
+def test_snapshot_order_of_saving_does_not_matter(store: Store) -> None:
+    """Snapshots saved out of order: the newest position at or before p wins, not the last saved."""
+    stream = uuid.uuid4()
+    for p in (6, 2, 9, 4):
+        store.save_snapshot(stream, RunState(run_id=stream.hex, position=p))
+    got = {p: store.snapshot_at_or_before(stream, p) for p in (1, 3, 5, 8, None)}
+    assert {p: s.position if s else None for p, s in got.items()} == {
+        1: None,
+        3: 2,
+        5: 4,
+        8: 6,
+        None: 9,
+    }
+
+
+@all_backends
 def test_run_writer_snapshots_every_n_events_and_at_each_checkpoint(store: Store) -> None:
     """snapshot_every=4: snapshots at 4, 8, at each checkpoint, and where a batch crosses 12."""
     run_id = uuid.uuid4().hex

@@ -95,7 +95,30 @@ class MemoryEventRecorder(POPOApplicationRecorder):
             return self._leases.get(run_id)
 
 
+class MemoryAggregateRecorder(POPOAggregateRecorder):
+    """POPO's aggregate recorder, read in position order whatever order rows were inserted
+    (POPO follows insertion order, so a snapshot saved late at a low position read first)."""
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        with self._database_lock:
+            index = self._stored_events_index.get(str(originator_id), {})
+            chosen = sorted(
+                p for p in index if (gt is None or p > gt) and (lte is None or p <= lte)
+            )
+            if desc:
+                chosen.reverse()
+            return [self._stored_events[index[p]] for p in chosen[:limit]]
+
+
 def open_memory(name: str, **options: Any) -> Store:
     return Store(
-        name, MemoryEventRecorder(), POPOAggregateRecorder(), POPOAggregateRecorder(), **options
+        name, MemoryEventRecorder(), MemoryAggregateRecorder(), MemoryAggregateRecorder(), **options
     )
