@@ -132,3 +132,33 @@ def test_racing_writers_on_one_stream_never_both_win_a_position(store_url: str) 
     finally:
         for s in set(stores):
             s.close()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+def test_concurrent_first_opens_of_one_url_all_succeed(store_url: str) -> None:
+    """Six workers opening a brand-new store at once all get a working, shared store."""
+    start = threading.Barrier(6)
+    stores: list[Store] = []
+    errors: list[BaseException] = []
+
+    def open_and_append() -> None:
+        start.wait()
+        try:
+            store = open_store(store_url)
+            stores.append(store)
+            store.append([Append(uuid.uuid4(), 1, _step(1))])
+        except BaseException as e:  # reported below, with the others
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_and_append) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert errors == []
+        assert len(stores) == 6
+        assert all(s.max_global_position() == 6 for s in stores)
+    finally:
+        for s in stores:
+            s.close()
