@@ -61,6 +61,23 @@ def test_mask_hides_only_the_password() -> None:
     assert mask("sqlite:///./a.db") == "sqlite:///./a.db"
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:s3cret@[::1/x",  # urlsplit rejects the host
+        "postgresql://u:s3cret@host:99999/x",  # port out of range
+        "postgresql://u:s3cret@host:port/x",  # port not a number
+        "mysql://u:s3cret@[bad/x",
+    ],
+)
+def test_a_malformed_url_never_shows_its_password(url: str) -> None:
+    """Even a URL the parser rejects is reported with its password masked."""
+    with pytest.raises(StoreUnavailable) as info:
+        open_store(url)
+    assert "s3cret" not in str(info.value) and "u:***@" in str(info.value)
+    assert "s3cret" not in mask(url)
+
+
 def test_unknown_scheme_is_store_unavailable_with_the_password_masked() -> None:
     """An unknown scheme names the scheme and the store, never the password."""
     err = _unavailable("mysql://root:hunter2@db.example/app")

@@ -26,7 +26,12 @@ def mask(url: str) -> str:
             netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
             return parts._replace(netloc=netloc).geturl()
     except ValueError:
-        pass
+        # Malformed (say, a bad IPv6 host): still never show what may be a password.
+        scheme, sep, rest = url.partition("://")
+        userinfo, at, host = rest.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        if sep and at and colon:
+            return f"{scheme}://{user}:***@{host}"
     return url
 
 
