@@ -103,6 +103,8 @@ class _Postgres(_StoreBacked):
 
 
 class TestMemoryEventRecorder(_Memory, upstream.ApplicationRecorderTestCase):
+    """Upstream's application-recorder tests pass on the memory events recorder."""
+
     part, expected = "_events", MemoryEventRecorder
 
     def test_insert_subscribe(self) -> None:
@@ -111,14 +113,20 @@ class TestMemoryEventRecorder(_Memory, upstream.ApplicationRecorderTestCase):
 
 
 class TestMemorySnapshotRecorder(_Memory, upstream.AggregateRecorderTestCase):
+    """Upstream's aggregate-recorder tests pass on the memory snapshots recorder."""
+
     part, expected = "_snapshots", MemoryAggregateRecorder
 
 
 class TestMemoryBlobRecorder(_Memory, upstream.AggregateRecorderTestCase):
+    """Upstream's aggregate-recorder tests pass on the memory blobs recorder."""
+
     part, expected = "_blobs", MemoryAggregateRecorder
 
 
 class TestMemoryNonInterleaving(_Memory, upstream.NonInterleavingNotificationIDsBaseCase):
+    """Two concurrent memory inserts never interleave their notification ids."""
+
     part, expected = "_events", MemoryEventRecorder
 
 
@@ -126,18 +134,26 @@ class TestMemoryNonInterleaving(_Memory, upstream.NonInterleavingNotificationIDs
 
 
 class TestSQLiteEventRecorder(_SQLite, upstream.ApplicationRecorderTestCase):
+    """Upstream's application-recorder tests pass on our SQLite events recorder."""
+
     part, expected = "_events", SQLiteEventRecorder
 
 
 class TestSQLiteSnapshotRecorder(_SQLite, upstream.AggregateRecorderTestCase):
+    """Upstream's aggregate-recorder tests pass on our SQLite snapshots recorder."""
+
     part, expected = "_snapshots", SQLiteAggregateRecorder
 
 
 class TestSQLiteBlobRecorder(_SQLite, upstream.AggregateRecorderTestCase):
+    """Upstream's aggregate-recorder tests pass on our SQLite blobs recorder."""
+
     part, expected = "_blobs", SQLiteAggregateRecorder
 
 
 class TestSQLiteNonInterleaving(_SQLite, upstream.NonInterleavingNotificationIDsBaseCase):
+    """Two concurrent SQLite inserts never interleave their notification ids."""
+
     part, expected = "_events", SQLiteEventRecorder
 
 
@@ -145,6 +161,8 @@ class TestSQLiteNonInterleaving(_SQLite, upstream.NonInterleavingNotificationIDs
 
 
 class TestPostgresEventRecorder(_Postgres, upstream.ApplicationRecorderTestCase):
+    """Upstream's application-recorder tests pass on our PostgreSQL events recorder."""
+
     part, expected = "_events", PostgresEventRecorder
 
     def test_insert_subscribe(self) -> None:
@@ -153,12 +171,18 @@ class TestPostgresEventRecorder(_Postgres, upstream.ApplicationRecorderTestCase)
 
 
 class TestPostgresSnapshotRecorder(_Postgres, upstream.AggregateRecorderTestCase):
+    """Upstream's aggregate-recorder tests pass on our PostgreSQL snapshots recorder."""
+
     part, expected = "_snapshots", PostgresAggregateRecorder
 
 
 class TestPostgresBlobRecorder(_Postgres, upstream.AggregateRecorderTestCase):
+    """Upstream's aggregate-recorder tests pass on our PostgreSQL blobs recorder."""
+
     part, expected = "_blobs", PostgresAggregateRecorder
 
 
 class TestPostgresNonInterleaving(_Postgres, upstream.NonInterleavingNotificationIDsBaseCase):
+    """Two concurrent PostgreSQL inserts never interleave notification ids."""
+
     part, expected = "_events", PostgresEventRecorder

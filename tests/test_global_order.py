@@ -88,7 +88,9 @@ def test_tailing_reader_sees_every_event_once_in_increasing_order(store_url: str
     assert all(p == list(range(1, len(p) + 1)) for p in by_stream.values())
 
 
-def _racer(store: Store, stream: uuid.UUID, me: int, wins: dict[int, int]) -> None:
+def _racer(
+    store: Store, stream: uuid.UUID, me: int, wins: dict[int, int], doubles: list[int]
+) -> None:
     while True:
         pos = store.last_position(stream) + 1
         if pos > 40:
@@ -98,8 +100,9 @@ def _racer(store: Store, stream: uuid.UUID, me: int, wins: dict[int, int]) -> No
             store.append([Append(stream, pos, event)])
         except ConcurrencyError:
             continue
-        assert pos not in wins, f"position {pos} won twice"
-        wins[pos] = me
+        if pos in wins:
+            doubles.append(pos)  # two appends at one position both reported success
+        wins.setdefault(pos, me)
 
 
 @pytest.mark.parametrize("store_url", ["memory", "sqlite", "postgres"], indirect=True)
@@ -111,14 +114,17 @@ def test_racing_writers_on_one_stream_never_both_win_a_position(store_url: str) 
         stores = [open_store(store_url) for _ in range(3)]
     stream = uuid.uuid4()
     wins: dict[int, int] = {}
+    doubles: list[int] = []
     threads = [
-        threading.Thread(target=_racer, args=(s, stream, i, wins)) for i, s in enumerate(stores)
+        threading.Thread(target=_racer, args=(s, stream, i, wins, doubles))
+        for i, s in enumerate(stores)
     ]
     try:
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        assert doubles == []
         assert sorted(wins) == list(range(1, 41))
         got = stores[0].read(stream)
         assert [r.position for r in got] == list(range(1, 41))
