@@ -71,13 +71,11 @@ def test_run_show_timeline_checkpoints_state_and_their_json(work: Workdir) -> No
     at_cp = work.ok("state", rid, "--at", "greeted", "--json").json()
     assert at_cp["position"] == cps[0]["position"] and at_cp["status"] == "running"
     assert at_cp["output"] is None
-    assert work.ok("state", rid, "--at", "2", "--json").json()["position"] == 2
 
     shown = work.ok("show", rid).out
     assert rid in shown and "completed" in shown and "greeted" in shown
     text = work.ok("timeline", rid).out
     assert "checkpoint 'greeted'" in text and "plan 2/2" in text and "completed" in text
-    assert work.ok("verify", rid, "--json").json()["agrees"] is True
 
 
 def test_paused_answered_resumed(work: Workdir) -> None:
@@ -121,10 +119,9 @@ def test_rewind_forks_with_lineage(work: Workdir) -> None:
     assert runs[fork["run_id"]]["parent_run_id"] == rid
     assert work.ok("show", rid, "--json").json()["branches"][0]["run_id"] == fork["run_id"]
     assert "forked from" in work.ok("timeline", fork["run_id"]).out
-    text = work.ok("rewind", rid, "--to", "3").out
-    assert "fork" in text
     paused = work.run_id("agents:asker", code=3)
-    assert work.ok("rewind", paused, "--to", "planned", code=3).out
+    text = work.ok("rewind", paused, "--to", "2", code=3).out  # a position, as timeline shows
+    assert text.startswith("fork ") and "waiting for an answer" in text
     diff = work.ok("diff", rid, fork["run_id"], "--json").json()
     assert "parent_run_id" in diff["state"]
 
@@ -153,8 +150,7 @@ def test_recover_resumes_runs_whose_process_died(work: Workdir) -> None:
 def test_empty_store_reads_succeed(work: Workdir) -> None:
     """Reading commands on a new store succeed with empty results."""
     assert work.ok("runs", "--json").json() == []
-    assert "no runs" in work.ok("runs").out
-    assert work.ok("runs", "--status", "paused", "--json").json() == []
+    assert "no runs" in work.ok("runs", "--status", "paused").out
     assert work.ok("recover", "--json").json() == []
 
 
