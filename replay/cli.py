@@ -467,6 +467,8 @@ def run_cli(argv: list[str]) -> int:
     try:
         rv = command.main(args=args, prog_name="agentlog", standalone_mode=False)
     except _ClickException as e:
+        if not e.format_message():  # type: ignore[attr-defined]
+            return int(getattr(e, "exit_code", 2))  # no arguments: the help was shown
         hint = ""
         usage_ctx = getattr(e, "ctx", None)
         if usage_ctx is not None:

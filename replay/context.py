@@ -92,7 +92,7 @@ def _tool_line(d: dict[str, Any], intent: dict[str, Any], failed: list[str]) -> 
     args = ", ".join(f"{k}={brief(v, 40)}" for k, v in (intent.get("args") or {}).items())
     line = f"{d['tool']}({args}) -> {brief(d.get('result'), RESULT_CHARS)}"
     if failed:
-        line += f" (after {len(failed)} failed attempts: {', '.join(failed)})"
+        line += f" (after {plural(len(failed), 'failed attempt')}: {', '.join(failed)})"
     source = d.get("source", "executed")
     if source != "executed":
         line += f" [outcome {source}]"

@@ -116,3 +116,25 @@ def test_changed_agent_code_is_refused_by_resume_and_verify(work: Workdir) -> No
     agents.write_text(AGENTS)
     work.ok("verify", rid)
     work.ok("resume", rid, code=3)
+
+
+def test_unexpected_errors_exit_1_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Anything unexpected exits 1 with one line and a hint, no traceback."""
+    from engine import Engine
+    from replay.cli import run_cli
+
+    def explode(self: Engine, status: str | None = None) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(Engine, "runs", explode)
+    assert run_cli(["runs", "--url", sqlite_url(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "disk on fire" in err and "AGENTLOG_DEBUG" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 3
+
+
+def test_no_arguments_shows_help(tmp_path: Path) -> None:
+    r = agentlog(cwd=tmp_path)
+    assert r.code in (0, 2) and "Usage" in r.out + r.err and "error" not in r.err
