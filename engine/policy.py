@@ -9,6 +9,7 @@ A tool's ``classify`` hook runs first and may return a kind class or None (use d
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 
@@ -43,7 +44,13 @@ class RetryPolicy(msgspec.Struct, frozen=True):
 
     def backoff(self, attempt: int) -> float:
         """The ceiling of the delay after failed attempt number ``attempt`` (1-based)."""
-        return float(min(self.maximum, self.initial * self.multiplier ** (attempt - 1)))
+        if self.initial == 0:
+            return 0.0
+        try:
+            grown = self.initial * self.multiplier ** (attempt - 1)
+        except OverflowError:  # a float power past ~1e308 raises instead of giving inf
+            grown = math.inf
+        return float(min(self.maximum, grown))
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """The delay before the next attempt: uniform in [0, backoff] with jitter."""
