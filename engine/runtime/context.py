@@ -60,6 +60,9 @@ class RunContext:
         self.agent = agent
         self.verify = verify
         self._resume_marker = resumed
+        # Outcomes whose loss a crash would not make ambiguous (the tool has a verifier
+        # or takes the idempotency key) ride along with the next commit: one commit a step.
+        self.deferred: list[ev.Event] = []
         self._calls = 0
         self.failed_call: int | None = None  # the call whose failure is propagating
         # Once code and log disagree, nothing may run or be written, even if agent code
@@ -94,10 +97,23 @@ class RunContext:
         """Append ``events`` in one commit (with the resume marker on the first write)."""
         self.check_diverged()
         with self._lock:
-            if self._resume_marker:
-                events = (ev.AgentResumed(at=ev.now(), owner=self.engine.owner), *events)
-                self._resume_marker = False
-            self.writer.append(*events, extra=extra)
+            marker = self._resume_marker
+            batch = (*self.deferred, *events)
+            if marker:
+                batch = (ev.AgentResumed(at=ev.now(), owner=self.engine.owner), *batch)
+            self.writer.append(*batch, extra=extra)
+            self._resume_marker = False
+            self.deferred = []
+
+    def defer(self, event: ev.Event) -> None:
+        """Record ``event`` with the run's next commit (a self-resolving outcome)."""
+        with self._lock:
+            self.deferred.append(event)
+
+    def flush(self) -> None:
+        """Commit deferred outcomes now, if there are any."""
+        if self.deferred and not self.verify:
+            self.record()
 
     def recorded(self, call: int, kind: str, name: str, ahash: str = "") -> CallLog | None:
         """The log's entry at ``call``, checked against what the code does now."""

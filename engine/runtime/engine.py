@@ -38,6 +38,8 @@ class Engine:
         self._lock = threading.Lock()
         self.owner = new_owner()
         self.guards = Guards()
+        # Defer a self-resolving side effect's outcome into the run's next commit.
+        self.defer_outcomes = True
         self.leases = Leases(self.owner)
 
     @classmethod
@@ -219,6 +221,10 @@ class Engine:
             return RunResult(rid, "failed", error=message)
         finally:
             _current.reset(token)
+            try:
+                ctx.flush()  # e.g. interrupted by KeyboardInterrupt after an effect completed
+            except Exception as e:  # the outcome stays uncertain and resolves on resume
+                ctx.log.warning("deferred_outcome_not_recorded", error=str(e))
 
     def answer(self, run_id: str, value: Any) -> RunResult:
         """Answer the question a paused run waits on, and continue it."""

@@ -67,7 +67,18 @@ def succeed(
         assert c.key is not None
         state = ledger.KeyState(c.claim_version, None, None)
         extra.append(ledger.commit_event(state, c.key, c.run_id, c.number, value))
-    record(c, done, extra=extra, with_intent=intent or not c.intent_written)
+    tool = c.tool
+    if (
+        source == "executed"
+        and c.intent_written
+        and not extra
+        and tool.side_effect
+        and (tool.verify is not None or tool.takes_key)
+        and c.ctx.engine.defer_outcomes
+    ):
+        c.ctx.defer(done)  # a crash before the next commit leaves it uncertain: self-resolving
+    else:
+        record(c, done, extra=extra, with_intent=intent or not c.intent_written)
     failpoints.hit("after_outcome")
     c.ctx.log.info("tool_succeeded", call=c.number, tool=c.tool.name, key=c.key, source=source)
     return value
