@@ -1,0 +1,193 @@
+"""Per durable step: agentlog against LangGraph's checkpointers and DBOS, same machine, same run.
+
+A "step" is one tool call made durable. agentlog records a read-only call in one commit
+and a side-effecting call in two (intent before, outcome after). LangGraph checkpoints
+the whole graph state after every super-step (here: one node per step, its state a
+growing list of small results, as a message history grows). DBOS records each
+``@DBOS.step`` after it runs. Every figure is the median over ``--repeat`` runs of
+``--steps`` steps; systems are measured back to back and in alternating order.
+
+    pip install -e ".[bench]"          # langgraph + its savers, dbos
+    python scripts/bench_steps.py --repeat 5 --steps 200
+
+Competitors that are not installed are skipped, and the table says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+PG_URL = os.environ.get(
+    "AGENTLOG_BENCH_POSTGRES_URL",
+    os.environ.get("AGENTLOG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/agentlog_test"),
+)
+
+Runner = Callable[[int], float]  # steps -> seconds
+
+
+def agentlog_runner(url: str, side_effect: bool) -> Runner:
+    from engine import Engine
+
+    engine = Engine.open(url)
+
+    @engine.tool(side_effect=side_effect, name=f"bench_tool_{side_effect}")
+    def tool(i: int) -> dict[str, int]:
+        return {"i": i, "v": i * 2}
+
+    @engine.agent(name=f"bench:steps_{side_effect}")
+    def agent(run: Any, steps: int) -> int:
+        history = []
+        for i in range(steps):
+            history.append(tool(i))
+        return len(history)
+
+    def go(steps: int) -> float:
+        started = time.perf_counter()
+        result = engine.run(agent, steps=steps)
+        elapsed = time.perf_counter() - started
+        assert result.status == "completed", result
+        return elapsed
+
+    return go
+
+
+def langgraph_runner(kind: str, path_or_url: str) -> Runner | None:
+    try:
+        from langgraph.graph import END, START, StateGraph
+    except ImportError:
+        return None
+    from typing import TypedDict
+
+    class State(TypedDict):
+        i: int
+        steps: int
+        history: list[dict[str, int]]
+
+    def node(state: State) -> dict[str, Any]:
+        i = state["i"]
+        return {"i": i + 1, "history": [*state["history"], {"i": i, "v": i * 2}]}
+
+    builder = StateGraph(State)
+    builder.add_node("tool", node)
+    builder.add_edge(START, "tool")
+    builder.add_conditional_edges("tool", lambda s: END if s["i"] >= s["steps"] else "tool")
+
+    if kind == "sqlite":
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(path_or_url, check_same_thread=False)
+        saver: Any = SqliteSaver(conn)
+    else:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        pg = psycopg.connect(path_or_url, autocommit=True, prepare_threshold=0)
+        saver = PostgresSaver(pg)  # type: ignore[arg-type]
+    saver.setup()
+    graph = builder.compile(checkpointer=saver)
+
+    def go(steps: int) -> float:
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": steps + 10}
+        started = time.perf_counter()
+        out = graph.invoke({"i": 0, "steps": steps, "history": []}, config)
+        elapsed = time.perf_counter() - started
+        assert out["i"] == steps
+        return elapsed
+
+    return go
+
+
+def dbos_runner(url: str) -> Runner | None:
+    try:
+        from dbos import DBOS
+    except ImportError:
+        return None
+    DBOS(config={"name": "agentlog-bench", "system_database_url": url, "log_level": "ERROR"})
+
+    @DBOS.step()
+    def tool(i: int) -> dict[str, int]:
+        return {"i": i, "v": i * 2}
+
+    @DBOS.workflow()
+    def workflow(steps: int) -> int:
+        history = [tool(i) for i in range(steps)]
+        return len(history)
+
+    DBOS.launch()
+
+    def go(steps: int) -> float:
+        started = time.perf_counter()
+        assert workflow(steps) == steps
+        return time.perf_counter() - started
+
+    return go
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--stores", default="sqlite,postgres")
+    p.add_argument("--dbos", default="sqlite", help="DBOS system database: sqlite or postgres "
+                   "(DBOS is a process singleton: one per run of this script)")
+    p.add_argument("--pg-url", default=PG_URL)
+    args = p.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="agentlog-bench-steps-")
+    schema = f"bench_steps_{uuid.uuid4().hex[:8]}"
+    pg_base = args.pg_url.split("?")[0]
+    systems: dict[str, Runner | None] = {}
+    stores = args.stores.split(",")
+    if "sqlite" in stores:
+        systems["agentlog sqlite (read-only step)"] = agentlog_runner(f"sqlite:///{tmp}/a.db", False)
+        systems["agentlog sqlite (side-effect step)"] = agentlog_runner(f"sqlite:///{tmp}/a.db", True)
+        systems["langgraph SqliteSaver"] = langgraph_runner("sqlite", f"{tmp}/lg.db")
+    if "postgres" in stores:
+        url = f"{pg_base}?schema={schema}"
+        systems["agentlog postgres (read-only step)"] = agentlog_runner(url, False)
+        systems["agentlog postgres (side-effect step)"] = agentlog_runner(url, True)
+        systems["langgraph PostgresSaver"] = langgraph_runner("postgres", pg_base)
+    dbos_url = f"sqlite:///{tmp}/dbos.db" if args.dbos == "sqlite" else pg_base
+    systems[f"dbos {args.dbos}"] = dbos_runner(dbos_url)
+
+    live = {k: v for k, v in systems.items() if v is not None}
+    for go in live.values():
+        go(5)  # warm up: schemas, pools, imports
+    samples: dict[str, list[float]] = {k: [] for k in live}
+    names = list(live)
+    for r in range(args.repeat):
+        for name in names if r % 2 == 0 else reversed(names):
+            samples[name].append(live[name](args.steps) / args.steps * 1000)
+
+    print(f"\nPer durable step, ms (median of {args.repeat} runs x {args.steps} steps; "
+          f"2 cores, noisy)\n")
+    print("| system | ms/step | vs agentlog (same store, same step kind) |")
+    print("|---|---:|---:|")
+    for name in systems:
+        if name not in samples:
+            print(f"| {name} | not installed | |")
+            continue
+        med = statistics.median(samples[name])
+        store = "postgres" if "postgres" in name.lower() else "sqlite"
+        base = statistics.median(samples.get(f"agentlog {store} (side-effect step)", [med]))
+        ratio = "" if name.startswith("agentlog") else f"{med / base:.2f}x"
+        print(f"| {name} | {med:.3f} | {ratio} |")
+    if "postgres" in stores:
+        import psycopg
+
+        with psycopg.connect(pg_base, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
