@@ -19,12 +19,13 @@ import typer
 from engine import Engine, RunResult
 from engine.errors import AgentlogError, UsageError
 from engine.runtime.defs import AgentDef
+from engine.runtime.leases import alive
 
 from . import context as context_mod
 from . import diff as diff_mod
 from . import timeline as timeline_mod
 from . import transfer, views
-from .output import Out, checkpoint_docs, exit_status, result_doc, run_doc, state_doc
+from .output import Out, checkpoint_docs, exit_status, result_doc, run_doc, state_doc, when
 
 STATUSES = ("new", "running", "paused", "completed", "failed", "abandoned")
 _ClickException: type[Exception] = next(
@@ -65,6 +66,14 @@ class Session:
         else:
             self.out.lines(views.result_rows(r))
         return exit_status(r.status)
+
+    def owner(self, run_id: str) -> dict[str, Any] | None:
+        """Who holds the run's lease, and whether that process is still alive."""
+        lease = self.engine.store.lease(run_id)
+        if lease is None:
+            return None
+        holder, until = lease
+        return {"owner": holder, "lease_until": when(until), "alive": alive(holder)}
 
     def children(self, run_id: str) -> list[tuple[str, int | None]]:
         """Runs forked from ``run_id`` and the position each was forked at."""
@@ -222,12 +231,16 @@ def show(ctx: typer.Context, run: Run) -> int:
     s = _session(ctx)
     state = s.engine.state(run)
     children = s.children(state.run_id)
+    owner = s.owner(state.run_id) if state.status == "running" else None
     if s.as_json:
         doc = state_doc(state)
         doc["branches"] = [{"run_id": c, "fork_position": at} for c, at in children]
+        doc["owner"] = owner
         s.out.json(doc)
     else:
         s.out.lines(views.state_rows(state, children))
+        if state.status == "running":
+            s.out.lines([views.owner_row(owner)])
     return 0
 
 

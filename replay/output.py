@@ -171,7 +171,6 @@ def run_doc(r: RunSummary) -> dict[str, Any]:
         "started_at": r.started_at,
         "updated_at": r.updated_at,
         "parent_run_id": r.parent_run_id,
-        "position": r.position,
     }
 
 

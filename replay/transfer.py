@@ -20,9 +20,9 @@ import msgspec
 
 from engine import Engine
 from engine.errors import CorruptData, UsageError
-from engine.events import UPCASTERS, AnyEvent, Event, event_type
-from engine.history import RunWriter, run_stream
-from engine.state import RunState, fold
+from engine.events import UPCASTERS, AnyEvent, Checkpoint, Event, event_type
+from engine.history import DEFAULT_SNAPSHOT_EVERY, RunWriter, run_stream
+from engine.state import RunState, evolve
 from engine.store import Append
 from engine.store.codec import decode_event, encode_event
 
@@ -197,7 +197,14 @@ def import_run(engine: Engine, data: bytes, source: str = "the file") -> tuple[s
             f"run {run_id} already exists with a different history "
             f"(they differ at position {differ}); nothing imported"
         )
-    state = fold(list(enumerate(events, start=1)), RunState(run_id=run_id))
+    state = RunState(run_id=run_id)
+    snapshots = []
+    for position, e in enumerate(events, start=1):
+        state = evolve(state, e, position)
+        if position % DEFAULT_SNAPSHOT_EVERY == 0 or isinstance(e, Checkpoint):
+            snapshots.append(state)
     items = [Append(stream, i, e) for i, e in enumerate(events, start=1)]
     engine.store.append(items, runs=[RunWriter.index_row(state)])
+    for snapshot in snapshots:  # as the run's writer would have taken them; harmless twice
+        engine.store.save_snapshot(stream, snapshot)
     return run_id, True

@@ -4,6 +4,7 @@ and the outcome of run/resume/answer/abandon/rewind with what to do next."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from engine import RunResult, RunState, RunSummary
 
@@ -29,7 +30,7 @@ def run_rows(runs: list[RunSummary], store: str) -> list[list[Piece]]:
         [
             (
                 f"{'RUN ID':<32}  {'STATUS':<9}  {'STARTED (UTC)':<19}  {'UPDATED (UTC)':<19}"
-                f"  {'EVENTS':>6}  AGENT  [PARENT]",
+                "  AGENT  [PARENT]",
                 "bold",
             )
         ]
@@ -41,7 +42,7 @@ def run_rows(runs: list[RunSummary], store: str) -> list[list[Piece]]:
                 f"{r.run_id:<32}  ",
                 status_piece(r.status, 9),
                 f"  {clock(r.started_at, date=True)}  {clock(r.updated_at, date=True)}",
-                f"  {r.position:>6}  {r.agent}",
+                f"  {r.agent}",
                 *parent,
             ]
         )
@@ -101,6 +102,16 @@ def state_rows(
     if state.last_observation:
         rows.append(row("last seen", state.last_observation[:200]))
     return rows
+
+
+def owner_row(owner: dict[str, Any] | None) -> list[Piece]:
+    """Who executes a running run; a gone owner means ``agentlog recover`` will resume it."""
+    label: Piece = (f"{'owner':<12}", "bold")
+    if owner is None:
+        return [label, ("none: its process stopped; `agentlog recover` resumes it", "yellow")]
+    if owner["alive"]:
+        return [label, f"{owner['owner']} (alive, lease until {clock(owner['lease_until'])})"]
+    return [label, (f"{owner['owner']} is gone; `agentlog recover` resumes it", "yellow")]
 
 
 def checkpoint_rows(state: RunState) -> list[list[Piece]]:

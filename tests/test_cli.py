@@ -140,6 +140,8 @@ def test_recover_resumes_runs_whose_process_died(work: Workdir) -> None:
     r = work.cli("run", "agents:crasher", env={"AGENTLOG_FAILPOINTS": "after_tool:2"})
     assert r.code == -signal.SIGKILL
     [running] = work.ok("runs", "--status", "running", "--json").json()
+    owner = work.ok("show", running["run_id"], "--json").json()["owner"]
+    assert owner is None or owner["alive"] is False
     recovered = work.ok("recover", "--json").json()
     assert [(x["run_id"], x["status"]) for x in recovered] == [(running["run_id"], "completed")]
     assert work.ok("recover", "--json").json() == []
