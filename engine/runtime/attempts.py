@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -57,43 +58,44 @@ def run(c: Call, uncertain: Callable[[Call, str], Any]) -> Any:
         except Exception as exc:
             kind = classify(exc, side_effect=tool.side_effect, hook=tool.classify)
             duration = guards.clock() - started
-            if tool.breaker is not None and kind in ("transient", "indeterminate"):
-                _circuit(c, guards.breaker(tool.name, tool.breaker).failure())
+            if tool.breaker is not None:
+                breaker = guards.breaker(tool.name, tool.breaker)
+                if kind in ("transient", "indeterminate"):
+                    _circuit(c, breaker.failure())
+                else:  # the tool answered; its health is unknown, not bad
+                    breaker.release()
             failed = _failed(c, exc, kind, duration)
             more = c.attempts < policy.max_attempts and (
                 policy.max_elapsed is None or guards.clock() - first < policy.max_elapsed
             )
             if kind == "indeterminate" and tool.side_effect:
                 resends = tool.verify is not None or tool.takes_key
-                if more or not resends:
+                if not resends:  # only a person can tell: never re-sent blind
                     record(c, failed)
                     exhausted = "" if more else " (attempts exhausted)"
                     return uncertain(c, failed.message + exhausted)
-                # Attempts exhausted for a tool whose uncertainty re-sends itself (verifier
-                # or idempotency key): verify once more, else fail for good instead of
-                # re-sending forever. A resume re-attempts the call under the same key.
+                stop = _budget_exhausted(c) if more else None
+                if more and stop is None:
+                    # Verify, or re-send under the same key, after a backoff like any
+                    # retry: budgets apply, so re-sends cannot storm a struggling service.
+                    _schedule_retry(c, failed, kind)
+                    return uncertain(c, failed.message)
+                # Attempts (or a retry budget) exhausted for a tool whose uncertainty
+                # re-sends itself (verifier or idempotency key): verify once more, else
+                # fail for good instead of re-sending forever. A resume re-attempts the
+                # call under the same key.
                 assert c.key is not None
                 found = tool.verify(c.key) if tool.verify is not None else None
                 if found is not None:
                     record(c, failed)
                     return succeed(c, found, source="verified")
-                _final(c, kind, failed.message + " (attempts exhausted)", failed, cause=exc)
+                why = f"; {stop}" if stop else " (attempts exhausted)"
+                _final(c, kind, failed.message + why, failed, cause=exc)
             if kind == "transient" and more:
                 budget = _budget_exhausted(c)
                 if budget is not None:
                     _final(c, kind, f"{failed.message}; {budget}", failed)
-                delay = policy.delay(c.attempts, guards.rng)
-                retry = ev.RetryScheduled(
-                    at=ev.now(),
-                    call=c.number,
-                    tool=tool.name,
-                    attempt=c.attempts + 1,
-                    delay=delay,
-                    kind=kind,
-                )
-                record(c, failed, retry)
-                c.ctx.log.info("tool_retry", call=c.number, tool=tool.name, delay=delay)
-                guards.sleep(delay)
+                _schedule_retry(c, failed, kind)
                 continue
             _final(c, kind, failed.message, failed, cause=exc)
         duration = guards.clock() - started
@@ -104,13 +106,29 @@ def run(c: Call, uncertain: Callable[[Call, str], Any]) -> Any:
         return succeed(c, result, source="executed", duration=duration)
 
 
+def _schedule_retry(c: Call, failed: ev.ToolFailed, kind: str) -> None:
+    """Record the failed attempt and the next one's jittered delay, then wait it out."""
+    guards = c.ctx.engine.guards
+    delay = c.tool.retry.delay(c.attempts, guards.rng)
+    retry = ev.RetryScheduled(
+        at=ev.now(),
+        call=c.number,
+        tool=c.tool.name,
+        attempt=c.attempts + 1,
+        delay=delay,
+        kind=kind,
+    )
+    record(c, failed, retry)
+    c.ctx.log.info("tool_retry", call=c.number, tool=c.tool.name, delay=delay)
+    guards.sleep(delay)
+
+
 def _failed(c: Call, exc: BaseException, kind: str, duration: float) -> ev.ToolFailed:
     evidence: dict[str, Any] = {"args": c.tool.redacted(c.named), "tool_version": c.tool.version}
     evidence["agent_version"] = c.ctx.agent.version
     raw = getattr(exc, "response", None) or getattr(exc, "body", None)
     if raw is not None:
-        text = raw if isinstance(raw, str) else repr(raw)
-        evidence["response"] = text[:RESPONSE_LIMIT]
+        evidence["response"] = _truncated(raw)
     return ev.ToolFailed(
         at=ev.now(),
         call=c.number,
@@ -123,6 +141,18 @@ def _failed(c: Call, exc: BaseException, kind: str, duration: float) -> ev.ToolF
         duration=duration,
         evidence=evidence,
     )
+
+
+def _truncated(raw: object) -> str:
+    """The raw response as text, cut to RESPONSE_LIMIT bytes of UTF-8 (whole characters)."""
+    if isinstance(raw, bytes | bytearray):
+        text = bytes(raw[: RESPONSE_LIMIT * 4]).decode("utf-8", errors="replace")
+    else:
+        text = raw if isinstance(raw, str) else repr(raw)
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= RESPONSE_LIMIT:
+        return text
+    return data[:RESPONSE_LIMIT].decode("utf-8", errors="ignore")
 
 
 def _final(
@@ -169,12 +199,15 @@ def _circuit(c: Call, change: str | None) -> None:
     """Record a breaker transition in the tool's own stream."""
     if change is None:
         return
-    kinds: dict[str, type[ev.Event]] = {
-        "open": ev.CircuitOpened,
-        "half_open": ev.CircuitHalfOpened,
-        "closed": ev.CircuitClosed,
-    }
-    event = kinds[change](at=ev.now(), tool=c.tool.name)  # type: ignore[call-arg]
+    event: ev.Event
+    if change == "open":
+        assert c.tool.breaker is not None
+        failures = c.ctx.engine.guards.breaker(c.tool.name, c.tool.breaker).failures
+        event = ev.CircuitOpened(at=ev.now(), tool=c.tool.name, failures=failures)
+    elif change == "half_open":
+        event = ev.CircuitHalfOpened(at=ev.now(), tool=c.tool.name)
+    else:
+        event = ev.CircuitClosed(at=ev.now(), tool=c.tool.name)
     store, sid = c.ctx.store, stream_id("tool:" + c.tool.name)
     for _ in range(5):  # other processes write this stream too: re-read on conflict
         try:
@@ -205,8 +238,8 @@ def _invoke(c: Call) -> Any:
     seconds = timeout_of(c)
     future: concurrent.futures.Future[Any]
     if c.tool.is_async:
-        if c.loop is None:
-            return asyncio.run(c.tool.fn(*c.args, **kwargs))  # an async tool in a sync agent
+        if c.loop is None:  # an async tool in a sync agent: its own loop, same timeout
+            return asyncio.run(_bounded(c.tool.fn(*c.args, **kwargs), seconds))
         future = asyncio.run_coroutine_threadsafe(c.tool.fn(*c.args, **kwargs), c.loop)
     elif seconds is None:
         return c.tool.fn(*c.args, **kwargs)
@@ -218,6 +251,20 @@ def _invoke(c: Call) -> Any:
         if not future.cancel():
             _keep_late_result(c, future, time.monotonic())
         raise TimeoutError(f"no result within {seconds:.3g} s") from None
+
+
+async def _bounded(coro: Any, seconds: float | None) -> Any:
+    """Await ``coro`` for at most ``seconds``; past that it is cancelled (no late result)."""
+    if seconds is None:
+        return await coro
+    task = asyncio.ensure_future(coro)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise TimeoutError(f"no result within {seconds:.3g} s")
+    return task.result()
 
 
 def _keep_late_result(c: Call, future: concurrent.futures.Future[Any], since: float) -> None:

@@ -22,33 +22,49 @@ Clock = Callable[[], float]
 @dataclass
 class Breaker:
     """closed -> open after ``failure_threshold`` failures in a row; open -> half-open after
-    ``reset_timeout``; half-open lets one trial through: success closes, failure reopens."""
+    ``reset_timeout``; half-open lets one trial through: success closes, failure reopens.
+
+    While the trial is out every other call fails fast. A trial that never reports (its
+    run was stopped mid-call) stops blocking after another ``reset_timeout``."""
 
     settings: CircuitBreaker
     clock: Clock
     state: str = "closed"
     failures: int = 0
     opened_at: float = 0.0
+    trial_at: float | None = None  # when the half-open trial now out was let through
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def allow(self) -> tuple[bool, str | None]:
         """Whether a call may go through, and the transition this caused, if any."""
         with self._lock:
+            now = self.clock()
             if self.state == "open":
-                if self.clock() - self.opened_at < self.settings.reset_timeout:
+                if now - self.opened_at < self.settings.reset_timeout:
                     return False, None
-                self.state = "half_open"
+                self.state, self.trial_at = "half_open", now
                 return True, "half_open"
+            if self.state == "half_open":
+                if self.trial_at is not None and now - self.trial_at < self.settings.reset_timeout:
+                    return False, None
+                self.trial_at = now
             return True, None
 
     def success(self) -> str | None:
         with self._lock:
-            was, self.state, self.failures = self.state, "closed", 0
+            was, self.state, self.failures, self.trial_at = self.state, "closed", 0, None
             return "closed" if was != "closed" else None
+
+    def release(self) -> None:
+        """The call ended in a way that says nothing of the tool's health (a permanent or
+        logical failure): a half-open breaker may let its next trial through."""
+        with self._lock:
+            self.trial_at = None
 
     def failure(self) -> str | None:
         with self._lock:
             self.failures += 1
+            self.trial_at = None
             if self.state == "half_open" or (
                 self.state == "closed" and self.failures >= self.settings.failure_threshold
             ):
@@ -131,15 +147,15 @@ class Guards:
 
     def breaker(self, tool: str, settings: CircuitBreaker) -> Breaker:
         with self._lock:
-            if tool not in self.breakers:
-                self.breakers[tool] = Breaker(settings, self.clock)
+            if tool not in self.breakers:  # the clock is read through: injectable any time
+                self.breakers[tool] = Breaker(settings, lambda: self.clock())
             return self.breakers[tool]
 
     def bucket(self, tool: str) -> TokenBucket:
         with self._lock:
             if tool not in self.buckets:
                 self.buckets[tool] = TokenBucket(
-                    self.tool_retry_capacity, self.tool_retry_rate, self.clock
+                    self.tool_retry_capacity, self.tool_retry_rate, lambda: self.clock()
                 )
             return self.buckets[tool]
 
