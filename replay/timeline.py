@@ -154,7 +154,8 @@ def _failed(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
 
 def _abandoned(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
     s.status, s.depth = "abandoned", 0
-    return [("■ abandoned", "bold red"), f" {d.get('reason', '')}"]
+    reason = d.get("reason")
+    return [("■ abandoned", "bold red"), f" ({reason})" if reason else ""]
 
 
 def _plan(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
