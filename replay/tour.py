@@ -75,10 +75,10 @@ def _tour(con: Console, out: Out, engine: Engine, url: str) -> int:
             title="[bold]agentlog demo[/]",
         )
     )
-    con.print(f"store:   {engine.store.name}")
+    con.print(f"store:    {engine.store.name}")
     world = os.path.relpath(os.environ[demo.WORLD_ENV])
     con.print(f"payments: {world} (a fake payment service)")
-    con.print(f"ticket:  {brief(ticket, 100)}")
+    con.print(f"ticket:   {brief(ticket, 100)}")
 
     _step(con, 1, "Run the agent in a child process, armed to die mid-payment")
     con.print(f"   AGENTLOG_FAILPOINTS={FAILPOINT}: SIGKILL once the charge returns, before")
@@ -87,6 +87,8 @@ def _tour(con: Console, out: Out, engine: Engine, url: str) -> int:
     if code != -signal.SIGKILL:
         con.print(f"[bold red]   the child was expected to be killed, but it exited with {code}[/]")
         return 1
+    con.print("   the CRM timed out once and was retried (backoff with jitter), the model")
+    con.print("   triaged the ticket, the card was charged... and then:")
     con.print("   [red]✗ child killed by SIGKILL[/] (exit -9): the agent's process is gone")
     con.print(f"   {_charges(order)}: the charge landed, but the log never heard back")
     state = engine.state(run_id)
