@@ -348,12 +348,17 @@ class Campaign:
         plan, failpoint = "none", None
         delay: float | None = None
         unhit = [name for name in points if not self.report.kills_by[name]]
+        resend = args[0] == "answer" and args[3] == "not done"
         if unhit:  # every failpoint kills at least once, early in the campaign
             plan = unhit[0]
             failpoint = f"{plan}:1"
-        elif roll < 0.45:
+        elif resend and roll < 0.5:  # the riskiest moment: the re-send a person allowed
+            plan = self.rng.choice(("after_tool", "after_intent"))
+            failpoint = f"{plan}:1"
+        elif roll < 0.5:
             plan = self.rng.choice(points)
-            failpoint = f"{plan}:{self.rng.randint(1, 2 if plan == 'in_compensation' else 6)}"
+            nth = 1 if self.rng.random() < 0.4 else self.rng.randint(2, 6)
+            failpoint = f"{plan}:{min(nth, 3) if plan == 'in_compensation' else nth}"
         elif roll < 0.9:  # a random moment of the child's life
             delay = self.rng.uniform(self.launcher.startup, 1.1 * self.estimate)
             plan = "timer"
