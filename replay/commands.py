@@ -1,0 +1,144 @@
+"""The commands that move runs: demo, run, resume, recover, answer, abandon, rewind."""
+
+import importlib
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from engine.errors import UsageError
+from engine.runtime.defs import AgentDef
+
+from . import views
+from .app import Run, app, session
+from .output import exit_status, result_doc
+
+# --- running ---------------------------------------------------------------------------
+
+
+@app.command()
+def demo(ctx: typer.Context) -> int:
+    """A bundled support-ticket agent: crashes mid-payment, resumes, rewinds, shows its log."""
+    from .tour import tour
+
+    return tour(session(ctx).url)
+
+
+@app.command("run")
+def run_cmd(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(metavar="MODULE:AGENT", show_default=False)],
+    input: Annotated[
+        str, typer.Option("--input", "-i", help="The agent's keyword arguments as a JSON object.")
+    ] = "{}",
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Use this run id (an existing run continues).")
+    ] = None,
+) -> int:
+    """Start MODULE:AGENT as a new run (MODULE is imported with the current directory first)."""
+    s = session(ctx)
+    kwargs = _json_object(input, "--input")
+    agent = load_target(target)
+    return s.result(s.engine.run(agent, run_id=run_id, **kwargs))
+
+
+@app.command()
+def resume(ctx: typer.Context, run: Run) -> int:
+    """Continue a crashed or failed run from its log (a completed run just shows its result)."""
+    s = session(ctx)
+    return s.result(s.engine.resume(run))
+
+
+@app.command()
+def recover(ctx: typer.Context) -> int:
+    """Resume every run whose owner died."""
+    s = session(ctx)
+    results = s.engine.recover()
+    if s.as_json:
+        s.out.json([result_doc(r) for r in results])
+    elif not results:
+        s.out.line(("no runs needed recovery (no running run has a dead owner)", "dim"))
+    for r in results if not s.as_json else ():
+        s.out.lines(views.result_rows(r))
+    return max((exit_status(r.status) for r in results), default=0)
+
+
+@app.command()
+def answer(
+    ctx: typer.Context,
+    run: Run,
+    value: Annotated[str, typer.Argument(show_default=False)],
+    json_value: Annotated[bool, typer.Option("--json-value", help="Parse VALUE as JSON.")] = False,
+) -> int:
+    """Answer the question a paused run waits on, and continue it."""
+    s = session(ctx)
+    answer_value: Any = value
+    if json_value:
+        try:
+            answer_value = json.loads(value)
+        except ValueError as e:
+            raise UsageError(f"VALUE is not valid JSON ({e})") from None
+    return s.result(s.engine.answer(run, answer_value))
+
+
+@app.command()
+def abandon(ctx: typer.Context, run: Run) -> int:
+    """Stop a run for good, running its compensations in reverse order."""
+    s = session(ctx)
+    return s.result(s.engine.abandon(run))
+
+
+@app.command()
+def rewind(
+    ctx: typer.Context,
+    run: Run,
+    to: Annotated[
+        str,
+        typer.Option("--to", help="A checkpoint name or a position (as timeline shows it)."),
+    ],
+) -> int:
+    """Fork a new run from a checkpoint or position of RUN and continue it."""
+    s = session(ctx)
+    parent = s.engine.resolve(run)
+    r = s.engine.rewind(parent, to)
+    if not s.as_json:
+        s.out.line("fork ", (r.run_id, "bold cyan"), f" of {parent} at {to!r}")
+    return s.result(r)
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"{what} is not valid JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{what} must be a JSON object of keyword arguments")
+    return value
+
+
+def load_target(target: str) -> Any:
+    """The agent named ``module:qualname``, importing the module with the cwd first."""
+    module_name, sep, qualname = target.partition(":")
+    if not sep or not module_name or not qualname:
+        raise UsageError(f"expected MODULE:AGENT, got {target!r}")
+    cwd = os.getcwd()
+    if sys.path[:1] != [cwd]:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and module_name.startswith(e.name):
+            raise UsageError(f"no module named {module_name!r} (looked in {cwd} first)") from None
+        raise UsageError(f"importing {module_name} failed: {e}") from None
+    except Exception as e:
+        raise UsageError(f"importing {module_name} failed: {type(e).__name__}: {e}") from None
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise UsageError(f"module {module_name} has no agent {qualname!r}")
+    if not isinstance(obj, AgentDef) and not callable(obj):
+        raise UsageError(f"{target} is not an agent (decorate it with @engine.agent)")
+    return obj

@@ -1,0 +1,197 @@
+"""The commands that read history (runs, show, timeline, checkpoints, state, context,
+diff, verify) and move it between stores (export, import)."""
+
+import sys
+from typing import Annotated
+
+import typer
+
+from engine.errors import UsageError
+
+from . import context as context_mod
+from . import diff as diff_mod
+from . import timeline as timeline_mod
+from . import transfer, views
+from .app import STATUSES, Run, app, session
+from .output import checkpoint_docs, run_doc, state_doc
+
+# --- reading ---------------------------------------------------------------------------
+
+
+@app.command()
+def runs(
+    ctx: typer.Context,
+    status: Annotated[
+        str | None, typer.Option("--status", help=f"Only this status: {', '.join(STATUSES)}.")
+    ] = None,
+) -> int:
+    """Runs in the store, newest first."""
+    s = session(ctx)
+    if status is not None and status not in STATUSES:
+        raise UsageError(f"--status must be one of {', '.join(STATUSES)}, not {status!r}")
+    found = s.engine.runs(status)
+    if s.as_json:
+        s.out.json_stream(run_doc(r) for r in found)
+    else:
+        s.out.lines(views.run_rows(found, s.engine.store.name))
+    return 0
+
+
+@app.command()
+def show(ctx: typer.Context, run: Run) -> int:
+    """A run's summary and current state."""
+    s = session(ctx)
+    state = s.engine.state(run)
+    children = s.children(state.run_id)
+    owner = s.owner(state.run_id) if state.status == "running" else None
+    if s.as_json:
+        doc = state_doc(state)
+        doc["branches"] = [{"run_id": c, "fork_position": at} for c, at in children]
+        doc["owner"] = owner
+        s.out.json(doc)
+    else:
+        s.out.lines(views.state_rows(state, children))
+        if state.status == "running":
+            s.out.lines([views.owner_row(owner)])
+    return 0
+
+
+@app.command()
+def timeline(ctx: typer.Context, run: Run) -> int:
+    """Every event with its time, duration, attempts, failures, checkpoints and lineage."""
+    s = session(ctx)
+    rid = s.engine.resolve(run)
+    events = timeline_mod.views(s.engine, rid)
+    if s.as_json:
+        s.out.json_stream(timeline_mod.json_rows(events))
+        return 0
+    state = s.engine.state(rid)
+    s.out.lines(timeline_mod.header(state, s.children(rid)))
+    s.out.lines(timeline_mod.story(events))
+    return 0
+
+
+@app.command()
+def checkpoints(ctx: typer.Context, run: Run) -> int:
+    """A run's named checkpoints."""
+    s = session(ctx)
+    state = s.engine.state(run)
+    if s.as_json:
+        s.out.json(checkpoint_docs(state))
+    else:
+        s.out.lines(views.checkpoint_rows(state))
+    return 0
+
+
+@app.command()
+def state(
+    ctx: typer.Context,
+    run: Run,
+    at: Annotated[
+        str | None, typer.Option("--at", help="A position or a checkpoint name (default: latest).")
+    ] = None,
+) -> int:
+    """The folded state of a run at a position, a checkpoint, or now."""
+    s = session(ctx)
+    folded = s.engine.state(run, at=at)
+    if s.as_json:
+        s.out.json(state_doc(folded))
+    else:
+        s.out.lines(views.state_rows(folded))
+    return 0
+
+
+@app.command()
+def context(ctx: typer.Context, run: Run) -> int:
+    """The recovery context for an LLM resuming the run, as prompt-ready text."""
+    s = session(ctx)
+    rid = s.engine.resolve(run)
+    folded = s.engine.state(rid)
+    text = context_mod.recovery_context(folded, timeline_mod.views(s.engine, rid))
+    if s.as_json:
+        s.out.json({"run_id": rid, "status": folded.status, "context": text})
+    else:
+        s.out.stream.write(text)
+    return 0
+
+
+@app.command()
+def diff(
+    ctx: typer.Context,
+    left: Annotated[str, typer.Argument(metavar="RUN[@AT]", show_default=False)],
+    right: Annotated[str, typer.Argument(metavar="RUN[@AT]", show_default=False)],
+) -> int:
+    """What differs between two runs, or two positions of one (AT: a position or checkpoint)."""
+    s = session(ctx)
+    doc = diff_mod.compare(diff_mod.side(s.engine, left), diff_mod.side(s.engine, right))
+    if s.as_json:
+        s.out.json(doc)
+    else:
+        s.out.lines(diff_mod.render(doc))
+    return 0
+
+
+@app.command()
+def verify(ctx: typer.Context, run: Run) -> int:
+    """Replay the log against the current code; exit 2 naming the first call that diverges."""
+    s = session(ctx)
+    rid = s.engine.resolve(run)
+    r = s.engine.verify(rid)
+    if s.as_json:
+        s.out.json({"run_id": rid, "status": r.status, "agrees": True})
+    else:
+        s.out.line(("✓ ", "green"), f"run {rid}: the code agrees with its log ({r.status})")
+    return 0
+
+
+# --- moving runs between stores --------------------------------------------------------
+
+
+@app.command("export")
+def export_cmd(
+    ctx: typer.Context,
+    run: Run,
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
+    ] = None,
+) -> int:
+    """The run's events as JSON Lines, one event a line, hash-chained."""
+    s = session(ctx)
+    lines = transfer.export_lines(s.engine, run)
+    if output is None:
+        sys.stdout.flush()
+        for line in lines:
+            sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+        return 0
+    with open(output, "wb") as f:
+        for line in lines:
+            f.write(line)
+    return 0
+
+
+@app.command("import")
+def import_cmd(
+    ctx: typer.Context,
+    file: Annotated[str, typer.Argument(help="An export file, or - for stdin.")],
+) -> int:
+    """Import an exported run; refuses a corrupt or conflicting file whole."""
+    s = session(ctx)
+    if file == "-":
+        data, source = sys.stdin.buffer.read(), "stdin"
+    else:
+        try:
+            with open(file, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise UsageError(f"cannot read {file}: {e.strerror}") from None
+        source = file
+    run_id, written = transfer.import_run(s.engine, data, source)
+    events = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if s.as_json:
+        s.out.json({"run_id": run_id, "imported": written, "events": events})
+    elif written:
+        s.out.line(("imported ", "green"), f"run {run_id} ({events} events)")
+    else:
+        s.out.line(("already present: ", "dim"), f"run {run_id} has this history; nothing to do")
+    return 0
