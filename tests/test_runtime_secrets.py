@@ -139,3 +139,29 @@ def test_secrets_never_reach_the_debug_logs_nor_the_store_across_a_kill(
     for name, value in secrets.items():
         assert value not in logs, f"{name} leaked into the logs"
     assert service.effects(svc) == Counter({("pay_by_card", "o1"): 1})
+
+
+@all_backends
+def test_secret_names_are_redacted_inside_nested_arguments(eng: Engine, store_url: str) -> None:
+    """``headers={"Authorization": ...}`` or a body holding a ``password`` at any depth is
+    stored redacted; the other nested values are kept."""
+    token, password = f"Bearer {uuid.uuid4().hex}", f"pw-{uuid.uuid4().hex}"
+    trace = f"trace-{uuid.uuid4().hex}"
+
+    @eng.tool(side_effect=True)
+    def call_api(url: str, headers: dict[str, str], body: dict[str, Any]) -> int:
+        return 200
+
+    @eng.agent
+    def client(run: Any) -> int:
+        body = {"users": [{"name": "ann", "Password": password}]}
+        return int(call_api("https://api", {"Authorization": token, "X-Trace": trace}, body))
+
+    r = eng.run(client)
+    assert (r.status, r.output) == ("completed", 200)
+    data = stored_bytes(store_url, eng)
+    assert trace.encode() in data
+    assert token.encode() not in data and password.encode() not in data
+    args = next(d for _, t, d in log_of(eng, r.run_id) if t == "tool_invoked")["args"]
+    assert args["headers"] == {"Authorization": "<redacted>", "X-Trace": trace}
+    assert args["body"] == {"users": [{"name": "ann", "Password": "<redacted>"}]}

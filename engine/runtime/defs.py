@@ -91,7 +91,23 @@ class ToolDef:
         return named
 
     def redacted(self, named: dict[str, Any]) -> dict[str, Any]:
-        return {k: (REDACTED if k.lower() in self.redact else v) for k, v in named.items()}
+        """The arguments as persisted and logged: a value whose name is in ``redact`` is
+        replaced, at any depth (``headers={"Authorization": ...}`` is redacted too)."""
+        return {
+            k: (REDACTED if k.lower() in self.redact else _scrub(v, self.redact))
+            for k, v in named.items()
+        }
+
+
+def _scrub(value: Any, names: frozenset[str]) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: (REDACTED if isinstance(k, str) and k.lower() in names else _scrub(v, names))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_scrub(v, names) for v in value]
+    return value
 
 
 @dataclass(eq=False)
