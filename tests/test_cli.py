@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_cli_kit import Workdir, agentlog, make_workdir, sqlite_url
+from test_cli_kit import Workdir, agentlog, clean_env, make_workdir, sqlite_url
 
 RESULT_KEYS = {"run_id", "status", "output", "error"}
 
@@ -185,14 +187,10 @@ def test_default_url_is_env_then_local_sqlite(tmp_path: Path) -> None:
 def test_console_script_and_prefixes(tmp_path: Path) -> None:
     """The installed ``agentlog`` script works; a unique prefix names a run, an ambiguous
     one is refused with exit 2."""
-    import subprocess
-
-    from test_cli_kit import clean_env
-
     work = make_workdir(tmp_path, sqlite_url(tmp_path))
     work.ok("run", "agents:hello", "--run-id", "order-1")
     work.ok("run", "agents:hello", "--run-id", "order-2")
-    script = os.path.join(os.path.dirname(os.sys.executable), "agentlog")  # type: ignore[attr-defined]
+    script = os.path.join(os.path.dirname(sys.executable), "agentlog")
     proc = subprocess.run(
         [script, "show", "order-1", "--url", work.url, "--json"],
         cwd=tmp_path,
