@@ -285,3 +285,23 @@ def test_an_always_indeterminate_effect_fails_after_its_attempts_instead_of_loop
     down["on"] = False
     done = eng.resume(r.run_id)
     assert done.status == "completed" and set(keys) == {f"{r.run_id}:1"} and len(keys) == 4
+
+
+@all_backends
+def test_an_unclear_answer_to_an_uncertain_effect_is_refused_recording_nothing(
+    eng: Engine,
+) -> None:
+    """Only a plain 'done'/'not done' (yes/no, true/false) settles an uncertain effect: an
+    unclear answer would be read as 'not done' and re-send an effect that may be done,
+    so it is refused (UsageError) and nothing is recorded."""
+    from engine.errors import UsageError
+
+    faxer, fax, count = _pausing_setup(eng)
+    craft_uncertain(eng, faxer, "unsure-unclear", {"number": "7"}, fax, ("7",))
+    assert eng.resume("unsure-unclear").status == "paused"
+    before = log_of(eng, "unsure-unclear")
+    with pytest.raises(UsageError, match="done"):
+        eng.answer("unsure-unclear", "I think it went out")
+    assert log_of(eng, "unsure-unclear") == before and count == {}
+    assert eng.answer("unsure-unclear", "No").status == "completed"
+    assert count == {"fax": 1}

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import events as ev
 from .. import failpoints
-from ..errors import ConcurrencyError, NonDeterminismError, Paused, ToolError
+from ..errors import ConcurrencyError, NonDeterminismError, Paused, ToolError, UsageError
 from ..policy import error_for
 from . import attempts, ledger
 from .context import RunContext
@@ -26,6 +26,17 @@ from .outcomes import Call, intent, succeed
 
 LEDGER_WAIT_DEFAULT = 10.0
 AFFIRMATIVE = {"done", "yes", "y", "true", "1", "happened"}
+NEGATIVE = {"not done", "no", "n", "false", "0", "not happened", "did not happen"}
+
+
+def check_uncertain_answer(value: object) -> None:
+    """A person settling an uncertain effect must say plainly whether it happened: any
+    other answer would be taken as 'not done' and re-send an effect that may be done."""
+    if str(value).strip().lower() not in AFFIRMATIVE | NEGATIVE:
+        raise UsageError(
+            f"answer {value!r} does not say whether the effect happened: "
+            "answer 'done' or 'not done' (or abandon the run)"
+        )
 
 
 def call_tool(

@@ -13,7 +13,7 @@ from ..history import RunWriter, resolve_position, run_stream
 from ..policy import describe
 from ..state import RunState, fold
 from ..store import Recorded
-from . import ledger, registry
+from . import calls, ledger, registry
 from .defs import normalize
 from .journal import Journal
 from .results import RunResult
@@ -45,6 +45,8 @@ def _answer(engine: Engine, run_id: str, value: object) -> RunResult:
     asked = [r.event for r in recorded if isinstance(r.event, ev.HumanInputRequested)]
     call = asked[-1].call
     value = normalize(value, "the answer")
+    if asked[-1].reason == "uncertain":
+        calls.check_uncertain_answer(value)  # nothing is recorded for an unclear answer
     writer = RunWriter(engine.store, state)
     writer.append(ev.HumanInputProvided(at=ev.now(), call=call, value=value))
     return engine.resume(rid)
