@@ -214,3 +214,44 @@ def test_compensating_an_effect_releases_its_business_key(eng: Engine) -> None:
     assert eng.abandon(r.run_id).status == "abandoned" and undone == ["S-o3", "H-o3"]
     again = eng.run(booking, order="o3")
     assert again.status == "paused" and count == {"hold": 2, "reserve": 2}
+
+
+@all_backends
+def test_a_fallback_outcome_frees_the_business_key_instead_of_committing_it(store_url: str) -> None:
+    """The degraded path is not the effect: a later run with the same key executes it."""
+    from engine import CircuitBreaker, Engine, RetryPolicy, Transient
+
+    engine = Engine.open(store_url)
+    now = [0.0]
+    engine.guards.clock = lambda: now[0]
+    engine.guards.sleep = lambda _s: None
+    sent: list[str] = []
+    broken = {"on": True}
+
+    def charge(order: str) -> dict[str, str]:
+        if broken["on"]:
+            raise Transient("503")
+        sent.append(order)
+        return {"charged": order}
+
+    tool = engine.tool(
+        charge,
+        name="fallback_charge",
+        side_effect=True,
+        key=lambda order: f"charge:{order}",
+        retry=RetryPolicy(max_attempts=3, initial=0.0),
+        breaker=CircuitBreaker(failure_threshold=1, reset_timeout=60.0),
+        fallback=lambda order: {"queued": order},
+    )
+
+    @engine.agent(name="tests:fallback_agent")
+    def agent(run: object, order: str) -> object:
+        return tool(order)
+
+    first = engine.run(agent, order="o1")
+    assert first.output == {"queued": "o1"}
+    broken["on"] = False
+    now[0] += 61.0  # the breaker half-opens and lets a trial through
+    second = engine.run(agent, order="o1")
+    assert second.output == {"charged": "o1"}
+    assert sent == ["o1"]

@@ -66,7 +66,10 @@ def succeed(
     if c.business and c.claim_version and source != "ledger":
         assert c.key is not None
         state = ledger.KeyState(c.claim_version, None, None)
-        extra.append(ledger.commit_event(state, c.key, c.run_id, c.number, value))
+        if source == "fallback":  # the degraded path is not the effect: free the key
+            extra.append(ledger.release_event(state, c.key, c.run_id, c.number, "fallback"))
+        else:
+            extra.append(ledger.commit_event(state, c.key, c.run_id, c.number, value))
     tool = c.tool
     if (
         source == "executed"
