@@ -6,7 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_cli_kit import AGENTS, Workdir, agentlog, make_workdir, one_line_error, sqlite_url
+from test_cli_kit import (
+    AGENTS,
+    Result,
+    Workdir,
+    agentlog,
+    make_workdir,
+    one_line_error,
+    sqlite_url,
+)
+
+from replay.cli import run_cli
 
 
 @pytest.fixture
@@ -30,13 +40,23 @@ RUN_COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("command", RUN_COMMANDS, ids=lambda c: c[0])
-def test_unknown_run_exits_2(work: Workdir, command: list[str]) -> None:
-    """Every command that takes RUN refuses an id that matches no run."""
-    args = [a.replace("@", "feedface") for a in command]
-    if "feedface" not in args:
-        args.append("feedface")
-    one_line_error(work.cli(*args), "feedface")
+def _in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Result:
+    """The same entry point without a process boundary, for the wide matrices."""
+    code = run_cli(argv)
+    captured = capsys.readouterr()
+    return Result(code, captured.out, captured.err)
+
+
+def test_unknown_run_exits_2(work: Workdir, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every command that takes RUN refuses an id that matches no run (two of them through
+    a subprocess, all of them through the same entry point in-process)."""
+    for command in RUN_COMMANDS:
+        args = [a.replace("@", "feedface") for a in command]
+        if "feedface" not in args:
+            args.append("feedface")
+        one_line_error(_in_process([*args, "--url", work.url], capsys), "feedface")
+    one_line_error(work.cli("show", "feedface"), "feedface")
+    one_line_error(work.cli("rewind", "feedface", "--to", "1"), "feedface")
 
 
 @pytest.mark.parametrize(
@@ -50,8 +70,14 @@ def test_unknown_run_exits_2(work: Workdir, command: list[str]) -> None:
         ("postgresql://127.0.0.1", "expected postgresql://"),
     ],
 )
-def test_malformed_url_exits_2(tmp_path: Path, url: str, needle: str) -> None:
-    one_line_error(agentlog("runs", "--url", url, cwd=tmp_path), needle)
+def test_malformed_url_exits_2(
+    tmp_path: Path, url: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one_line_error(_in_process(["runs", "--url", url], capsys), needle)
+
+
+def test_malformed_url_through_a_subprocess(tmp_path: Path) -> None:
+    one_line_error(agentlog("--url", "sqlite:/x.db", "runs", cwd=tmp_path), "sqlite:/x.db")
 
 
 @pytest.mark.postgres
@@ -123,7 +149,6 @@ def test_unexpected_errors_exit_1_with_one_line(
 ) -> None:
     """Anything unexpected exits 1 with one line and a hint, no traceback."""
     from engine import Engine
-    from replay.cli import run_cli
 
     def explode(self: Engine, status: str | None = None) -> None:
         raise RuntimeError("disk on fire")
