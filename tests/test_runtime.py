@@ -602,3 +602,24 @@ def test_state_events_and_runs_have_the_contract_shapes(eng: Engine) -> None:
     assert [r.run_id for r in eng.runs(status="paused")] == [two.run_id]
     assert [r.run_id for r in eng.runs(status="completed")] == [one.run_id]
     assert eng.state(two.run_id).waiting == "negative?"
+
+
+@all_backends
+def test_rewind_with_changed_code_raises_nondeterminism_and_leaves_no_fork(eng: Engine) -> None:
+    """The fork's inherited prefix is replayed against the current code before anything is
+    written: a mismatch raises NonDeterminismError naming the call; no fork run exists."""
+    shop, count, _ = _rewind_setup(eng)
+    r = eng.run(shop, order="o")
+
+    def changed(run: Any, order: str) -> list[Any]:
+        run.checkpoint("start")
+        run.checkpoint("mid")  # call 2 was a charge
+        return []
+
+    eng.agent(changed, name=shop.name)
+    with pytest.raises(NonDeterminismError, match="call 2"):
+        eng.rewind(r.run_id, to="mid")
+    assert [x.run_id for x in eng.runs()] == [r.run_id]
+    assert count == {"charge o-0": 1, "charge o-1": 1, "charge o-2": 1, "fee": 1, "pick": 1}
+    eng.agent(shop.fn, name=shop.name)
+    assert eng.rewind(r.run_id, to="mid").status == "completed"

@@ -3,6 +3,7 @@ rewind (fork a new run from a position of an old one, lineage recorded)."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,8 @@ from ..policy import describe
 from ..state import RunState, fold
 from ..store import Recorded
 from . import calls, ledger, registry
-from .defs import normalize
+from .context import LogEnd
+from .defs import AgentDef, normalize
 from .journal import Journal
 from .results import RunResult
 
@@ -138,6 +140,7 @@ def rewind(engine: Engine, run_id: str, to: int | str) -> RunResult:
         code_version=started.code_version,
     )
     inherited = [r.event for r in recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
+    _replays(engine, agent, rid, [head, *inherited])
     with engine.leases.hold(engine.store, fork_id):
         writer = RunWriter(
             engine.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every
@@ -145,6 +148,17 @@ def rewind(engine: Engine, run_id: str, to: int | str) -> RunResult:
         writer.append(head, *inherited)
         journal = Journal.from_events(engine.store.read(run_stream(fork_id)))
         return engine._drive(agent, writer, journal)
+
+
+def _replays(engine: Engine, agent: AgentDef, run_id: str, events: list[ev.Event]) -> None:
+    """Replay the fork's inherited prefix against the current code before writing it:
+    code that no longer matches raises NonDeterminismError and leaves no orphan fork."""
+    recorded = [Recorded(run_stream(run_id), i + 1, e) for i, e in enumerate(events)]
+    state = fold([(r.position, r.event) for r in recorded], RunState(run_id=run_id))
+    with contextlib.suppress(LogEnd):
+        engine._drive(
+            agent, RunWriter(engine.store, state), Journal.from_events(recorded), verify=True
+        )
 
 
 def _outside_calls(recorded: list[Recorded], target: int) -> int:
