@@ -4,8 +4,9 @@ rewind (fork a new run from a position of an old one, lineage recorded)."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import events as ev
 from .. import failpoints
@@ -71,29 +72,55 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
     assert isinstance(started, ev.AgentStarted)
     agent = registry.load_agent(started.agent, started.import_path)
     writer = RunWriter(engine.store, state, snapshot_every=agent.snapshot_every)
-    done = {r.event.call for r in recorded if isinstance(r.event, ev.Compensated)}
-    effects = _committed_effects(recorded)
-    for call, intent, result in reversed(effects):
+    undone = {e.call for e in _events(recorded, ev.Compensated) if e.error is None}
+    interrupted = {e.call for e in _events(recorded, ev.CompensationStarted)} - {
+        e.call for e in _events(recorded, ev.Compensated)
+    }
+    effects, unknown = _committed_effects(recorded), _uncertain_effects(recorded)
+    for call, intent in unknown:  # an effect whose outcome a crash left unknown
         tool = registry.TOOLS.get(intent.tool)
-        if call in done or tool is None or tool.compensate is None:
+        if tool is None or tool.compensate is None:
             continue
+        if tool.verify is None or intent.key is None:
+            return _stuck(
+                writer,
+                call,
+                f"{intent.tool} (call {call}) has an unknown outcome "
+                "and no verifier: check it by hand, then answer or abandon again",
+            )
+        found = tool.verify(intent.key)
+        if found is not None:
+            found = normalize(found, f"verified result of {intent.tool}")
+            writer.append(
+                ev.ToolSucceeded(
+                    at=ev.now(), call=call, tool=intent.tool, result=found, source="verified"
+                )
+            )
+            effects.append((call, intent, found))
+    for call, intent, result in sorted(effects, key=lambda e: e[0], reverse=True):
+        tool = registry.TOOLS.get(intent.tool)
+        if call in undone or tool is None or tool.compensate is None:
+            continue
+        takes_key = "idempotency_key" in inspect.signature(tool.compensate).parameters
+        if call in interrupted and not takes_key:
+            return _stuck(
+                writer,
+                call,
+                f"compensation of {intent.tool} (call {call}) was "
+                "interrupted and its outcome is unknown: check it by hand",
+            )
         writer.append(
             ev.CompensationStarted(at=ev.now(), call=call, tool=intent.tool, key=intent.key)
         )
+        kwargs = {"idempotency_key": f"undo:{intent.key}"} if takes_key else {}
         try:
-            undo = normalize(tool.compensate(result), f"compensation of {intent.tool}")
+            undo = normalize(tool.compensate(result, **kwargs), f"compensation of {intent.tool}")
         except Exception as e:
             message = describe(e)
             writer.append(ev.Compensated(at=ev.now(), call=call, tool=intent.tool, error=message))
-            writer.append(
-                ev.AgentFailed(
-                    at=ev.now(),
-                    call=call,
-                    kind="permanent",
-                    error=f"compensation of {intent.tool} (call {call}) failed: {message}",
-                )
+            return _stuck(
+                writer, call, f"compensation of {intent.tool} (call {call}) failed: {message}"
             )
-            return RunResult(rid, "failed", error=writer.state.error)
         failpoints.hit("in_compensation")
         extra = []
         if intent.key and tool.key is not None:
@@ -105,6 +132,31 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
         )
     writer.append(ev.AgentAbandoned(at=ev.now(), reason="abandoned by request"))
     return RunResult(rid, "abandoned")
+
+
+def _stuck(writer: RunWriter, call: int, message: str) -> RunResult:
+    """Abandoning cannot finish safely: the run fails, naming the effect; abandon retries."""
+    writer.append(ev.AgentFailed(at=ev.now(), call=call, kind="permanent", error=message))
+    return RunResult(writer.state.run_id, "failed", error=message)
+
+
+_E = TypeVar("_E", bound=ev.Event)
+
+
+def _events(recorded: list[Recorded], kind: type[_E]) -> list[_E]:
+    return [r.event for r in recorded if isinstance(r.event, kind)]
+
+
+def _uncertain_effects(recorded: list[Recorded]) -> list[tuple[int, ev.ToolInvoked]]:
+    """Side-effect intents with no outcome (latest intent per call)."""
+    intents: dict[int, ev.ToolInvoked] = {}
+    for r in recorded:
+        e = r.event
+        if isinstance(e, ev.ToolInvoked) and e.side_effect:
+            intents[e.call] = e
+        elif isinstance(e, ev.ToolSucceeded) or (isinstance(e, ev.ToolFailed) and e.final):
+            intents.pop(e.call, None)
+    return sorted(intents.items())
 
 
 def _committed_effects(recorded: list[Recorded]) -> list[tuple[int, ev.ToolInvoked, object]]:

@@ -30,7 +30,9 @@ def quote(order: str) -> dict[str, Any]:
     return {"order": order, "cents": 100 * len(order)}
 
 
-def _void(result: Any) -> Any:
+def _void(result: Any, *, idempotency_key: str) -> Any:
+    # Declaring the key makes an interrupted undo safe to send again (the service voids a
+    # receipt once); without it the engine stops and asks a person instead.
     return service.void(result["receipt"])
 
 
