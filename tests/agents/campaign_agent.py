@@ -38,10 +38,10 @@ def _by_key(key: str) -> dict[str, str] | None:
     return _receipt(service.by_key(key))
 
 
-def _void(result: Any, *, idempotency_key: str) -> Any:
+def _void(result: Any, idempotency_key: str | None = None) -> Any:
     # Declaring the key makes an interrupted undo safe to send again (the service voids a
     # receipt once); without it the engine stops and asks a person instead.
-    return service.void(result["receipt"])
+    return service.void(result["receipt"], idempotency_key)
 
 
 @engine.tool

@@ -30,10 +30,10 @@ def quote(order: str) -> dict[str, Any]:
     return {"order": order, "cents": 100 * len(order)}
 
 
-def _void(result: Any, *, idempotency_key: str) -> Any:
+def _void(result: Any, idempotency_key: str | None = None) -> Any:
     # Declaring the key makes an interrupted undo safe to send again (the service voids a
     # receipt once); without it the engine stops and asks a person instead.
-    return service.void(result["receipt"])
+    return service.void(result["receipt"], idempotency_key)
 
 
 @engine.tool(side_effect=True, compensate=_void)

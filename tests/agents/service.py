@@ -87,13 +87,13 @@ def read_only(tool: str, op: str) -> None:
         )
 
 
-def void(receipt: str) -> dict[str, str]:
+def void(receipt: str, idem: str | None = None) -> dict[str, str]:
     """Undo the effect behind ``receipt``; voiding twice changes nothing the second time."""
     with closing(_connect(None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
             "INSERT INTO requests (tool, op, idem, kind, pid, at) VALUES (?,?,?,?,?,?)",
-            ("void", receipt, None, "void", os.getpid(), time.time()),
+            ("void", receipt, idem, "void", os.getpid(), time.time()),
         )
         conn.execute("INSERT OR IGNORE INTO voids (receipt) VALUES (?)", (receipt,))
         conn.execute("COMMIT")
