@@ -623,3 +623,31 @@ def test_rewind_with_changed_code_raises_nondeterminism_and_leaves_no_fork(eng: 
     assert count == {"charge o-0": 1, "charge o-1": 1, "charge o-2": 1, "fee": 1, "pick": 1}
     eng.agent(shop.fn, name=shop.name)
     assert eng.rewind(r.run_id, to="mid").status == "completed"
+
+
+@all_backends
+def test_resume_of_a_run_failed_on_a_business_key_reclaims_the_key_and_reattempts(
+    eng: Engine,
+) -> None:
+    """A final failure releases the business key; resume claims it again and re-attempts
+    the call; later runs with the key then get its outcome from the ledger."""
+    count: Counter[str] = Counter()
+    broken = {"on": True}
+
+    @eng.tool(side_effect=True, key=lambda order: f"book:{order}")
+    def book(order: str, *, idempotency_key: str) -> str:
+        count[idempotency_key] += 1
+        if broken["on"]:
+            raise Permanent("no seats")
+        return f"booked {order}"
+
+    @eng.agent
+    def trip(run: Any, order: str) -> str:
+        return str(book(order))
+
+    r = eng.run(trip, order="o2")
+    assert r.status == "failed"
+    broken["on"] = False
+    assert eng.resume(r.run_id).output == "booked o2"
+    other = eng.run(trip, order="o2")
+    assert other.output == "booked o2" and count == {"book:o2": 2}
