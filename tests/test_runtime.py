@@ -651,3 +651,37 @@ def test_resume_of_a_run_failed_on_a_business_key_reclaims_the_key_and_reattempt
     assert eng.resume(r.run_id).output == "booked o2"
     other = eng.run(trip, order="o2")
     assert other.output == "booked o2" and count == {"book:o2": 2}
+
+
+@all_backends
+def test_answer_with_changed_code_raises_nondeterminism_and_records_nothing(
+    eng: Engine,
+) -> None:
+    """Answering a paused run whose code changed raises NonDeterminismError before the
+    answer is recorded: the log and the 'paused' status stay; the old code takes it."""
+    count: Counter[str] = Counter()
+
+    @eng.tool(side_effect=True)
+    def send(x: str, *, idempotency_key: str) -> str:
+        count[x] += 1
+        return x
+
+    def v1(run: Any) -> str:
+        send("a")
+        return f"{run.ask('go?')} {send('b')}"
+
+    def v2(run: Any) -> str:
+        send("z")
+        return str(run.ask("go?"))
+
+    agent = eng.agent(v1)
+    r = eng.run(agent)
+    before = log_of(eng, r.run_id)
+    eng.agent(v2, name=agent.name)
+    with pytest.raises(NonDeterminismError, match="call 1"):
+        eng.answer(r.run_id, "yes")
+    assert log_of(eng, r.run_id) == before and eng.state(r.run_id).status == "paused"
+    eng.agent(v1, name=agent.name)
+    done = eng.answer(r.run_id, "yes")
+    assert (done.status, done.output) == ("completed", "yes b")
+    assert count == {"a": 1, "b": 1}

@@ -50,6 +50,10 @@ def _answer(engine: Engine, run_id: str, value: object) -> RunResult:
     value = normalize(value, "the answer")
     if asked[-1].reason == "uncertain":
         calls.check_uncertain_answer(value)  # nothing is recorded for an unclear answer
+    started = recorded[0].event
+    assert isinstance(started, ev.AgentStarted)
+    agent = registry.load_agent(started.agent, started.import_path)
+    _replays(engine, agent, rid, [r.event for r in recorded])  # changed code: record nothing
     writer = RunWriter(engine.store, state)
     writer.append(ev.HumanInputProvided(at=ev.now(), call=call, value=value))
     return engine.resume(rid)
@@ -203,8 +207,9 @@ def rewind(engine: Engine, run_id: str, to: int | str) -> RunResult:
 
 
 def _replays(engine: Engine, agent: AgentDef, run_id: str, events: list[ev.Event]) -> None:
-    """Replay the fork's inherited prefix against the current code before writing it:
-    code that no longer matches raises NonDeterminismError and leaves no orphan fork."""
+    """Replay ``events`` (a fork's inherited prefix, a paused run's log) against the current
+    code before writing anything: code that no longer matches raises NonDeterminismError
+    and leaves no orphan fork, no recorded answer."""
     recorded = [Recorded(run_stream(run_id), i + 1, e) for i, e in enumerate(events)]
     state = fold([(r.position, r.event) for r in recorded], RunState(run_id=run_id))
     with contextlib.suppress(LogEnd):
