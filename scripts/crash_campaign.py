@@ -135,8 +135,7 @@ class SpawnLauncher(Launcher):
             return None
 
     def kill(self, child: subprocess.Popen[str]) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, signal.SIGKILL)
+        child.kill()  # Popen has not reaped it: the pid is still this child's
 
     def finish(self, child: subprocess.Popen[str]) -> tuple[int, str]:
         _, err = child.communicate(timeout=300)
@@ -180,10 +179,7 @@ class ForkLauncher(Launcher):
     def start(self, args: list[str], failpoint: str | None) -> dict[str, Any]:
         self.n += 1
         err = str(self.workdir / f"child-{self.n % 8}.err")
-        msg = {"args": args, "failpoint": failpoint, "stderr": err}
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
-        self.proc.stdin.flush()
+        self._send({"args": args, "failpoint": failpoint, "stderr": err})
         started = self._line(120)
         assert started is not None
         return {"pid": started["pid"], "stderr": err, "code": None}
@@ -196,15 +192,23 @@ class ForkLauncher(Launcher):
         return child["code"]  # type: ignore[no-any-return]
 
     def kill(self, child: dict[str, Any]) -> None:
-        # The zygote reaps the child only after we read its status, so the pid is ours.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child["pid"], signal.SIGKILL)
+        # The zygote reaps a child only when told to (after its status was read), so
+        # this pid cannot have been reused by another process.
+        os.kill(child["pid"], signal.SIGKILL)
 
     def finish(self, child: dict[str, Any]) -> tuple[int, str]:
         code = self.wait(child, 300)
         if code is None:
             raise RuntimeError(f"child {child['pid']} did not finish")
+        self._send({"reap": child["pid"]})  # before the next step: a lease's owner is gone
+        reaped = self._line(120)
+        assert reaped is not None and reaped.get("reaped") == child["pid"]
         return code, Path(child["stderr"]).read_text(errors="replace")
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        self.proc.stdin.flush()
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -215,7 +219,8 @@ class ForkLauncher(Launcher):
 
 def zygote() -> int:
     """Read child steps on stdin; fork one process per step; report its pid, then how it
-    ended. The engine is imported here once; no store is opened and no agent imported."""
+    ended (without reaping it, so its pid stays its own), then reap it when told. The
+    engine is imported here once; no store is opened and no agent imported."""
     import traceback
 
     import engine  # noqa: F401 - preloaded for the children
@@ -224,7 +229,7 @@ def zygote() -> int:
     out = sys.stdout.buffer
     out.write(b'{"ready": true}\n')
     out.flush()
-    for raw in sys.stdin.buffer:
+    while raw := sys.stdin.buffer.readline():
         msg = json.loads(raw)
         pid = os.fork()
         if pid == 0:  # the child: one step, then exit without running the zygote's code
@@ -247,9 +252,15 @@ def zygote() -> int:
                 os._exit(code)
         out.write(json.dumps({"pid": pid}).encode() + b"\n")
         out.flush()
-        _, status = os.waitpid(pid, 0)
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        assert info is not None
+        killed = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+        code = -info.si_status if killed else info.si_status
         out.write(json.dumps({"pid": pid, "code": code}).encode() + b"\n")
+        out.flush()
+        assert json.loads(sys.stdin.buffer.readline())["reap"] == pid
+        os.waitpid(pid, 0)
+        out.write(json.dumps({"reaped": pid}).encode() + b"\n")
         out.flush()
     return 0
 
