@@ -454,14 +454,14 @@ class Campaign:
             if len(self.report.anomalies) > 20:
                 raise RuntimeError("too many anomalies: " + "; ".join(self.report.anomalies))
 
-    def reference_round(self, data: dict[str, Any], abandon: bool) -> tuple[str, Any]:
+    def reference_round(self, data: dict[str, Any], abandon: bool) -> tuple[str, Any, Any]:
         os.environ["AGENTLOG_TEST_SERVICE"] = self.ref_svc
         r = self.reference.run(self.agent.campaign, **data)
         if r.status == "paused" and abandon:
             r = self.reference.abandon(r.run_id)
         elif r.status == "paused":
             r = self.reference.answer(r.run_id, "yes")
-        return r.status, r.output
+        return r.status, r.output, _journal(self.reference, r.run_id)
 
     def round(self, n: int) -> None:
         order = f"r{n}"
@@ -469,7 +469,7 @@ class Campaign:
         data = {"order": order, "ops": self.ops, "group": f"g{n // 2}", "confirm": n % 3 != 0}
         rid = f"campaign-{self.seed}-{n}-{uuid.uuid4().hex[:6]}"
         kills_before = self.report.kills
-        want_status, want_output = self.reference_round(data, abandon)
+        want_status, want_output, want_journal = self.reference_round(data, abandon)
         status = self.drive(rid, data, abandon)
         self.report.rounds += 1
         self.report.completed += status == "completed"
@@ -480,6 +480,9 @@ class Campaign:
             self.report.anomalies.append(
                 f"round {n}: {status} {output!r} != uncrashed {want_status} {want_output!r}"
             )
+        elif _journal(self.engine, rid) != want_journal:
+            self.report.final_state_mismatches += 1
+            self.report.anomalies.append(f"round {n}: its calls differ from the uncrashed run's")
         self._check_log(rid)
         self.log(
             f"round {n}: {status} after {self.report.kills - kills_before} kills "
@@ -535,6 +538,31 @@ class Campaign:
         self.launcher.close()
         self.engine.close()
         self.reference.close()
+
+
+def _journal(engine: Any, rid: str) -> list[tuple[Any, ...]]:
+    """What a run did, call by call, as the agent saw it: decisions and their values, tool
+    calls and their results (a person's 'done' stands in for the result of a tool nobody
+    could verify, so those are compared by tool only), checkpoints, compensations."""
+    out: list[tuple[Any, ...]] = []
+    for e in engine.events(rid):
+        d = e.data
+        if e.type == "tool_succeeded":
+            human = d["tool"] in _human_tools()
+            out.append(("tool", d["call"], d["tool"], None if human else d["result"]))
+        elif e.type == "llm_decided":
+            out.append(("decide", d["call"], d["name"], d["value"]))
+        elif e.type == "checkpoint":
+            out.append(("checkpoint", d["call"], d["name"]))
+        elif e.type == "compensated":
+            out.append(("compensated", d["call"], d["tool"], d.get("error")))
+    return out
+
+
+def _human_tools() -> tuple[str, ...]:
+    from tests.agents import campaign_agent
+
+    return campaign_agent.HUMAN_TOOLS
 
 
 def _mask(url: str) -> str:
