@@ -80,7 +80,6 @@ class RunWriter:
         self.state = state
         self.stream = run_stream(state.run_id)
         self.snapshot_every = max(1, snapshot_every)
-        self._indexed_status = state.status
 
     def append(self, *events: ev.Event, extra: Sequence[Append] = ()) -> RunState:
         """Record ``events`` (and ``extra`` events of other streams) in one transaction."""
@@ -89,15 +88,12 @@ class RunWriter:
         for e in events:
             state = evolve(state, e, state.position + 1)
             items.append(Append(self.stream, state.position, e))
-        runs: tuple[RunRow, ...] = ()
-        if state.status != self._indexed_status or isinstance(
-            events[0] if events else None, ev.AgentStarted | ev.AgentResumed
-        ):
-            runs = (self.index_row(state),)
+        # The index row rides in every commit of the run, so `runs` shows its live
+        # position and last activity, not just its last change of status.
+        runs = (self.index_row(state),) if events else ()
         self.store.append(items, runs=runs)
         before = self.state.position
         self.state = state
-        self._indexed_status = state.status
         crossed = state.position // self.snapshot_every > before // self.snapshot_every
         if crossed or any(isinstance(e, ev.Checkpoint) for e in events):
             failpoints.hit("in_snapshot")  # events committed, snapshot not yet written

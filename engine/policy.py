@@ -97,5 +97,13 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+def describe_failure(exc: BaseException) -> str:
+    """A tool failure in one line: a kind's own message as is (the kind is recorded beside
+    it), any other exception as ``Type: message``."""
+    if isinstance(exc, ToolError) and str(exc).strip():
+        return str(exc).strip().splitlines()[0]
+    return describe(exc)
+
+
 def is_retryable(kind: str) -> bool:
     return kind == "transient"

@@ -19,7 +19,7 @@ from typing import Any
 from .. import events as ev
 from .. import failpoints
 from ..errors import RunInterrupt
-from ..policy import classify, describe, error_for
+from ..policy import classify, describe, describe_failure, error_for
 from ..store import Append, stream_id
 from . import ledger
 from .outcomes import Call, record, succeed
@@ -134,7 +134,7 @@ def _failed(c: Call, exc: BaseException, kind: str, duration: float) -> ev.ToolF
         call=c.number,
         tool=c.tool.name,
         kind=kind,
-        message=describe(exc),
+        message=describe_failure(exc),
         error_type=type(exc).__name__,
         attempt=c.attempts,
         final=False,

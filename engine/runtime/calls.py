@@ -67,7 +67,7 @@ def call_tool(
             return out.result
         if isinstance(out, ev.ToolFailed) and ctx.journal.failed_call != number:
             ctx.failed_call = number
-            raise error_for(out.kind, out.message)
+            raise error_for(out.kind, f"{tool.name}: {out.message}")  # as it was raised live
         if entry.intent is not None and out is None and tool.side_effect:
             ctx.live(number, f"resolve uncertain {tool.name}")
             c.intent_written = True
