@@ -255,3 +255,41 @@ def test_a_fallback_outcome_frees_the_business_key_instead_of_committing_it(stor
     second = engine.run(agent, order="o1")
     assert second.output == {"charged": "o1"}
     assert sent == ["o1"]
+
+
+def test_a_waiting_claimer_with_a_verifier_does_not_execute_when_the_holder_is_unsure(
+    eng: Engine,
+) -> None:
+    """Run B waits on run A's claim; A is still executing when B's wait ends and the
+    verifier finds nothing yet. B must not send the effect too (A may land it a moment
+    later): it pauses for a person instead."""
+    count: Counter[str] = Counter()
+    started, gate = threading.Event(), threading.Event()
+    landed: dict[str, str] = {}
+
+    @eng.tool(
+        side_effect=True,
+        key=lambda order: f"ship:{order}",
+        verify=lambda key: landed.get(key),
+        timeout=0.3,
+        retry=RetryPolicy(max_attempts=1),
+    )
+    def ship(order: str) -> str:
+        count["ship"] += 1
+        started.set()
+        gate.wait(10)
+        landed[f"ship:{order}"] = f"shipped {order}"
+        return f"shipped {order}"
+
+    @eng.agent
+    def shipper(run: Any, order: str) -> str:
+        return str(ship(order))
+
+    a = threading.Thread(target=lambda: eng.run(shipper, run_id="ship-a", order="o1"))
+    a.start()
+    assert started.wait(5)
+    b = eng.run(shipper, run_id="ship-b", order="o1")
+    gate.set()
+    a.join(10)
+    assert b.status == "paused" and "ship-a" in (b.waiting or ""), b
+    assert count == {"ship": 1}

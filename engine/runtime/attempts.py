@@ -162,7 +162,8 @@ def _final(
     failed: ev.ToolFailed | None = None,
     cause: BaseException | None = None,
 ) -> None:
-    """Record the call's final failure (releasing a business key) and raise it."""
+    """Record the call's final failure (releasing a business key unless the effect may
+    have happened) and raise it."""
     final = ev.ToolFailed(
         at=ev.now(),
         call=c.number,
@@ -176,7 +177,8 @@ def _final(
         evidence=failed.evidence if failed else {},
     )
     extra: list[Append] = []
-    if c.business and c.claim_version:
+    # An indeterminate failure keeps its key claimed: the effect may have landed.
+    if c.business and c.claim_version and kind != "indeterminate":
         assert c.key is not None
         state = ledger.KeyState(c.claim_version, None, None)
         extra.append(ledger.release_event(state, c.key, c.run_id, c.number, kind))

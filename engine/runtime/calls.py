@@ -68,7 +68,8 @@ def call_tool(
         if isinstance(out, ev.ToolFailed) and ctx.journal.failed_call != number:
             ctx.failed_call = number
             raise error_for(out.kind, f"{tool.name}: {out.message}")  # as it was raised live
-        if entry.intent is not None and out is None and tool.side_effect:
+        unsure = isinstance(out, ev.ToolFailed) and out.kind == "indeterminate"
+        if entry.intent is not None and (out is None or unsure) and tool.side_effect:
             ctx.live(number, f"resolve uncertain {tool.name}")
             c.intent_written = True
             return _resolve_uncertain(c, entry)
@@ -123,7 +124,16 @@ def _claimed_elsewhere(c: Call, state: ledger.KeyState) -> Any:
     c.ctx.record(intent(c))
     c.intent_written = True
     holder = settled.claim.run_id
-    return _uncertain(c, f"key {c.key!r} is held by run {holder}, whose outcome is unknown")
+    reason = f"key {c.key!r} is held by run {holder}, whose outcome is unknown"
+    if c.tool.verify is not None:
+        found = c.tool.verify(c.key)
+        if found is not None:
+            return succeed(c, found, source="verified")
+    # The holder may still be executing: "not found yet" is no licence to send it too.
+    # Only a re-send under the same key is safe (the service dedupes it); else ask.
+    if c.tool.takes_key:
+        return attempts.run(c, _uncertain)
+    return _ask(c, reason)
 
 
 def _resolve_uncertain(c: Call, entry: CallLog) -> Any:
@@ -166,6 +176,12 @@ def _uncertain(c: Call, reason: str) -> Any:
         return attempts.run(c, _uncertain)
     if tool.takes_key:
         return attempts.run(c, _uncertain)
+    return _ask(c, reason)
+
+
+def _ask(c: Call, reason: str) -> Any:
+    """Pause the run: a person says whether the effect happened."""
+    tool = c.tool
     question = (
         f"Did {tool.name} (key {c.key}) take effect? {reason}. "
         "Answer 'done' or 'not done', or abandon the run."

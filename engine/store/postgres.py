@@ -26,6 +26,30 @@ from .base import RunRow, Store
 
 _RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position"
 
+# Keeps eventsourcing's ordering guarantee (the EXCLUSIVE table lock before the insert
+# draws notification ids) in a single statement, so an append is one round trip.
+_APPEND_FUNCTION = """
+CREATE OR REPLACE FUNCTION {schema}.agentlog_append(
+    ids {idtype}[], versions bigint[], topics text[], states bytea[],
+    run_ids text[], agents text[], statuses text[], started float8[], updated float8[],
+    parents text[], positions bigint[]
+) RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
+BEGIN
+    LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE;
+    INSERT INTO {schema}.agentlog_runs AS r
+        (run_id, agent, status, started_at, updated_at, parent_run_id, position)
+        SELECT * FROM unnest(run_ids, agents, statuses, started, updated, parents, positions)
+        ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
+            updated_at = excluded.updated_at, position = excluded.position;
+    PERFORM pg_notify({channel}, '');
+    RETURN QUERY INSERT INTO {schema}.{table}
+        (originator_id, originator_version, topic, state)
+        SELECT * FROM unnest(ids, versions, topics, states)
+        RETURNING notification_id;
+END
+$fn$
+"""
+
 
 class PostgresEventRecorder(PostgresApplicationRecorder):
     """Events recorder whose inserts upsert the run index in the same transaction."""
@@ -64,6 +88,19 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             "updated_at=excluded.updated_at, position=excluded.position"
         ).format(schema)
         self._select_runs = SQL("SELECT " + _RUN_COLUMNS + " FROM {0}.agentlog_runs").format(schema)
+        self.sql_create_statements.append(
+            SQL(_APPEND_FUNCTION).format(
+                schema=schema,
+                table=Identifier(events_table_name),
+                idtype=Identifier(datastore.originator_id_type),
+                channel=self.channel_name,
+            )
+        )
+        self._append_call = SQL(
+            "SELECT * FROM {0}.agentlog_append(%s::{1}[], %s::bigint[], %s::text[], "
+            "%s::bytea[], %s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[], "
+            "%s::text[], %s::bigint[])"
+        ).format(schema, Identifier(datastore.originator_id_type))
         # One array per column, dumped in binary: eventsourcing's array of composites is
         # dumped as text, escaping every bytea with regexes (half of a 100-event commit).
         self._insert_columns = SQL(
@@ -71,6 +108,28 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             "SELECT * FROM unnest(%s::{2}[], %s::bigint[], %s::text[], %s::bytea[]) "
             "RETURNING notification_id"
         ).format(schema, Identifier(events_table_name), Identifier(datastore.originator_id_type))
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """One round trip: a server-side function takes eventsourcing's table lock (so
+        global positions follow commit order), upserts the run index, notifies and
+        inserts, as one statement in one transaction. No retry: a lost reply would make
+        a committed append look like a conflict."""
+        runs: Sequence[RunRow] = kwargs.get("runs", ())
+        if not stored_events and not runs:
+            return []
+        columns = list(zip(*(r.params() for r in runs), strict=True)) if runs else [()] * 7
+        params = (
+            [s.originator_id for s in stored_events],
+            [s.originator_version for s in stored_events],
+            [s.topic for s in stored_events],
+            [s.state for s in stored_events],
+            *(list(c) for c in columns),
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._append_call, params, prepare=True)
+            return [row["agentlog_append"] for row in curs.fetchall()]
 
     def _insert_events(
         self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
