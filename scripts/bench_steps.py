@@ -27,7 +27,9 @@ from typing import Any
 
 PG_URL = os.environ.get(
     "AGENTLOG_BENCH_POSTGRES_URL",
-    os.environ.get("AGENTLOG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/agentlog_test"),
+    os.environ.get(
+        "AGENTLOG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/agentlog_test"
+    ),
 )
 
 Runner = Callable[[int], float]  # steps -> seconds
@@ -138,8 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--stores", default="sqlite,postgres")
-    p.add_argument("--dbos", default="sqlite", help="DBOS system database: sqlite or postgres "
-                   "(DBOS is a process singleton: one per run of this script)")
+    p.add_argument(
+        "--dbos",
+        default="sqlite",
+        help="DBOS system database: sqlite or postgres "
+        "(DBOS is a process singleton: one per run of this script)",
+    )
     p.add_argument("--pg-url", default=PG_URL)
     args = p.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="agentlog-bench-steps-")
@@ -148,8 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     systems: dict[str, Runner | None] = {}
     stores = args.stores.split(",")
     if "sqlite" in stores:
-        systems["agentlog sqlite (read-only step)"] = agentlog_runner(f"sqlite:///{tmp}/a.db", False)
-        systems["agentlog sqlite (side-effect step)"] = agentlog_runner(f"sqlite:///{tmp}/a.db", True)
+        systems["agentlog sqlite (read-only step)"] = agentlog_runner(
+            f"sqlite:///{tmp}/a.db", False
+        )
+        systems["agentlog sqlite (side-effect step)"] = agentlog_runner(
+            f"sqlite:///{tmp}/a.db", True
+        )
         systems["langgraph SqliteSaver"] = langgraph_runner("sqlite", f"{tmp}/lg.db")
     if "postgres" in stores:
         url = f"{pg_base}?schema={schema}"
@@ -168,8 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in names if r % 2 == 0 else reversed(names):
             samples[name].append(live[name](args.steps) / args.steps * 1000)
 
-    print(f"\nPer durable step, ms (median of {args.repeat} runs x {args.steps} steps; "
-          f"2 cores, noisy)\n")
+    print(
+        f"\nPer durable step, ms (median of {args.repeat} runs x {args.steps} steps; "
+        f"2 cores, noisy)\n"
+    )
     print("| system | ms/step | vs agentlog (same store, same step kind) |")
     print("|---|---:|---:|")
     for name in systems:
