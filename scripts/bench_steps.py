@@ -35,16 +35,29 @@ PG_URL = os.environ.get(
 Runner = Callable[[int], float]  # steps -> seconds
 
 
-def agentlog_runner(url: str, side_effect: bool) -> Runner:
+def agentlog_runner(url: str, side_effect: bool, keyed: bool = False) -> Runner:
+    """``keyed``: the tool takes the idempotency key, so its outcome rides along with the
+    next commit (one commit a step); without it, intent and outcome are two commits."""
     from engine import Engine
 
     engine = Engine.open(url)
+    tool: Callable[[int], dict[str, int]]
+    if keyed:
 
-    @engine.tool(side_effect=side_effect, name=f"bench_tool_{side_effect}")
-    def tool(i: int) -> dict[str, int]:
-        return {"i": i, "v": i * 2}
+        @engine.tool(side_effect=True, name="bench_tool_keyed")
+        def keyed_tool(i: int, *, idempotency_key: str) -> dict[str, int]:
+            return {"i": i, "v": i * 2}
 
-    @engine.agent(name=f"bench:steps_{side_effect}")
+        tool = keyed_tool
+    else:
+
+        @engine.tool(side_effect=side_effect, name=f"bench_tool_{side_effect}")
+        def plain_tool(i: int) -> dict[str, int]:
+            return {"i": i, "v": i * 2}
+
+        tool = plain_tool
+
+    @engine.agent(name=f"bench:steps_{side_effect}_{keyed}")
     def agent(run: Any, steps: int) -> int:
         history = []
         for i in range(steps):
@@ -147,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "(DBOS is a process singleton: one per run of this script)",
     )
     p.add_argument("--pg-url", default=PG_URL)
+    p.add_argument("--out", help="also write the table (Markdown) to this file")
     args = p.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="agentlog-bench-steps-")
     schema = f"bench_steps_{uuid.uuid4().hex[:8]}"
@@ -160,11 +174,17 @@ def main(argv: list[str] | None = None) -> int:
         systems["agentlog sqlite (side-effect step)"] = agentlog_runner(
             f"sqlite:///{tmp}/a.db", True
         )
+        systems["agentlog sqlite (side-effect step, keyed)"] = agentlog_runner(
+            f"sqlite:///{tmp}/a.db", True, keyed=True
+        )
         systems["langgraph SqliteSaver"] = langgraph_runner("sqlite", f"{tmp}/lg.db")
     if "postgres" in stores:
         url = f"{pg_base}?schema={schema}"
         systems["agentlog postgres (read-only step)"] = agentlog_runner(url, False)
         systems["agentlog postgres (side-effect step)"] = agentlog_runner(url, True)
+        systems["agentlog postgres (side-effect step, keyed)"] = agentlog_runner(
+            url, True, keyed=True
+        )
         systems["langgraph PostgresSaver"] = langgraph_runner("postgres", pg_base)
     dbos_url = f"sqlite:///{tmp}/dbos.db" if args.dbos == "sqlite" else pg_base
     systems[f"dbos {args.dbos}"] = dbos_runner(dbos_url)
@@ -178,21 +198,28 @@ def main(argv: list[str] | None = None) -> int:
         for name in names if r % 2 == 0 else reversed(names):
             samples[name].append(live[name](args.steps) / args.steps * 1000)
 
-    print(
-        f"\nPer durable step, ms (median of {args.repeat} runs x {args.steps} steps; "
-        f"2 cores, noisy)\n"
-    )
-    print("| system | ms/step | vs agentlog (same store, same step kind) |")
-    print("|---|---:|---:|")
+    lines = [
+        f"Per durable step, ms (median of {args.repeat} runs x {args.steps} steps; "
+        "2 cores, noisy). Command: `python scripts/bench_steps.py "
+        f"--repeat {args.repeat} --steps {args.steps}`",
+        "",
+        "| system | ms/step | vs agentlog side-effect step (same store) |",
+        "|---|---:|---:|",
+    ]
     for name in systems:
         if name not in samples:
-            print(f"| {name} | not installed | |")
+            lines.append(f"| {name} | not installed | |")
             continue
         med = statistics.median(samples[name])
         store = "postgres" if "postgres" in name.lower() else "sqlite"
         base = statistics.median(samples.get(f"agentlog {store} (side-effect step)", [med]))
         ratio = "" if name.startswith("agentlog") else f"{med / base:.2f}x"
-        print(f"| {name} | {med:.3f} | {ratio} |")
+        lines.append(f"| {name} | {med:.3f} | {ratio} |")
+    print("\n" + "\n".join(lines))
+    if args.out:
+        with open(args.out, "w") as f:
+            head = "# Per-step benchmark\n\n" + (__doc__ or "").strip() + "\n\n"
+            f.write(head + "\n".join(lines) + "\n")
     if "postgres" in stores:
         import psycopg
 
