@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 
+from .. import log
 from ..errors import UsageError
 from .defs import AgentDef, ToolDef
 
@@ -23,7 +24,20 @@ AGENTS: dict[str, AgentDef] = {}
 
 def add_tool(tool: ToolDef) -> None:
     with _lock:
+        before = TOOLS.get(tool.name)
         TOOLS[tool.name] = tool
+    if before is not None and _origin(before.fn) != _origin(tool.fn):
+        log.get().warning(
+            "tool_name_reused",
+            tool=tool.name,
+            was=_origin(before.fn),
+            now=_origin(tool.fn),
+            hint="pass name= to @engine.tool to keep tools apart",
+        )
+
+
+def _origin(fn: object) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
 
 
 def add_agent(agent: AgentDef) -> None:

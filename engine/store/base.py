@@ -9,6 +9,7 @@ run index in the same transaction as the events.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import uuid
 from collections.abc import Iterator, Sequence
@@ -166,9 +167,12 @@ class Store:
         """The events of ``stream`` with ``after < position <= upto``, in order."""
         with self._translated():
             rows = self._events.select_events(stream, gt=after or None, lte=upto)
-        return [
-            Recorded(stream, r.originator_version, self._decode(r.topic, r.state)) for r in rows
-        ]
+        # Decoding many events allocates many objects and nothing cyclic: without the
+        # cycle collector running meanwhile, a long run is read about twice as fast.
+        with _gc_paused(len(rows) > 1000):
+            return [
+                Recorded(stream, r.originator_version, self._decode(r.topic, r.state)) for r in rows
+            ]
 
     def last_position(self, stream: uuid.UUID) -> int:
         with self._translated():
@@ -312,6 +316,18 @@ class Store:
 
     def close(self) -> None:
         """Release connections; the backend subclass knows how."""
+
+
+@contextlib.contextmanager
+def _gc_paused(pause: bool) -> Iterator[None]:
+    if not pause or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _as_uuid(value: Any) -> uuid.UUID:
