@@ -8,6 +8,7 @@ carries its ``agent_resumed`` marker, so a replay that diverges leaves the log u
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import inspect
@@ -63,6 +64,8 @@ class RunContext:
         # Outcomes whose loss a crash would not make ambiguous (the tool has a verifier
         # or takes the idempotency key) ride along with the next commit: one commit a step.
         self.deferred: list[ev.Event] = []
+        # Async tool calls not finished yet: an async agent's run ends only after them.
+        self.in_flight: set[asyncio.Future[Any]] = set()
         self._calls = 0
         self.failed_call: int | None = None  # the call whose failure is propagating
         # Once code and log disagree, nothing may run or be written, even if agent code
@@ -104,6 +107,11 @@ class RunContext:
             self.writer.append(*batch, extra=extra)
             self._resume_marker = False
             self.deferred = []
+            self.log.debug(
+                "recorded",
+                position=self.writer.state.position,
+                types=[e.__struct_config__.tag for e in batch],
+            )
 
     def defer(self, event: ev.Event) -> None:
         """Record ``event`` with the run's next commit (a self-resolving outcome)."""

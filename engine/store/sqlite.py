@@ -138,7 +138,9 @@ def open_sqlite(name: str, path: str, synchronous: str = "FULL", **options: Any)
     if os.path.isdir(path):
         raise StoreUnavailable(f"{name}: {path} is a directory, not a database file")
     datastore = SQLiteDatastore(db_name=path)
-    pool = _Pool(db_name=path)
+    # Writers queue for SQLite's one write lock: wait for a connection as long as for the
+    # lock itself (busy_timeout) rather than failing after 5 s on a loaded machine.
+    pool = _Pool(db_name=path, pool_timeout=30.0)
     pool.synchronous = sync
     datastore.pool = pool
     try:
