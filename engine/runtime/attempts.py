@@ -249,6 +249,11 @@ def _invoke(c: Call) -> Any:
         future = _pool.submit(c.tool.fn, *c.args, **kwargs)
     try:
         return future.result(timeout=seconds)
+    except concurrent.futures.CancelledError:
+        # The agent's event loop cancelled the tool mid-flight (the run is ending): not a
+        # failure to retry, since the request may have landed. Nothing is recorded; the
+        # call stays uncertain, as after a crash, and resolves on resume.
+        raise RunInterrupt(f"{c.tool.name} (call {c.number}) was cancelled") from None
     except concurrent.futures.TimeoutError:
         if not future.cancel():
             _keep_late_result(c, future, time.monotonic())

@@ -86,9 +86,14 @@ class Engine:
                 # (asyncio.gather) number in the order they are issued.
                 number = ctx.next_call()
                 loop = asyncio.get_running_loop()
-                return await asyncio.to_thread(
-                    calls.call_tool, ctx, tool, args, kwargs, number=number, loop=loop
+                call = asyncio.ensure_future(
+                    asyncio.to_thread(
+                        calls.call_tool, ctx, tool, args, kwargs, number=number, loop=loop
+                    )
                 )
+                ctx.in_flight.add(call)
+                call.add_done_callback(ctx.in_flight.discard)
+                return await call
 
             durable_async.__agentlog_tool__ = tool  # type: ignore[attr-defined]
             return durable_async
@@ -197,7 +202,7 @@ class Engine:
         try:
             output = agent.fn(ctx, **writer.state.input)
             if asyncio.iscoroutine(output):
-                output = asyncio.run(output)
+                output = asyncio.run(_settled(ctx, output))
             ctx.finish_check()
             if verify:
                 return RunResult(rid, "completed", normalize(output, "the agent's output"))
@@ -306,6 +311,17 @@ class Engine:
     @staticmethod
     def _result(state: RunState) -> RunResult:
         return RunResult(state.run_id, state.status, state.output, state.error, state.waiting)
+
+
+async def _settled(ctx: RunContext, agent: Any) -> Any:
+    """Await an async agent; however it ends, the durable calls it left in flight (the
+    siblings of a failed or paused ``gather``) finish and are recorded first: the loop's
+    shutdown would cancel them midway, and an effect may already have been sent."""
+    try:
+        return await agent
+    finally:
+        while ctx.in_flight:
+            await asyncio.wait(list(ctx.in_flight))
 
 
 def _tool_def(

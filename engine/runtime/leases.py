@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from .. import log
 from ..errors import UsageError
@@ -48,13 +49,24 @@ def alive(owner: str) -> bool:
     return True
 
 
+@dataclass
+class _Hold:
+    """One run's lease as this engine holds it."""
+
+    thread: int  # the thread executing the run: only it may re-enter (run -> resume)
+    depth: int = 1
+    stop: threading.Event = field(default_factory=threading.Event)
+    beat: threading.Thread | None = None
+
+
 class Leases:
-    """The leases one engine holds, re-entrant per run, each with a heartbeat."""
+    """The leases one engine holds, re-entrant per run (in the holding thread), each with a
+    heartbeat."""
 
     def __init__(self, owner: str, ttl: float = LEASE_TTL) -> None:
         self.owner = owner
         self.ttl = ttl
-        self._held: dict[str, tuple[int, threading.Event]] = {}
+        self._held: dict[str, _Hold] = {}
         self._lock = threading.Lock()
 
     def dead_holder(self, store: Store, run_id: str) -> str | None:
@@ -63,19 +75,33 @@ class Leases:
         if lease is None:
             return ""
         owner, until = lease
-        if owner == self.owner or until < time.time() or not alive(owner):
+        if owner == self.owner:  # ours: dead only if no thread of this engine runs it
+            with self._lock:
+                return None if run_id in self._held else owner
+        if until < time.time() or not alive(owner):
             return owner
         return None
 
     @contextmanager
     def hold(self, store: Store, run_id: str) -> Iterator[None]:
-        """Hold the run's lease for the duration; refuse if a live owner holds it."""
+        """Hold the run's lease for the duration; refuse if a live owner holds it (another
+        process, or another thread of this engine)."""
+        me = threading.get_ident()
         with self._lock:
             held = self._held.get(run_id)
+            if held is not None and held.thread != me:
+                raise RunBusy(f"run {run_id} is executing in {self.owner}; it is still alive")
             if held is not None:
-                self._held[run_id] = (held[0] + 1, held[1])
+                held.depth += 1
+            else:  # reserved before the store is asked: two threads cannot both take it
+                self._held[run_id] = _Hold(me)
         if held is None:
-            self._take(store, run_id)
+            try:
+                self._take(store, run_id)
+            except BaseException:
+                with self._lock:
+                    del self._held[run_id]
+                raise
         try:
             yield
         finally:
@@ -88,26 +114,31 @@ class Leases:
             holder = store.take_lease(run_id, self.owner, now + self.ttl, now, dead=holder)
         if holder != self.owner:
             raise RunBusy(f"run {run_id} is executing in {holder}; it is still alive")
-        stop = threading.Event()
-        with self._lock:
-            self._held[run_id] = (1, stop)
-        beat = threading.Thread(
+        hold = self._held[run_id]
+        hold.beat = threading.Thread(
             target=self._heartbeat,
-            args=(store, run_id, stop),
+            args=(store, run_id, hold.stop),
             daemon=True,
             name=f"agentlog-lease-{run_id[:8]}",
         )
-        beat.start()
+        hold.beat.start()
 
     def _let_go(self, store: Store, run_id: str) -> None:
         with self._lock:
-            count, stop = self._held[run_id]
-            if count > 1:
-                self._held[run_id] = (count - 1, stop)
+            hold = self._held[run_id]
+            hold.depth -= 1
+            if hold.depth > 0:
                 return
-            del self._held[run_id]
-        stop.set()
-        store.drop_lease(run_id, self.owner)
+        # The heartbeat ends before the lease is dropped (a beat in flight would write it
+        # back), and the run stays marked held until then (no thread of ours takes it).
+        hold.stop.set()
+        if hold.beat is not None:
+            hold.beat.join()
+        try:
+            store.drop_lease(run_id, self.owner)
+        finally:
+            with self._lock:
+                del self._held[run_id]
 
     def _heartbeat(self, store: Store, run_id: str, stop: threading.Event) -> None:
         while not stop.wait(self.ttl / 3):

@@ -77,9 +77,7 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
     agent = registry.load_agent(started.agent, started.import_path)
     writer = RunWriter(engine.store, state, snapshot_every=agent.snapshot_every)
     undone = {e.call for e in _events(recorded, ev.Compensated) if e.error is None}
-    interrupted = {e.call for e in _events(recorded, ev.CompensationStarted)} - {
-        e.call for e in _events(recorded, ev.Compensated)
-    }
+    interrupted = _interrupted_undos(recorded)
     effects, unknown = _committed_effects(recorded), _uncertain_effects(recorded)
     for call, intent in unknown:  # an effect whose outcome a crash left unknown
         tool = registry.TOOLS.get(intent.tool)
@@ -149,6 +147,18 @@ _E = TypeVar("_E", bound=ev.Event)
 
 def _events(recorded: list[Recorded], kind: type[_E]) -> list[_E]:
     return [r.event for r in recorded if isinstance(r.event, kind)]
+
+
+def _interrupted_undos(recorded: list[Recorded]) -> set[int]:
+    """Calls whose latest compensation_started has no compensated after it (an undo that
+    was retried after a failure and then interrupted counts too)."""
+    open_undos: set[int] = set()
+    for r in recorded:
+        if isinstance(r.event, ev.CompensationStarted):
+            open_undos.add(r.event.call)
+        elif isinstance(r.event, ev.Compensated):
+            open_undos.discard(r.event.call)
+    return open_undos
 
 
 def _uncertain_effects(recorded: list[Recorded]) -> list[tuple[int, ev.ToolInvoked]]:
