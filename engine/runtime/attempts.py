@@ -22,6 +22,7 @@ from ..errors import RunInterrupt
 from ..policy import classify, describe, describe_failure, error_for
 from ..store import Append, stream_id
 from . import ledger
+from .context import detached, detached_async
 from .outcomes import Call, record, succeed
 
 RESPONSE_LIMIT = 2048
@@ -46,7 +47,7 @@ def run(c: Call, uncertain: Callable[[Call, str], Any]) -> Any:
             _circuit(c, change)
             if not allowed:
                 if tool.fallback is not None:
-                    value = tool.fallback(*c.args, **c.kwargs)
+                    value = detached(tool.fallback, *c.args, **c.kwargs)
                     return succeed(c, value, source="fallback")
                 _final(c, "transient", f"circuit open for tool {tool.name}; failing fast")
         c.attempts += 1
@@ -85,7 +86,7 @@ def run(c: Call, uncertain: Callable[[Call, str], Any]) -> Any:
                 # fail for good instead of re-sending forever. A resume re-attempts the
                 # call under the same key.
                 assert c.key is not None
-                found = tool.verify(c.key) if tool.verify is not None else None
+                found = detached(tool.verify, c.key) if tool.verify is not None else None
                 if found is not None:
                     record(c, failed)
                     return succeed(c, found, source="verified")
@@ -241,10 +242,11 @@ def _invoke(c: Call) -> Any:
     future: concurrent.futures.Future[Any]
     if c.tool.is_async:
         if c.loop is None:  # an async tool in a sync agent: its own loop, same timeout
-            return asyncio.run(_bounded(c.tool.fn(*c.args, **kwargs), seconds))
-        future = asyncio.run_coroutine_threadsafe(c.tool.fn(*c.args, **kwargs), c.loop)
+            return asyncio.run(_bounded(detached_async(c.tool.fn(*c.args, **kwargs)), seconds))
+        coro = detached_async(c.tool.fn(*c.args, **kwargs))
+        future = asyncio.run_coroutine_threadsafe(coro, c.loop)
     elif seconds is None:
-        return c.tool.fn(*c.args, **kwargs)
+        return detached(c.tool.fn, *c.args, **kwargs)
     else:
         future = _pool.submit(c.tool.fn, *c.args, **kwargs)
     try:

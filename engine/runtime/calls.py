@@ -19,7 +19,7 @@ from .. import failpoints
 from ..errors import ConcurrencyError, NonDeterminismError, Paused, ToolError, UsageError
 from ..policy import error_for
 from . import attempts, ledger
-from .context import RunContext
+from .context import RunContext, detached
 from .defs import ToolDef, args_hash, normalize
 from .journal import CallLog
 from .outcomes import Call, intent, succeed
@@ -126,7 +126,7 @@ def _claimed_elsewhere(c: Call, state: ledger.KeyState) -> Any:
     holder = settled.claim.run_id
     reason = f"key {c.key!r} is held by run {holder}, whose outcome is unknown"
     if c.tool.verify is not None:
-        found = c.tool.verify(c.key)
+        found = detached(c.tool.verify, c.key)
         if found is not None:
             return succeed(c, found, source="verified")
     # The holder may still be executing: "not found yet" is no licence to send it too.
@@ -170,7 +170,7 @@ def _uncertain(c: Call, reason: str) -> Any:
     tool = c.tool
     if tool.verify is not None:
         assert c.key is not None
-        found = tool.verify(c.key)
+        found = detached(tool.verify, c.key)
         if found is not None:
             return succeed(c, found, source="verified")
         return attempts.run(c, _uncertain)

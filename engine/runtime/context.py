@@ -38,6 +38,26 @@ def current() -> RunContext | None:
     return _current.get()
 
 
+def detached(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` (a tool's body, a decision, a verifier) outside the run: a durable tool
+    it calls is a plain call, covered by the outcome recorded for the call that ran it,
+    which a replay returns without calling ``fn`` (so the call numbers stay aligned)."""
+    token = _current.set(None)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _current.reset(token)
+
+
+async def detached_async(awaitable: Any) -> Any:
+    """Await ``awaitable`` outside the run, as :func:`detached` calls a function."""
+    token = _current.set(None)
+    try:
+        return await awaitable
+    finally:
+        _current.reset(token)
+
+
 class LogEnd(RunInterrupt):
     """Verification reached the end of the log with code and log in agreement."""
 
@@ -168,7 +188,7 @@ class RunContext:
             return entry.outcome.value
         self.live(call, f"decide {name!r}")
         started = time.monotonic()
-        return self._decided(call, name, ahash, fn(*args, **kwargs), started)
+        return self._decided(call, name, ahash, detached(fn, *args, **kwargs), started)
 
     async def _decide_async(
         self,
@@ -185,7 +205,8 @@ class RunContext:
             return entry.outcome.value
         self.live(call, f"decide {name!r}")
         started = time.monotonic()
-        return self._decided(call, name, ahash, await fn(*args, **kwargs), started)
+        value = await detached_async(fn(*args, **kwargs))
+        return self._decided(call, name, ahash, value, started)
 
     def _decided(self, call: int, name: str, ahash: str, raw: Any, started: float) -> Any:
         value = normalize(raw, f"decision {name!r}")
