@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from . import events as ev
 from . import failpoints, log
-from .errors import PayloadTooLarge, UsageError
+from .errors import PayloadTooLarge, StoreError, UsageError
 from .state import RunState, evolve
 from .store import Append, Store
 from .store.base import RunRow
@@ -99,8 +99,10 @@ class RunWriter:
             failpoints.hit("in_snapshot")  # events committed, snapshot not yet written
             try:
                 self.store.save_snapshot(self.stream, state)
-            except PayloadTooLarge as e:
+            except (PayloadTooLarge, StoreError) as e:
                 # The events are committed; a snapshot is only a shortcut for rebuilds.
+                # Raising here would report a committed append as failed (and its caller
+                # would write the same events again).
                 log.get().warning("snapshot_too_large", stream=str(self.stream), error=str(e))
         return state
 

@@ -10,6 +10,7 @@ import pytest
 from conftest import all_backends
 
 from engine import Engine
+from engine.errors import StoreError
 
 
 @pytest.fixture
@@ -102,3 +103,36 @@ def test_an_async_tool_called_inside_an_async_decision_or_tool_is_part_of_it(
         "answer": "yes",
     }
     assert count == Counter(plan=1, enrich=1, fetch=3)
+
+
+@all_backends
+def test_a_failed_snapshot_write_does_not_fail_the_committed_append(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The events of a commit are durable before its snapshot is saved: a store error while
+    saving the snapshot (a shortcut for rebuilds) neither fails the run nor makes the run
+    write its deferred outcomes or its resume marker a second time."""
+    sent: Counter[str] = Counter()
+
+    @eng.tool(side_effect=True)
+    def charge(order: str, *, idempotency_key: str) -> dict[str, str]:
+        sent[order] += 1
+        return {"receipt": order}
+
+    @eng.agent
+    def snapshotting(run: Any) -> str:
+        charge("o1")  # outcome deferred into the checkpoint's commit
+        run.checkpoint("after-charge")
+        charge("o2")
+        return "done"
+
+    def broken(*_: Any, **__: Any) -> None:
+        raise StoreError("the store went away while saving a snapshot")
+
+    monkeypatch.setattr(eng.store, "save_snapshot", broken)
+    r = eng.run(snapshotting)
+    assert r.status == "completed", r.error
+    types = [e.type for e in eng.events(r.run_id)]
+    assert types.count("tool_succeeded") == 2
+    assert types.count("checkpoint") == 1
+    assert sent == Counter(o1=1, o2=1)
