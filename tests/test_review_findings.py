@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from conftest import all_backends
 
-from engine import Engine
+from engine import Engine, RetryPolicy
 from engine.errors import StoreError
 
 
@@ -136,3 +137,39 @@ def test_a_failed_snapshot_write_does_not_fail_the_committed_append(
     assert types.count("tool_succeeded") == 2
     assert types.count("checkpoint") == 1
     assert sent == Counter(o1=1, o2=1)
+
+
+@all_backends
+def test_a_timeout_error_raised_by_the_tool_itself_is_classified_as_such(eng: Engine) -> None:
+    """A tool that raises TimeoutError itself (asyncio, sockets) fails like any TimeoutError:
+    transient for a read-only tool, retried; with its own message and no late-result event,
+    whether it is an async tool on the agent's loop or a sync tool with a timeout."""
+    tries: Counter[str] = Counter()
+
+    @eng.tool(retry=RetryPolicy(max_attempts=2, initial=0))
+    async def slow_async(q: str) -> str:
+        tries["async"] += 1
+        if tries["async"] == 1:
+            raise TimeoutError("upstream timed out")
+        return "a:" + q
+
+    @eng.tool(retry=RetryPolicy(max_attempts=2, initial=0), timeout=5.0)
+    def slow_sync(q: str) -> str:
+        tries["sync"] += 1
+        if tries["sync"] == 1:
+            raise TimeoutError("upstream timed out")
+        return "s:" + q
+
+    @eng.agent
+    async def timing_out(run: Any) -> list[str]:
+        return [await slow_async("x"), slow_sync("y")]
+
+    r = eng.run(timing_out)
+    assert r.status == "completed", r.error
+    assert r.output == ["a:x", "s:y"]
+    failures = [e.data for e in eng.events(r.run_id) if e.type == "tool_failed"]
+    assert [(f["kind"], f["message"]) for f in failures] == [
+        ("transient", "TimeoutError: upstream timed out"),
+        ("transient", "TimeoutError: upstream timed out"),
+    ]
+    assert "tool_late_result" not in [e.type for e in eng.events(r.run_id)]

@@ -256,7 +256,11 @@ def _invoke(c: Call) -> Any:
         # failure to retry, since the request may have landed. Nothing is recorded; the
         # call stays uncertain, as after a crash, and resolves on resume.
         raise RunInterrupt(f"{c.tool.name} (call {c.number}) was cancelled") from None
-    except concurrent.futures.TimeoutError:
+    except concurrent.futures.TimeoutError as e:
+        if future.done() and not future.cancelled() and future.exception() is e:
+            # The tool's own TimeoutError (the same class as the futures one since 3.11),
+            # not our deadline: classified like any exception the tool raises.
+            raise
         if not future.cancel():
             _keep_late_result(c, future, time.monotonic())
         raise TimeoutError(f"no result within {seconds:.3g} s") from None
