@@ -105,7 +105,6 @@ def evolve(state: RunState, event: ev.Event, position: int) -> RunState:
                 calls=max(s.calls, event.call),
                 pending=_without(s.pending, event.call),
                 last_observation=observe(event.result),
-                waiting=None,
             )
         case ev.ToolFailed():
             pending = _without(s.pending, event.call) if event.final else s.pending
@@ -133,9 +132,11 @@ def evolve(state: RunState, event: ev.Event, position: int) -> RunState:
         case ev.Compensated():
             return replace(s, compensated=s.compensated + 1)
         case ev.AgentFinished():
-            return replace(s, status="completed", output=event.output, pending=[], error=None)
+            return replace(
+                s, status="completed", output=event.output, pending=[], error=None, waiting=None
+            )
         case ev.AgentFailed():
-            return replace(s, status="failed", error=event.error)
+            return replace(s, status="failed", error=event.error, waiting=None)
         case ev.AgentAbandoned():
             return replace(s, status="abandoned", waiting=None)
         case _:

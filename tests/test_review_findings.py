@@ -140,6 +140,42 @@ def test_a_failed_snapshot_write_does_not_fail_the_committed_append(
 
 
 @all_backends
+def test_a_sibling_outcome_recorded_after_a_question_keeps_the_run_answerable(
+    eng: Engine,
+) -> None:
+    """An async agent's gather: one side effect's outcome is unknown, so the run asks a
+    person; its sibling finishes (and is recorded) after the question. The run stays
+    paused on that question and the answer continues it."""
+    sent: Counter[str] = Counter()
+
+    @eng.tool(side_effect=True, retry=RetryPolicy(max_attempts=1))
+    async def wire(order: str) -> dict[str, str]:
+        sent["wire"] += 1
+        raise TimeoutError("the bank did not answer")
+
+    @eng.tool(side_effect=True)
+    async def email(order: str, *, idempotency_key: str) -> dict[str, str]:
+        await asyncio.sleep(0.3)  # finishes after the question is recorded
+        sent["email"] += 1
+        return {"sent": order}
+
+    @eng.agent
+    async def gathering(run: Any) -> Any:
+        return await asyncio.gather(wire("o1"), email("o1"))
+
+    r = eng.run(gathering)
+    assert r.status == "paused", r.error
+    types = [e.type for e in eng.events(r.run_id)]
+    assert types.index("human_input_requested") < types.index("tool_succeeded")
+    state = eng.state(r.run_id)
+    assert (state.status, state.waiting) == ("paused", r.waiting)
+    done = eng.answer(r.run_id, "done")
+    assert done.status == "completed", done.error
+    assert done.output == ["done", {"sent": "o1"}]
+    assert sent == Counter(wire=1, email=1)
+
+
+@all_backends
 def test_a_timeout_error_raised_by_the_tool_itself_is_classified_as_such(eng: Engine) -> None:
     """A tool that raises TimeoutError itself (asyncio, sockets) fails like any TimeoutError:
     transient for a read-only tool, retried; with its own message and no late-result event,
