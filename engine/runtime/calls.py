@@ -186,10 +186,7 @@ def _ask(c: Call, reason: str) -> Any:
         f"Did {tool.name} (key {c.key}) take effect? {reason}. "
         "Answer 'done' or 'not done', or abandon the run."
     )
-    c.ctx.record(
-        ev.HumanInputRequested(at=ev.now(), call=c.number, question=question, reason="uncertain")
-    )
-    raise Paused(question)
+    c.ctx.request_answer(c.number, question, reason="uncertain")
 
 
 __all__ = ["NonDeterminismError", "Paused", "ToolError", "call_tool"]

@@ -15,7 +15,7 @@ import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import events as ev
 from .. import log
@@ -84,6 +84,8 @@ class RunContext:
         # Outcomes whose loss a crash would not make ambiguous (the tool has a verifier
         # or takes the idempotency key) ride along with the next commit: one commit a step.
         self.deferred: list[ev.Event] = []
+        # Questions waiting for a person (the journal's, then this execution's).
+        self.unanswered: dict[int, ev.HumanInputRequested] = dict(journal.unanswered)
         # Async tool calls not finished yet: an async agent's run ends only after them.
         self.in_flight: set[asyncio.Future[Any]] = set()
         self._calls = 0
@@ -127,6 +129,12 @@ class RunContext:
             self.writer.append(*batch, extra=extra)
             self._resume_marker = False
             self.deferred = []
+            for e in batch:
+                if isinstance(e, ev.HumanInputRequested):
+                    self.unanswered.pop(e.call, None)
+                    self.unanswered[e.call] = e
+                elif isinstance(e, ev.HumanInputProvided):
+                    self.unanswered.pop(e.call, None)
             self.log.debug(
                 "recorded",
                 position=self.writer.state.position,
@@ -263,5 +271,43 @@ class RunContext:
             return entry.answer
         if entry is None:
             self.live(call, f"ask {question!r}")
-            self.record(ev.HumanInputRequested(at=ev.now(), call=call, question=question))
+            self.request_answer(call, question)
         raise Paused(question)
+
+    # --- waiting for a person --------------------------------------------------------
+
+    def request_answer(self, call: int, question: str, reason: str = "question") -> NoReturn:
+        """Record ``question`` for a person and pause. One question waits at a time: while
+        another call's question is unanswered (a sibling in a ``gather``), this one is not
+        recorded; it is asked again once that one is answered."""
+        with self._lock:
+            waiting = self._waiting_on()
+            if waiting is None or waiting.call == call:
+                self.record(
+                    ev.HumanInputRequested(at=ev.now(), call=call, question=question, reason=reason)
+                )
+                waiting = None
+        raise Paused(question if waiting is None else waiting.question)
+
+    def _waiting_on(self) -> ev.HumanInputRequested | None:
+        return next(reversed(self.unanswered.values()), None)
+
+    def paused(self, reason: str) -> str:
+        """The run stops to wait for a person: the question it waits on, recorded again when
+        the log's state no longer shows it (it was asked in an earlier execution and this
+        one has written since, or answered another question), so ``answer`` reaches it."""
+        with self._lock:
+            waiting = self._waiting_on()
+            if waiting is None or self.verify:
+                return reason
+            state = self.writer.state
+            if state.status != "paused" or state.waiting != waiting.question:
+                self.record(
+                    ev.HumanInputRequested(
+                        at=ev.now(),
+                        call=waiting.call,
+                        question=waiting.question,
+                        reason=waiting.reason,
+                    )
+                )
+            return waiting.question

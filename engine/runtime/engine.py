@@ -212,7 +212,7 @@ class Engine:
             ctx.log.info("run_completed")
             return RunResult(rid, "completed", writer.state.output)
         except calls.Paused as p:
-            return RunResult(rid, "paused", error=None, waiting=p.reason)
+            return RunResult(rid, "paused", error=None, waiting=ctx.paused(p.reason))
         except Exception as e:
             ctx.check_diverged()  # agent code swallowed or wrapped a divergence: no record
             if isinstance(e, calls.NonDeterminismError):

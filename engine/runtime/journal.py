@@ -40,6 +40,8 @@ class Journal:
     # re-attempts it instead of replaying the failure.
     failed_call: int | None = None
     last_call: int = 0
+    # Questions not answered yet, oldest first (the last one is what the run waits on).
+    unanswered: dict[int, ev.HumanInputRequested] = field(default_factory=dict)
 
     @classmethod
     def from_events(cls, recorded: list[Recorded]) -> Journal:
@@ -83,11 +85,14 @@ class Journal:
             case ev.Checkpoint():
                 calls[e.call] = CallLog("checkpoint", e.name, outcome=e)
             case ev.HumanInputRequested():
+                self.unanswered.pop(e.call, None)
+                self.unanswered[e.call] = e
                 if e.reason == "uncertain" and e.call in calls:
                     calls[e.call].asked = True  # a tool call paused for a person's word
                 else:
                     calls[e.call] = CallLog("ask", e.question, outcome=e)
             case ev.HumanInputProvided():
+                self.unanswered.pop(e.call, None)
                 if e.call in calls:
                     calls[e.call].completed, calls[e.call].answer = True, e.value
             case ev.AgentFailed():
