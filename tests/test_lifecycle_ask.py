@@ -289,3 +289,47 @@ def test_a_run_paused_on_an_uncertain_effect_can_be_abandoned(eng: Engine) -> No
     assert (state.status, state.waiting) == ("abandoned", None)
     with pytest.raises(UsageError, match="abandoned"):
         eng.answer("nt", "done")
+
+
+@all_backends
+def test_two_uncertain_effects_of_one_gather_are_asked_one_at_a_time(eng: Engine) -> None:
+    """Two concurrent effects nobody can verify are left uncertain by a crash: resume asks
+    about one of them (the question shown is the one recorded last, so the answer
+    reaches it), then, answered, about the other; neither is sent twice."""
+    import asyncio
+
+    sent: Counter[str] = Counter()
+    crash = {"on": True}
+
+    @eng.tool(side_effect=True, key=lambda op, send: f"post:{op}")
+    async def post(op: str, send: bool) -> str:
+        await asyncio.sleep(0.01)
+        if send or not crash["on"]:
+            sent[op] += 1
+        if crash["on"]:
+            raise Crash()
+        return f"P-{op}"
+
+    @eng.agent
+    async def posting(run: Any) -> list[Any]:
+        return list(await asyncio.gather(post("a", True), post("b", False)))
+
+    with pytest.raises(Crash):
+        eng.run(posting, run_id="two")
+    crash["on"] = False
+    truth = {"a": "done", "b": "not done"}
+    r = eng.resume("two")
+    asked = []
+    while r.status == "paused":
+        assert len(asked) < 3, asked
+        state = eng.state("two")
+        assert (state.status, state.waiting) == ("paused", r.waiting)
+        requests = [d for _, t, d in log_of(eng, "two") if t == "human_input_requested"]
+        assert requests[-1]["question"] == r.waiting
+        op = "a" if "post:a" in str(r.waiting) else "b"
+        assert f"post:{op}" in str(r.waiting)
+        asked.append(op)
+        r = eng.answer("two", truth[op])
+    assert sorted(asked) == ["a", "b"]
+    assert (r.status, r.output) == ("completed", ["done", "P-b"])
+    assert sent == {"a": 1, "b": 1}
