@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from conftest import all_backends
 
-from engine import Engine, RetryPolicy
+from engine import Engine, NonDeterminismError, RetryPolicy
 from engine.errors import StoreError
 
 
@@ -209,3 +209,28 @@ def test_a_timeout_error_raised_by_the_tool_itself_is_classified_as_such(eng: En
         ("transient", "TimeoutError: upstream timed out"),
     ]
     assert "tool_late_result" not in [e.type for e in eng.events(r.run_id)]
+
+
+@all_backends
+def test_verify_of_a_completed_run_reports_code_that_now_makes_more_calls(eng: Engine) -> None:
+    """A completed run's log is the whole run: code that now goes on past its last
+    recorded call (a new decision before returning) diverges, and verify says so instead
+    of reporting agreement; the unchanged code still verifies."""
+
+    @eng.agent(name="review:grows")
+    def grows_v1(run: Any) -> str:
+        run.decide("a", lambda: 1)
+        return "x"
+
+    r = eng.run(grows_v1)
+    assert r.status == "completed"
+    assert eng.verify(r.run_id).status == "completed"
+
+    @eng.agent(name="review:grows")
+    def grows_v2(run: Any) -> str:
+        run.decide("a", lambda: 1)
+        run.decide("b", lambda: 2)
+        return "x"
+
+    with pytest.raises(NonDeterminismError, match="decide 'b'"):
+        eng.verify(r.run_id)

@@ -7,7 +7,6 @@ script, the CLI with ``--url``) decides where the run is recorded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import threading
 import uuid
@@ -15,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from .. import events as ev
-from ..errors import ToolError, UsageError
+from ..errors import NonDeterminismError, ToolError, UsageError
 from ..history import DEFAULT_SNAPSHOT_EVERY, RunWriter, run_stream, state_at
 from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
 from ..state import RunState, fold
@@ -212,7 +211,7 @@ class Engine:
             ctx.log.info("run_completed")
             return RunResult(rid, "completed", writer.state.output)
         except calls.Paused as p:
-            return RunResult(rid, "paused", error=None, waiting=ctx.paused(p.reason))
+            return RunResult(rid, "paused", error=None, waiting=p.reason)
         except Exception as e:
             ctx.check_diverged()  # agent code swallowed or wrapped a divergence: no record
             if isinstance(e, calls.NonDeterminismError):
@@ -255,8 +254,13 @@ class Engine:
         assert isinstance(started, ev.AgentStarted)
         agent = registry.load_agent(started.agent, started.import_path)
         writer = RunWriter(self.store, state)
-        with contextlib.suppress(LogEnd):
+        try:
             self._drive(agent, writer, Journal.from_events(recorded), verify=True)
+        except LogEnd as end:
+            if state.status == "completed":  # its log is the whole run: nothing may follow
+                raise NonDeterminismError(
+                    f"run {rid} completed, but the code now goes on past its log: {end}"
+                ) from None
         return self._result(state)
 
     # --- reading ---------------------------------------------------------------------
