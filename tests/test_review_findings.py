@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from agents.kit import Crash
 from conftest import all_backends
 
 from engine import Engine, NonDeterminismError, RetryPolicy
@@ -234,3 +235,45 @@ def test_verify_of_a_completed_run_reports_code_that_now_makes_more_calls(eng: E
 
     with pytest.raises(NonDeterminismError, match="decide 'b'"):
         eng.verify(r.run_id)
+
+
+@all_backends
+def test_an_uncertain_effect_is_resolved_under_the_key_it_was_sent_with(eng: Engine) -> None:
+    """A crash left a side effect's outcome unknown; the code deployed since derives its
+    business key differently. Resolving that effect verifies (and would re-send) under the
+    key recorded with the intent, the one the service saw, never under a new one."""
+    asked: list[str] = []
+    sent: list[str] = []
+    crash = {"now": True}
+
+    def found(key: str) -> dict[str, str] | None:
+        asked.append(key)
+        return {"receipt": key} if key in sent else None
+
+    def pay_body(order: str) -> dict[str, str]:
+        sent.append(f"pay:{order}")
+        if crash["now"]:
+            raise Crash("killed after the request was sent")
+        return {"receipt": order}
+
+    impl: dict[str, Any] = {
+        "pay": eng.tool(
+            name="review:pay", side_effect=True, key=lambda o: f"pay:{o}", verify=found
+        )(pay_body)
+    }
+
+    @eng.agent
+    def paying(run: Any) -> Any:
+        return impl["pay"]("o1")
+
+    with pytest.raises(Crash):
+        eng.run(paying, run_id="review-uncertain-key")
+    crash["now"] = False
+    impl["pay"] = eng.tool(
+        name="review:pay", side_effect=True, key=lambda o: f"payment/{o}", verify=found
+    )(pay_body)
+    r = eng.resume("review-uncertain-key")
+    assert r.status == "completed", r.error
+    assert asked == ["pay:o1"]
+    assert sent == ["pay:o1"]
+    assert r.output == {"receipt": "pay:o1"}

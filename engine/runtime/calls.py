@@ -72,6 +72,8 @@ def call_tool(
         if entry.intent is not None and (out is None or unsure) and tool.side_effect:
             ctx.live(number, f"resolve uncertain {tool.name}")
             c.intent_written = True
+            # The key the request went out under, even if the code now derives another.
+            c.key = entry.intent.key or c.key
             return _resolve_uncertain(c, entry)
         # else: the failure that ended the run; re-attempt it with a fresh intent
     ctx.live(number, f"tool {tool.name}")
