@@ -37,6 +37,7 @@ class AgentStarted(Event, frozen=True, tag="agent_started"):
     parent_run_id: str | None = None
     fork_position: int | None = None
     code_version: str | None = None
+    inherited: int = 0  # a fork's events copied from its parent: positions 2..inherited+1
 
 
 class AgentResumed(Event, frozen=True, tag="agent_resumed"):

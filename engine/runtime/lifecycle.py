@@ -8,6 +8,8 @@ import inspect
 import uuid
 from typing import TYPE_CHECKING, TypeVar
 
+import msgspec
+
 from .. import events as ev
 from .. import failpoints
 from ..errors import UsageError
@@ -174,10 +176,15 @@ def _uncertain_effects(recorded: list[Recorded]) -> list[tuple[int, ev.ToolInvok
 
 
 def _committed_effects(recorded: list[Recorded]) -> list[tuple[int, ev.ToolInvoked, object]]:
-    """Side effects this run itself committed (not outcomes borrowed from the ledger)."""
+    """Side effects this run itself committed: not outcomes borrowed from the ledger, and
+    for a fork not the parent's effects it inherited (the parent's abandon undoes those)."""
+    started = recorded[0].event
+    own_from = 2 + (started.inherited if isinstance(started, ev.AgentStarted) else 0)
     intents: dict[int, ev.ToolInvoked] = {}
     out: list[tuple[int, ev.ToolInvoked, object]] = []
     for r in recorded:
+        if r.position < own_from:
+            continue
         e = r.event
         if isinstance(e, ev.ToolInvoked) and e.side_effect:
             intents[e.call] = e
@@ -206,6 +213,7 @@ def rewind(engine: Engine, run_id: str, to: int | str) -> RunResult:
         code_version=started.code_version,
     )
     inherited = [r.event for r in recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
+    head = msgspec.structs.replace(head, inherited=len(inherited))
     _replays(engine, agent, rid, [head, *inherited])
     with engine.leases.hold(engine.store, fork_id):
         writer = RunWriter(
