@@ -2,13 +2,18 @@
 """Crash campaign: kill agent processes with SIGKILL, resume them, count the damage.
 
 Runs tests/agents/campaign_agent.py (side effects of every kind: business and default
-keys, with and without verifiers, with and without idempotency keys) against a fake
-outside service that counts every execution per operation in its own SQLite file. Each
-step of a run (start, resume, answer, abandon) is a fresh child process; the parent
-kills children with SIGKILL at random moments (a timer) and at every failpoint
-(``AGENTLOG_FAILPOINTS``: after_intent, after_tool, after_outcome, in_snapshot,
-in_compensation), and resumes (killing some resumes too) until each run completes or,
-for one round in three, is abandoned (compensations run). A run paused because nobody
+keys, with and without verifiers, with and without idempotency keys) and, with
+``--agent async`` or ``mix`` (the default), tests/agents/async_campaign_agent.py (async
+tools issued concurrently with ``asyncio.gather``, finishing in reverse order, and an
+async decision) against a fake outside service that counts every execution per
+operation in its own SQLite file. Each step of a run (start, resume, recover, answer,
+abandon) is a fresh child process; the parent kills children with SIGKILL at random
+moments (a timer) and at every failpoint (``AGENTLOG_FAILPOINTS``: after_intent,
+after_tool, after_outcome, in_snapshot, in_compensation), and continues the run (killing
+some of those steps too) until it completes or, for one round in three, is abandoned
+(compensations run). A run whose owner was killed is continued by ``resume`` or, for a
+share of steps (``--recover-share``), by ``engine.recover()`` in another process, which
+must find the dead owner by its lease and take the run over. A run paused because nobody
 can tell whether an effect happened is answered truthfully: the parent asks the fake
 service whether the effect is there.
 
@@ -17,6 +22,7 @@ file). The report compares the two: duplicated effects, lost effects and final-s
 mismatches (status, output, the service's books) must all be 0.
 
     python scripts/crash_campaign.py --kills 1000 --store sqlite
+    python scripts/crash_campaign.py --kills 300 --agent async --recover-share 0.5
     python scripts/crash_campaign.py --kills 200 --store postgres --url postgresql://...
 
 Exit status: 0 all clear, 1 damage found (or too few kills), 2 bad usage.
@@ -48,6 +54,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 RUN_FAILPOINTS = ("after_intent", "after_tool", "after_outcome", "in_snapshot")
+AGENTS = ("sync", "async")
+NOT_RECOVERED = 5  # a recover child's exit code when it did not take the run over
 ABANDON_FAILPOINTS = ("in_compensation", "in_compensation", "in_snapshot")
 DEFAULT_PG = os.environ.get(
     "AGENTLOG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/agentlog_test"
@@ -57,18 +65,39 @@ DEFAULT_PG = os.environ.get(
 # --- the child: one step of a run, in a process of its own ---------------------------
 
 
+def agent_module(kind: str) -> Any:
+    """The campaign agent's module: ``sync`` or ``async``."""
+    if kind == "async":
+        from tests.agents import async_campaign_agent
+
+        return async_campaign_agent
+    from tests.agents import campaign_agent
+
+    return campaign_agent
+
+
+def agent_of(kind: str) -> Any:
+    module = agent_module(kind)
+    return module.async_campaign if kind == "async" else module.campaign
+
+
 def child(argv: list[str]) -> int:
-    """``run URL RID JSON`` | ``resume URL RID`` | ``answer URL RID VALUE`` |
-    ``abandon URL RID``. Only ``run`` imports the agent; the others find it through the
-    import path the run recorded."""
+    """``run URL RID JSON AGENT`` | ``resume URL RID`` | ``recover URL RID`` |
+    ``answer URL RID VALUE`` | ``abandon URL RID``. Only ``run`` imports the agent; the
+    others find it through the import path the run recorded. ``recover`` exits
+    NOT_RECOVERED if ``engine.recover()`` did not take the run over."""
     from engine import Engine
 
     cmd, url, rid = argv[:3]
     engine = Engine.open(url)
     if cmd == "run":
-        from tests.agents import campaign_agent
-
-        r = engine.run(campaign_agent.campaign, run_id=rid, **json.loads(argv[3]))
+        agent = agent_of(argv[4] if len(argv) > 4 else "sync")
+        r = engine.run(agent, run_id=rid, **json.loads(argv[3]))
+    elif cmd == "recover":
+        found = [x for x in engine.recover() if x.run_id == rid]
+        if not found:
+            return NOT_RECOVERED
+        r = found[0]
     elif cmd == "resume":
         r = engine.resume(rid)
     elif cmd == "answer":
@@ -278,6 +307,7 @@ class Report:
     launches_by: Counter[str] = field(default_factory=Counter)
     answers: Counter[str] = field(default_factory=Counter)
     rounds: int = 0
+    rounds_by_agent: Counter[str] = field(default_factory=Counter)
     completed: int = 0
     abandoned: int = 0
     duplicated_effects: int = 0
@@ -296,6 +326,7 @@ class Report:
             "launches_by": dict(sorted(self.launches_by.items())),
             "truthful_answers": dict(self.answers),
             "rounds": self.rounds,
+            "rounds_by_agent": dict(sorted(self.rounds_by_agent.items())),
             "completed": self.completed,
             "abandoned": self.abandoned,
             "duplicated_effects": self.duplicated_effects,
@@ -317,10 +348,18 @@ class Report:
 
 class Campaign:
     def __init__(
-        self, url: str, workdir: Path, seed: int, ops: int, verbose: bool, launcher: str
+        self,
+        url: str,
+        workdir: Path,
+        seed: int,
+        ops: int,
+        verbose: bool,
+        launcher: str,
+        agent: str = "mix",
+        recover_share: float = 0.3,
     ) -> None:
         from engine import Engine
-        from tests.agents import campaign_agent, service
+        from tests.agents import service
 
         self.url = url
         self.rng = random.Random(seed)
@@ -328,7 +367,8 @@ class Campaign:
         self.ops = ops
         self.verbose = verbose
         self.service = service
-        self.agent = campaign_agent
+        self.agent_mode = agent
+        self.recover_share = recover_share
         self.svc = str(workdir / "service.db")
         self.ref_svc = str(workdir / "reference-service.db")
         service.reset(self.svc)
@@ -386,6 +426,8 @@ class Campaign:
         if code == -signal.SIGKILL:
             self.report.kills += 1
             self.report.kills_by["timer" if killed_by_timer else plan] += 1
+        elif code == NOT_RECOVERED:
+            self.report.anomalies.append(f"recover did not take over {args[2]} (owner dead)")
         elif code != 0:
             last = (err.strip().splitlines() or ["?"])[-1]
             self.report.anomalies.append(f"{args[0]} {args[2]} exited {code}: {last}")
@@ -399,7 +441,9 @@ class Campaign:
         code, err = self.launcher.finish(self.launcher.start(args, None))
         self.report.launches += 1
         self.report.launches_by[args[0]] += 1
-        if code != 0:
+        if code == NOT_RECOVERED:
+            self.report.anomalies.append(f"recover did not take over {args[2]} (owner dead)")
+        elif code != 0:
             self.report.anomalies.append(f"{args[0]} exited {code}: {err.strip()[-300:]}")
         return code
 
@@ -424,7 +468,8 @@ class Campaign:
         self.report.answers[answer] += 1
         return answer
 
-    def drive(self, rid: str, data: dict[str, Any], abandon: bool) -> str:
+    def drive(self, rid: str, data: dict[str, Any], abandon: bool, kind: str) -> str:
+        module = agent_module(kind)
         reached_question = False
         streak = 0
         while True:
@@ -433,8 +478,8 @@ class Campaign:
             if state is not None and state.status in ("completed", "abandoned"):
                 return state.status
             if state is None:
-                args, points = ["run", self.url, rid, json.dumps(data)], RUN_FAILPOINTS
-            elif abandon and (reached_question or state.waiting == self.agent.COMMIT_QUESTION):
+                args, points = ["run", self.url, rid, json.dumps(data), kind], RUN_FAILPOINTS
+            elif abandon and (reached_question or state.waiting == module.COMMIT_QUESTION):
                 reached_question = True
                 args, points = ["abandon", self.url, rid], ABANDON_FAILPOINTS
             elif state.status == "paused":
@@ -447,31 +492,44 @@ class Campaign:
             else:
                 if state.status == "failed":
                     self.report.anomalies.append(f"run {rid} failed: {state.error}")
-                args, points = ["resume", self.url, rid], RUN_FAILPOINTS
+                # Its owner was killed: resume it, or let recover() find the dead owner.
+                recover = state.status == "running" and self.rng.random() < self.recover_share
+                args = ["recover" if recover else "resume", self.url, rid]
+                points = RUN_FAILPOINTS
             # After a long streak of kills, one launch without any, to make progress.
             code = self.unkilled(args) if streak >= 30 else self.launch(args, points)
             streak = streak + 1 if code == -signal.SIGKILL else 0
             if len(self.report.anomalies) > 20:
                 raise RuntimeError("too many anomalies: " + "; ".join(self.report.anomalies))
 
-    def reference_round(self, data: dict[str, Any], abandon: bool) -> tuple[str, Any, Any]:
+    def reference_round(
+        self, data: dict[str, Any], abandon: bool, kind: str
+    ) -> tuple[str, Any, Any]:
         os.environ["AGENTLOG_TEST_SERVICE"] = self.ref_svc
-        r = self.reference.run(self.agent.campaign, **data)
+        r = self.reference.run(agent_of(kind), **data)
         if r.status == "paused" and abandon:
             r = self.reference.abandon(r.run_id)
         elif r.status == "paused":
             r = self.reference.answer(r.run_id, "yes")
         return r.status, r.output, _journal(self.reference, r.run_id)
 
+    def kind(self, n: int) -> str:
+        """The agent of round ``n``: both rounds of a fee pair run the same one."""
+        if self.agent_mode in AGENTS:
+            return self.agent_mode
+        return AGENTS[(n // 2) % 2]
+
     def round(self, n: int) -> None:
         order = f"r{n}"
         abandon = n % 3 == 2
+        kind = self.kind(n)
         data = {"order": order, "ops": self.ops, "group": f"g{n // 2}", "confirm": n % 3 != 0}
         rid = f"campaign-{self.seed}-{n}-{uuid.uuid4().hex[:6]}"
         kills_before = self.report.kills
-        want_status, want_output, want_journal = self.reference_round(data, abandon)
-        status = self.drive(rid, data, abandon)
+        want_status, want_output, want_journal = self.reference_round(data, abandon, kind)
+        status = self.drive(rid, data, abandon, kind)
         self.report.rounds += 1
+        self.report.rounds_by_agent[kind] += 1
         self.report.completed += status == "completed"
         self.report.abandoned += status == "abandoned"
         output = self.engine.state(rid).output
@@ -485,7 +543,7 @@ class Campaign:
             self.report.anomalies.append(f"round {n}: its calls differ from the uncrashed run's")
         self._check_log(rid)
         self.log(
-            f"round {n}: {status} after {self.report.kills - kills_before} kills "
+            f"round {n} ({kind}): {status} after {self.report.kills - kills_before} kills "
             f"(total {self.report.kills})"
         )
 
@@ -543,8 +601,12 @@ class Campaign:
 def _journal(engine: Any, rid: str) -> list[tuple[Any, ...]]:
     """What a run did, call by call, as the agent saw it: decisions and their values, tool
     calls and their results (a person's 'done' stands in for the result of a tool nobody
-    could verify, so those are compared by tool only), checkpoints, compensations."""
+    could verify, so those are compared by tool only), checkpoints, then compensations in
+    the order they ran. Calls are listed by call identity: concurrent calls (gather)
+    finish, and so are recorded, in an order a crash may change, but each must keep its
+    identity, tool and result."""
     out: list[tuple[Any, ...]] = []
+    undo: list[tuple[Any, ...]] = []
     for e in engine.events(rid):
         d = e.data
         if e.type == "tool_succeeded":
@@ -555,14 +617,12 @@ def _journal(engine: Any, rid: str) -> list[tuple[Any, ...]]:
         elif e.type == "checkpoint":
             out.append(("checkpoint", d["call"], d["name"]))
         elif e.type == "compensated":
-            out.append(("compensated", d["call"], d["tool"], d.get("error")))
-    return out
+            undo.append(("compensated", d["call"], d["tool"], d.get("error")))
+    return sorted(out, key=lambda x: (x[1], x[0])) + undo
 
 
 def _human_tools() -> tuple[str, ...]:
-    from tests.agents import campaign_agent
-
-    return campaign_agent.HUMAN_TOOLS
+    return (*agent_module("sync").HUMAN_TOOLS, *agent_module("async").HUMAN_TOOLS)
 
 
 def _mask(url: str) -> str:
@@ -607,6 +667,18 @@ def main(argv: list[str] | None = None) -> int:
         default="fork",
         help="fork children from a preloaded zygote (fast) or spawn a new interpreter each",
     )
+    p.add_argument(
+        "--agent",
+        choices=("sync", "async", "mix"),
+        default="mix",
+        help="the campaign agent: sync, async (gathered async tools), or mix (pairs alternate)",
+    )
+    p.add_argument(
+        "--recover-share",
+        type=float,
+        default=0.3,
+        help="share of steps after a kill taken by engine.recover() instead of resume",
+    )
     p.add_argument("--keep", action="store_true", help="keep the store and books")
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     p.add_argument("-v", "--verbose", action="store_true", help="every launch on stderr")
@@ -621,6 +693,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if store not in ("sqlite", "postgres", "postgresql"):
         print(f"crash_campaign: unknown store {a.store!r} (sqlite, postgres)", file=sys.stderr)
+        return 2
+    if not 0.0 <= a.recover_share <= 1.0:
+        print("crash_campaign: --recover-share must be between 0 and 1", file=sys.stderr)
         return 2
     if a.kills < 1 or a.ops < 1:
         print("crash_campaign: --kills and --ops must be positive", file=sys.stderr)
@@ -637,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
         url = _pg_schema_url(DEFAULT_PG, f"campaign_{seed}_{uuid.uuid4().hex[:6]}")
         fresh_schema = True
 
-    campaign = Campaign(url, workdir, seed, a.ops, a.verbose, a.launcher)
+    campaign = Campaign(url, workdir, seed, a.ops, a.verbose, a.launcher, a.agent, a.recover_share)
     try:
         report = campaign.run(a.kills, a.max_seconds)
     finally:

@@ -1,7 +1,8 @@
 """The crash campaign, CI-sized: at least 50 SIGKILLs per store (SQLite and PostgreSQL),
-at random moments and at every failpoint, and no duplicated effect, no lost effect, no
-final state that differs from an uncrashed run. ``scripts/crash_campaign.py --kills
-1000`` is the full-size run."""
+at random moments and at every failpoint, over the sync agent and the async one (gathered
+async tools), runs continued by resume and by ``recover`` from another process, and no
+duplicated effect, no lost effect, no final state that differs from an uncrashed run.
+``scripts/crash_campaign.py --kills 1000`` is the full-size run."""
 
 from __future__ import annotations
 
@@ -31,9 +32,11 @@ def _campaign(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[s
 @pytest.mark.slow
 @pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
 def test_crash_campaign_of_50_kills_leaves_no_damage(store_url: str, tmp_path: Path) -> None:
-    """50+ kills (timer and every failpoint, some during resumes, answers and abandons):
-    every run completes or is abandoned as its uncrashed twin did, with 0 duplicated
-    effects, 0 lost effects, 0 final-state mismatches and no anomaly."""
+    """50+ kills (timer and every failpoint, some during resumes, recoveries, answers and
+    abandons), sync and async agents alternating, a third of the runs whose owner was
+    killed taken over by engine.recover() in another process: every run completes or is
+    abandoned as its uncrashed twin did, with 0 duplicated effects, 0 lost effects, 0
+    final-state mismatches and no anomaly (recover never misses a dead owner)."""
     seed = random.randrange(1 << 30)
     p = _campaign(
         "--kills",
@@ -46,6 +49,10 @@ def test_crash_campaign_of_50_kills_leaves_no_damage(store_url: str, tmp_path: P
         str(seed),
         "--workdir",
         str(tmp_path),
+        "--agent",
+        "mix",
+        "--recover-share",
+        "0.35",
         "--max-seconds",
         "150",
         "--json",
@@ -62,6 +69,9 @@ def test_crash_campaign_of_50_kills_leaves_no_damage(store_url: str, tmp_path: P
     assert report["anomalies"] == [], context
     assert report["completed"] > 0 and report["abandoned"] > 0, context
     assert report["launches_by"].get("resume", 0) > 0, context
+    assert report["launches_by"].get("recover", 0) > 0, context
+    assert report["launches_by"].get("abandon", 0) > 0, context
+    assert set(report["rounds_by_agent"]) == {"sync", "async"}, context
     assert report["elapsed_seconds"] < 120, context
 
 
@@ -69,3 +79,11 @@ def test_crash_campaign_refuses_a_memory_store() -> None:
     """A memory store dies with the process it lives in: the campaign refuses it (exit 2)."""
     p = _campaign("--store", "memory", "--kills", "1", timeout=60)
     assert p.returncode == 2 and "memory" in p.stderr
+
+
+def test_crash_campaign_refuses_a_bad_agent_or_recover_share() -> None:
+    """--agent is sync, async or mix; --recover-share a fraction: anything else exits 2."""
+    p = _campaign("--agent", "threaded", "--kills", "1", timeout=60)
+    assert p.returncode == 2 and "--agent" in p.stderr
+    p = _campaign("--recover-share", "1.5", "--kills", "1", timeout=60)
+    assert p.returncode == 2 and "recover-share" in p.stderr
