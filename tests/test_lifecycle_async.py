@@ -137,6 +137,34 @@ def test_await_arun_from_inside_an_event_loop_runs_async_and_sync_agents(eng: En
 
 
 @all_backends
+def test_sync_engine_run_of_an_async_agent_from_inside_a_running_loop_completes(
+    eng: Engine,
+) -> None:
+    """The plain engine.run of an async agent called from code already inside an event loop
+    (a notebook, an async handler) completes: the agent gets a loop of its own instead of
+    failing the run on 'asyncio.run() cannot be called from a running event loop'."""
+    count: Counter[str] = Counter()
+
+    @eng.tool(side_effect=True)
+    async def ping(n: int, *, idempotency_key: str) -> int:
+        count[idempotency_key] += 1
+        await asyncio.sleep(0.01)
+        return n + 1
+
+    @eng.agent
+    async def pinger(run: Any, n: int) -> list[int]:
+        return list(await asyncio.gather(ping(n), ping(n + 10)))
+
+    async def handler() -> Any:
+        return eng.run(pinger, run_id="in-loop", n=1)
+
+    r = asyncio.run(handler())
+    assert (r.status, r.output, r.error) == ("completed", [2, 12], None)
+    assert count == {"in-loop:1": 1, "in-loop:2": 1}
+    assert eng.resume("in-loop").output == [2, 12] and sum(count.values()) == 2
+
+
+@all_backends
 def test_gathered_calls_take_identities_in_issue_order_even_finishing_in_reverse(
     eng: Engine,
 ) -> None:

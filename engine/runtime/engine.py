@@ -7,6 +7,8 @@ script, the CLI with ``--url``) decides where the run is recorded.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import functools
 import threading
 import uuid
@@ -201,7 +203,7 @@ class Engine:
         try:
             output = agent.fn(ctx, **writer.state.input)
             if asyncio.iscoroutine(output):
-                output = asyncio.run(_settled(ctx, output))
+                output = _run_async(_settled(ctx, output))
             ctx.finish_check()
             if verify:
                 return RunResult(rid, "completed", normalize(output, "the agent's output"))
@@ -211,7 +213,7 @@ class Engine:
             ctx.log.info("run_completed")
             return RunResult(rid, "completed", writer.state.output)
         except calls.Paused as p:
-            return RunResult(rid, "paused", error=None, waiting=p.reason)
+            return RunResult(rid, "paused", error=None, waiting=ctx.paused(p.reason))
         except Exception as e:
             ctx.check_diverged()  # agent code swallowed or wrapped a divergence: no record
             if isinstance(e, calls.NonDeterminismError):
@@ -315,6 +317,20 @@ class Engine:
     @staticmethod
     def _result(state: RunState) -> RunResult:
         return RunResult(state.run_id, state.status, state.output, state.error, state.waiting)
+
+
+def _run_async(coro: Any) -> Any:
+    """Run an async agent to its end on a loop of its own. Called from inside a running
+    loop (a notebook, an async caller of the sync ``run``), that loop's thread cannot
+    host a second one: the agent's loop runs in a worker thread (with this thread's
+    context: the run) while this thread blocks, as any sync call does."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentlog-agent") as pool:
+        return pool.submit(context.run, asyncio.run, coro).result()
 
 
 async def _settled(ctx: RunContext, agent: Any) -> Any:
