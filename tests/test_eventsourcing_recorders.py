@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import uuid
 from typing import Any, ClassVar
 
@@ -37,6 +38,11 @@ class _StoreBacked:
 
     def tearDown(self) -> None:
         super().tearDown()  # type: ignore[misc]
+        # Upstream's concurrency tests stop their reader threads without joining them;
+        # closing the store under a reader that is mid-query crashes sqlite3 (segfault).
+        for t in threading.enumerate():
+            if t is not threading.main_thread() and not t.daemon:
+                t.join(timeout=10)
         for s in self.stores:
             s.close()
 
