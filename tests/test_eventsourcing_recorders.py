@@ -41,7 +41,7 @@ class _StoreBacked:
         # Upstream's concurrency tests stop their reader threads without joining them;
         # closing the store under a reader that is mid-query crashes sqlite3 (segfault).
         for t in threading.enumerate():
-            if t is not threading.main_thread() and not t.daemon:
+            if "read_continuously" in t.name:
                 t.join(timeout=10)
         for s in self.stores:
             s.close()
