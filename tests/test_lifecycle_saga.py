@@ -359,9 +359,9 @@ def test_an_interrupted_undo_without_the_key_stops_abandon_naming_the_effect(
     eng: Engine,
 ) -> None:
     """An undo hook that takes no idempotency key cannot be sent again safely: after a
-    crash interrupted it, abandon fails naming the effect (every time it is asked), and
-    nothing is undone twice. The same holds when the interrupted undo was itself a retry
-    after a failed one."""
+    crash interrupted it, abandon fails naming the effect; abandoning again leaves it as
+    it is and undoes the rest; nothing is undone twice. The same holds when the
+    interrupted undo was itself a retry after a failed one."""
     books = Books()
     mode = {"fail": False, "crash": True}
 
@@ -385,13 +385,14 @@ def test_an_interrupted_undo_without_the_key_stops_abandon_naming_the_effect(
     with pytest.raises(Crash):
         eng.abandon(r.run_id)
     mode["crash"] = False
-    for _ in range(2):
-        stuck = eng.abandon(r.run_id)
-        assert stuck.status == "failed"
-        assert "reserve" in str(stuck.error) and "call 2" in str(stuck.error)
-        assert "interrupted" in str(stuck.error)
-    assert books.voided == {"R-c": 1, "R-b": 1}
-    assert len(books.undo_requests) == 2
+    stuck = eng.abandon(r.run_id)
+    assert stuck.status == "failed"
+    assert "reserve" in str(stuck.error) and "call 2" in str(stuck.error)
+    assert "interrupted" in str(stuck.error)
+    # Abandoning again (after a person checked) leaves R-b as it is and undoes R-a.
+    assert eng.abandon(r.run_id).status == "abandoned"
+    assert books.voided == {"R-c": 1, "R-b": 1, "R-a": 1}
+    assert len(books.undo_requests) == 3
 
     # The retry-after-failure variant: the first undo of R-b fails, the retry is
     # interrupted by a crash, and the next abandon must not send it a third time.
@@ -404,7 +405,7 @@ def test_an_interrupted_undo_without_the_key_stops_abandon_naming_the_effect(
     mode["crash"] = False
     stuck = eng.abandon(r2.run_id)
     assert stuck.status == "failed" and "interrupted" in str(stuck.error)
-    assert books.voided == {"R-c": 2, "R-b": 2}  # once per run each, never twice a run
+    assert books.voided == {"R-c": 2, "R-b": 2, "R-a": 1}  # never twice a run
 
 
 @all_backends
@@ -471,6 +472,11 @@ def test_effects_left_uncertain_by_a_crash_are_verified_before_compensating(
     assert stuck.status == "failed" and "blind" in str(stuck.error)
     assert "no verifier" in str(stuck.error)
     assert len(books.undo_requests) == 1
+    # Abandoning again is the person's word: the unknowable effect is left as it is.
+    assert eng.abandon("blind").status == "abandoned"
+    assert len(books.undo_requests) == 1
+    left = [d for _, t, d in log_of(eng, "blind") if t == "compensated"]
+    assert len(left) == 1 and "left as it is" in str(left[0]["error"])
 
 
 # --- real SIGKILLs in the middle of compensating -------------------------------------
@@ -572,8 +578,8 @@ def test_killed_in_an_undo_without_the_key_abandon_fails_naming_it_and_undoes_no
     store_url: str, tmp_path: Path
 ) -> None:
     """The undo hook takes no idempotency key: after a SIGKILL interrupted it, abandon (in
-    another process) stops with status failed naming the effect; no receipt is voided
-    twice, whatever the number of abandons."""
+    another process) stops with status failed naming the effect; abandoning again leaves
+    that one as it is and finishes; no receipt is voided twice."""
     svc = str(tmp_path / "service.db")
     service.reset(svc)
     script = tmp_path / "unkeyed.py"
@@ -589,15 +595,21 @@ def test_killed_in_an_undo_without_the_key_abandon_fails_naming_it_and_undoes_no
         env={**env, "AGENTLOG_FAILPOINTS": "in_compensation:2"},
     )
     assert p.returncode == -9, p.stderr[-2000:]
-    for _ in range(2):
-        p = python(str(script), store_url, "unkeyed", "abandon", env=env)
-        assert p.returncode == 0, p.stderr[-2000:]
-        assert p.stdout.startswith("failed ")
-        assert "book" in p.stdout and "call 2" in p.stdout and "interrupted" in p.stdout
+    p = python(str(script), store_url, "unkeyed", "abandon", env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.startswith("failed ")
+    assert "book" in p.stdout and "call 2" in p.stdout and "interrupted" in p.stdout
+    # Abandoning again is the person's word that they checked: the unknowable undo is
+    # left as it is (recorded so), the rest finishes, nothing is voided twice.
+    p = python(str(script), store_url, "unkeyed", "abandon", env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.startswith("abandoned ")
     voids = Counter(rc for _, rc, _ in service.requests(svc, kind="void"))
-    assert voids == Counter({"book:b2": 1, "book:b1": 1})
+    assert voids == Counter({"book:b2": 1, "book:b1": 1, "book:b0": 1})
     e = Engine.open(store_url)
     try:
-        assert e.state("unkeyed").status == "failed"
+        assert e.state("unkeyed").status == "abandoned"
+        skipped = [v.data for v in e.events("unkeyed") if v.type == "compensated"]
+        assert any("left as it is" in (d["error"] or "") and d["call"] == 2 for d in skipped)
     finally:
         e.close()

@@ -80,20 +80,32 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
     writer = RunWriter(engine.store, state, snapshot_every=agent.snapshot_every)
     undone = {e.call for e in _events(recorded, ev.Compensated) if e.error is None}
     interrupted = _interrupted_undos(recorded)
+    # Effects a previous abandon flagged as unknowable: abandoning again is a person's
+    # word that they were checked by hand, so they are skipped (recorded as such).
+    flagged = {e.call for e in _events(recorded, ev.AgentFailed) if e.kind == UNDO_UNKNOWN}
     effects, unknown = _committed_effects(recorded), _uncertain_effects(recorded)
     for call, intent in unknown:  # an effect whose outcome a crash left unknown
         tool = registry.TOOLS.get(intent.tool)
         if tool is None or tool.compensate is None:
             continue
         if tool.verify is None or intent.key is None:
+            if call in flagged:
+                _skip(writer, call, intent.tool)
+                continue
             return _stuck(
                 writer,
                 call,
-                f"{intent.tool} (call {call}) has an unknown outcome "
-                "and no verifier: check it by hand, then answer or abandon again",
+                f"{intent.tool} (call {call}, key {intent.key}) has an unknown outcome and "
+                "no verifier: check it by hand, then abandon again to leave it as it is",
+                kind=UNDO_UNKNOWN,
             )
         found = tool.verify(intent.key)
-        if found is not None:
+        if found is None:  # it never happened: nothing to undo, and its key is free
+            key_state = ledger.read(engine.store, intent.key)
+            if tool.key is not None and key_state.owned_by(rid, call):
+                release = ledger.release_event(key_state, intent.key, rid, call, "not done")
+                engine.store.append([release])
+        else:
             found = normalize(found, f"verified result of {intent.tool}")
             writer.append(
                 ev.ToolSucceeded(
@@ -107,11 +119,15 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
             continue
         takes_key = "idempotency_key" in inspect.signature(tool.compensate).parameters
         if call in interrupted and not takes_key:
+            if call in flagged:
+                _skip(writer, call, intent.tool)
+                continue
             return _stuck(
                 writer,
                 call,
-                f"compensation of {intent.tool} (call {call}) was "
-                "interrupted and its outcome is unknown: check it by hand",
+                f"compensation of {intent.tool} (call {call}) was interrupted and its outcome "
+                "is unknown: check it by hand, then abandon again to leave it as it is",
+                kind=UNDO_UNKNOWN,
             )
         writer.append(
             ev.CompensationStarted(at=ev.now(), call=call, tool=intent.tool, key=intent.key)
@@ -138,10 +154,18 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
     return RunResult(rid, "abandoned")
 
 
-def _stuck(writer: RunWriter, call: int, message: str) -> RunResult:
+UNDO_UNKNOWN = "undo_unknown"  # the kind of a failure that stops an abandon for a person
+
+
+def _stuck(writer: RunWriter, call: int, message: str, kind: str = "permanent") -> RunResult:
     """Abandoning cannot finish safely: the run fails, naming the effect; abandon retries."""
-    writer.append(ev.AgentFailed(at=ev.now(), call=call, kind="permanent", error=message))
+    writer.append(ev.AgentFailed(at=ev.now(), call=call, kind=kind, error=message))
     return RunResult(writer.state.run_id, "failed", error=message)
+
+
+def _skip(writer: RunWriter, call: int, tool: str) -> None:
+    message = "not undone: its outcome is unknown; left as it is on a person's word"
+    writer.append(ev.Compensated(at=ev.now(), call=call, tool=tool, error=message))
 
 
 _E = TypeVar("_E", bound=ev.Event)
@@ -188,7 +212,11 @@ def _committed_effects(recorded: list[Recorded]) -> list[tuple[int, ev.ToolInvok
         e = r.event
         if isinstance(e, ev.ToolInvoked) and e.side_effect:
             intents[e.call] = e
-        elif isinstance(e, ev.ToolSucceeded) and e.call in intents and e.source != "ledger":
+        elif (
+            isinstance(e, ev.ToolSucceeded)
+            and e.call in intents
+            and e.source not in ("ledger", "fallback")  # not this run's effect to undo
+        ):
             out.append((e.call, intents[e.call], e.result))
     return out
 
