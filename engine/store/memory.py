@@ -14,25 +14,14 @@ from eventsourcing.popo import POPOAggregateRecorder, POPOApplicationRecorder
 from .base import RunRow, Store
 
 
-class MemoryEventRecorder(POPOApplicationRecorder):
-    """POPO events recorder whose inserts also upsert the run index, atomically."""
+class _Bisected(POPOAggregateRecorder):
+    """POPO's recorder reading by bisection over each stream's sorted positions: a read
+    after a snapshot costs O(tail), and rows come in position order whatever order they
+    were inserted in (POPO follows insertion order)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._runs: dict[str, RunRow] = {}
-        self._leases: dict[str, tuple[str, float]] = {}
-        # Each stream's positions, sorted, so a read after a snapshot costs O(tail).
         self._positions: defaultdict[str, list[int]] = defaultdict(list)
-
-    def _insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        with self._database_lock:
-            ids = super()._insert_events(stored_events, **kwargs)
-            for row in kwargs.get("runs", ()):
-                self._runs.pop(row.run_id, None)
-                self._runs[row.run_id] = row
-            return ids
 
     def _update_table(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -51,7 +40,6 @@ class MemoryEventRecorder(POPOApplicationRecorder):
         desc: bool = False,
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
-        """As POPO's, in position order, but bisecting instead of scanning the stream."""
         key = str(originator_id)
         with self._database_lock:
             positions = self._positions.get(key, [])
@@ -67,6 +55,25 @@ class MemoryEventRecorder(POPOApplicationRecorder):
                 chosen.reverse()
             index = self._stored_events_index[key] if chosen else {}
             return [self._stored_events[index[p]] for p in chosen]
+
+
+class MemoryEventRecorder(_Bisected, POPOApplicationRecorder):
+    """POPO events recorder whose inserts also upsert the run index, atomically."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._runs: dict[str, RunRow] = {}
+        self._leases: dict[str, tuple[str, float]] = {}
+
+    def _insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        with self._database_lock:
+            ids = super()._insert_events(stored_events, **kwargs)
+            for row in kwargs.get("runs", ()):
+                self._runs.pop(row.run_id, None)
+                self._runs[row.run_id] = row
+            return ids
 
     def select_runs(self, status: str | None) -> list[RunRow]:
         with self._database_lock:
@@ -95,27 +102,8 @@ class MemoryEventRecorder(POPOApplicationRecorder):
             return self._leases.get(run_id)
 
 
-class MemoryAggregateRecorder(POPOAggregateRecorder):
-    """POPO's aggregate recorder, read in position order whatever order rows were inserted
-    (POPO follows insertion order, so a snapshot saved late at a low position read first)."""
-
-    def select_events(
-        self,
-        originator_id: UUID | str,
-        *,
-        gt: int | None = None,
-        lte: int | None = None,
-        desc: bool = False,
-        limit: int | None = None,
-    ) -> Sequence[StoredEvent]:
-        with self._database_lock:
-            index = self._stored_events_index.get(str(originator_id), {})
-            chosen = sorted(
-                p for p in index if (gt is None or p > gt) and (lte is None or p <= lte)
-            )
-            if desc:
-                chosen.reverse()
-            return [self._stored_events[index[p]] for p in chosen[:limit]]
+class MemoryAggregateRecorder(_Bisected):
+    """The memory snapshots and blobs recorder."""
 
 
 def open_memory(name: str, **options: Any) -> Store:
