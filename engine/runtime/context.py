@@ -113,14 +113,17 @@ class RunContext:
             return self._calls
 
     def live(self, call: int, what: str) -> None:
-        """About to do live work at ``call``: stop here when only verifying."""
+        """About to do live work at ``call``: stop here when only verifying, or when this
+        owner lost the run's lease."""
         self.check_diverged()
+        self.engine.leases.check(self.run_id)
         if self.verify:
             raise LogEnd(f"log ends before call {call} ({what})")
 
     def record(self, *events: ev.Event, extra: Sequence[Append] = ()) -> None:
         """Append ``events`` in one commit (with the resume marker on the first write)."""
         self.check_diverged()
+        self.engine.leases.check(self.run_id)
         with self._lock:
             marker = self._resume_marker
             batch = (*self.deferred, *events)

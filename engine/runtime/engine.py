@@ -26,7 +26,7 @@ from .context import LogEnd, RunContext, _current, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
 from .guards import Guards
 from .journal import Journal
-from .leases import Leases, RunBusy, new_owner
+from .leases import LeaseLost, Leases, RunBusy, new_owner
 from .results import EventView, RunResult, RunSummary, utc
 
 
@@ -214,6 +214,10 @@ class Engine:
             return RunResult(rid, "completed", writer.state.output)
         except calls.Paused as p:
             return RunResult(rid, "paused", error=None, waiting=ctx.paused(p.reason))
+        except LeaseLost as lost:
+            ctx.deferred = []  # the new owner resolves them from the log
+            ctx.log.error("run_stopped", reason=str(lost))
+            return RunResult(rid, "running", error=str(lost))
         except Exception as e:
             ctx.check_diverged()  # agent code swallowed or wrapped a divergence: no record
             if isinstance(e, calls.NonDeterminismError):

@@ -17,11 +17,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import log
-from ..errors import UsageError
+from ..errors import RunInterrupt, UsageError
 from ..store import Store
 
 LEASE_TTL = 30.0
 HOST = socket.gethostname()
+
+
+class LeaseLost(RunInterrupt):
+    """Another owner took this run's lease (this one was presumed dead): stop at once,
+    writing nothing more; the new owner continues the run from its log."""
 
 
 class RunBusy(UsageError):
@@ -67,7 +72,14 @@ class Leases:
         self.owner = owner
         self.ttl = ttl
         self._held: dict[str, _Hold] = {}
+        self._lost: dict[str, str] = {}  # run -> the owner that took its lease from us
         self._lock = threading.Lock()
+
+    def check(self, run_id: str) -> None:
+        """Stop a run whose lease another owner took (we were presumed dead)."""
+        holder = self._lost.get(run_id)
+        if holder is not None:
+            raise LeaseLost(f"run {run_id} was taken over by {holder}; this owner stops")
 
     def dead_holder(self, store: Store, run_id: str) -> str | None:
         """The run's lease holder if it is known to be dead or expired, '' if none."""
@@ -108,6 +120,8 @@ class Leases:
             self._let_go(store, run_id)
 
     def _take(self, store: Store, run_id: str) -> None:
+        with self._lock:
+            self._lost.pop(run_id, None)
         now = time.time()
         holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
         if holder != self.owner and not alive(holder):
@@ -150,4 +164,6 @@ class Leases:
                 continue
             if holder != self.owner:
                 log.get(run_id=run_id).error("lease_lost", holder=holder)
+                with self._lock:
+                    self._lost[run_id] = holder
                 return
