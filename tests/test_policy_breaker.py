@@ -7,12 +7,12 @@ transition is an event in the tool's own stream, ``stream_id("tool:" + name)``.
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from agents.fake_time import FakeTime, timed_engine
 from agents.kit import log_of, tool_def
 from conftest import all_backends
 
@@ -24,19 +24,6 @@ from engine.store import stream_id
 OPENED, HALF, CLOSED = "circuit_opened", "circuit_half_opened", "circuit_closed"
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
 def fake() -> FakeTime:
     return FakeTime()
@@ -44,10 +31,7 @@ def fake() -> FakeTime:
 
 @pytest.fixture
 def eng(store_url: str, fake: FakeTime) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    e.guards.clock, e.guards.sleep, e.guards.rng = fake, fake.sleep, random.Random(9)
-    yield e
-    e.close()
+    yield from timed_engine(store_url, fake, seed=9)
 
 
 def transitions(eng: Engine, tool: Any) -> list[str]:

@@ -7,12 +7,12 @@ error naming it. No real time passes: the clock moves only when a test moves it.
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from agents.fake_time import FakeTime, timed_engine
 from agents.kit import log_of
 from conftest import all_backends
 
@@ -22,19 +22,6 @@ from engine.runtime.guards import TokenBucket
 NOW = RetryPolicy(max_attempts=20, initial=0.0, jitter=False)  # retries without waiting
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
 def fake() -> FakeTime:
     return FakeTime()
@@ -42,10 +29,7 @@ def fake() -> FakeTime:
 
 @pytest.fixture
 def eng(store_url: str, fake: FakeTime) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    e.guards.clock, e.guards.sleep, e.guards.rng = fake, fake.sleep, random.Random(5)
-    yield e
-    e.close()
+    yield from timed_engine(store_url, fake, seed=5)
 
 
 def count_types(eng: Engine, run_id: str, kind: str) -> int:

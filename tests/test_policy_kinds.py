@@ -10,12 +10,12 @@ a person, never by a blind re-send. Clocks, sleeps and random draws are injected
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from agents.fake_time import FakeTime, timed_engine
 from agents.kit import Crash, log_of
 from conftest import all_backends
 
@@ -32,21 +32,6 @@ from engine.errors import ToolError
 from engine.policy import classify
 
 
-class FakeTime:
-    """A clock that only moves when the engine sleeps; records every sleep."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
 def fake() -> FakeTime:
     return FakeTime()
@@ -54,10 +39,7 @@ def fake() -> FakeTime:
 
 @pytest.fixture
 def eng(store_url: str, fake: FakeTime) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    e.guards.clock, e.guards.sleep, e.guards.rng = fake, fake.sleep, random.Random(1)
-    yield e
-    e.close()
+    yield from timed_engine(store_url, fake, seed=1)
 
 
 def types_of(eng: Engine, run_id: str) -> list[str]:

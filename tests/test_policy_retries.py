@@ -13,28 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from agents.fake_time import FakeTime, timed_engine
 from agents.kit import log_of
 from conftest import all_backends
 from hypothesis import given
 from hypothesis import strategies as st
 
 from engine import Engine, RetryPolicy, Transient
-
-
-class FakeTime:
-    """A clock that only moves when the engine sleeps; records every sleep."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
 
 SEED = 20240611
 
@@ -46,10 +31,7 @@ def fake() -> FakeTime:
 
 @pytest.fixture
 def eng(store_url: str, fake: FakeTime) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    e.guards.clock, e.guards.sleep, e.guards.rng = fake, fake.sleep, random.Random(SEED)
-    yield e
-    e.close()
+    yield from timed_engine(store_url, fake, seed=SEED)
 
 
 def of_type(eng: Engine, run_id: str, kind: str) -> list[dict[str, Any]]:

@@ -21,24 +21,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from agents.fake_time import FakeTime, timed_engine
 from agents.kit import Crash, log_of, tool_def
 from conftest import all_backends
 
 from engine import Engine, RetryPolicy
 from engine.runtime.guards import Latency
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 @pytest.fixture
@@ -48,10 +36,7 @@ def fake() -> FakeTime:
 
 @pytest.fixture
 def eng(store_url: str, fake: FakeTime) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    e.guards.clock, e.guards.sleep, e.guards.rng = fake, fake.sleep, random.Random(2)
-    yield e
-    e.close()
+    yield from timed_engine(store_url, fake, seed=2)
 
 
 def of_type(eng: Engine, run_id: str, kind: str) -> list[dict[str, Any]]:
