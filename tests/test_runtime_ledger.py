@@ -293,3 +293,39 @@ def test_a_waiting_claimer_with_a_verifier_does_not_execute_when_the_holder_is_u
     a.join(10)
     assert b.status == "paused" and "ship-a" in (b.waiting or ""), b
     assert count == {"ship": 1}
+
+
+@all_backends
+def test_a_fallback_after_an_unsure_attempt_keeps_the_key_claimed(store_url: str) -> None:
+    """An attempt timed out (the effect may have landed), then the breaker opened and the
+    fallback answered: the key stays claimed, so no other run sends the effect blind."""
+    from engine import CircuitBreaker
+    from engine.runtime import ledger
+
+    engine = Engine.open(store_url)
+    now = [0.0]
+    engine.guards.clock = lambda: now[0]
+    engine.guards.sleep = lambda _s: None
+
+    def send(order: str, *, idempotency_key: str) -> str:
+        raise TimeoutError("no reply")  # sent; outcome unknown
+
+    tool = engine.tool(
+        send,
+        name="unsure_send",
+        side_effect=True,
+        key=lambda order: f"send:{order}",
+        retry=RetryPolicy(max_attempts=3, initial=0.0),
+        breaker=CircuitBreaker(failure_threshold=1, reset_timeout=60.0),
+        fallback=lambda order: "queued",
+    )
+
+    @engine.agent(name="tests:unsure_fallback_agent")
+    def agent(run: object, order: str) -> object:
+        return tool(order)
+
+    r = engine.run(agent, order="o1")
+    assert (r.status, r.output) == ("completed", "queued")
+    held = ledger.read(engine.store, "send:o1")
+    assert held.claim is not None and held.claim.run_id == r.run_id
+    assert held.committed is None

@@ -70,6 +70,7 @@ def run(c: Call, uncertain: Callable[[Call, str], Any]) -> Any:
                 policy.max_elapsed is None or guards.clock() - first < policy.max_elapsed
             )
             if kind == "indeterminate" and tool.side_effect:
+                c.maybe_landed = True
                 resends = tool.verify is not None or tool.takes_key
                 if not resends:  # only a person can tell: never re-sent blind
                     record(c, failed)
@@ -179,7 +180,7 @@ def _final(
     )
     extra: list[Append] = []
     # An indeterminate failure keeps its key claimed: the effect may have landed.
-    if c.business and c.claim_version and kind != "indeterminate":
+    if c.business and c.claim_version and kind != "indeterminate" and not c.maybe_landed:
         assert c.key is not None
         state = ledger.KeyState(c.claim_version, None, None)
         extra.append(ledger.release_event(state, c.key, c.run_id, c.number, kind))

@@ -140,6 +140,7 @@ def _claimed_elsewhere(c: Call, state: ledger.KeyState) -> Any:
 
 def _resolve_uncertain(c: Call, entry: CallLog) -> Any:
     """A recorded intent with no outcome: find out whether the effect happened."""
+    c.maybe_landed = True
     if c.business:
         assert c.key is not None
         state = ledger.read(c.ctx.store, c.key)

@@ -30,6 +30,7 @@ class Call:
     attempts: int = 0
     intent_written: bool = False
     claim_version: int = 0  # the ledger version of our claim (business keys)
+    maybe_landed: bool = False  # an attempt's outcome was unknown: the effect may exist
     loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -66,8 +67,9 @@ def succeed(
     if c.business and c.claim_version and source != "ledger":
         assert c.key is not None
         state = ledger.KeyState(c.claim_version, None, None)
-        if source == "fallback":  # the degraded path is not the effect: free the key
-            extra.append(ledger.release_event(state, c.key, c.run_id, c.number, "fallback"))
+        if source == "fallback":  # the degraded path is not the effect: free the key,
+            if not c.maybe_landed:  # unless an earlier attempt may have landed it
+                extra.append(ledger.release_event(state, c.key, c.run_id, c.number, "fallback"))
         else:
             extra.append(ledger.commit_event(state, c.key, c.run_id, c.number, value))
     tool = c.tool
