@@ -576,3 +576,11 @@ def test_more_corrupt_snapshots_than_a_page_are_all_skipped(store_url: str, stor
     assert snap == _fold_upto(run_id, events, 1)
     assert latest == _fold_upto(run_id, events, 13) == w.state
     assert len([e for e in logs if e["event"] == "snapshot_skipped"]) == 2 * 12
+
+
+@all_backends
+def test_an_exact_run_id_is_found_among_many_runs_it_prefixes(store: Store) -> None:
+    """run_ids lists in id order, so an exact id comes first among the ids it prefixes."""
+    names = ["r1", *[f"r1{i:02d}" for i in range(20)]]
+    store.append([], runs=[row(n, "running", T0 + i) for i, n in enumerate(reversed(names))])
+    assert store.run_ids("r1")[0] == "r1"

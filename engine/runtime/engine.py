@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from .. import events as ev
-from ..errors import NonDeterminismError, ToolError, UsageError
+from ..errors import NonDeterminismError, RunNotFound, ToolError, UsageError
 from ..history import DEFAULT_SNAPSHOT_EVERY, RunWriter, run_stream, state_at
 from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
 from ..state import RunState, fold
@@ -273,8 +273,6 @@ class Engine:
 
     def resolve(self, run_id: str) -> str:
         """The full id of the run ``run_id`` names (an id or a unique prefix)."""
-        from ..errors import RunNotFound
-
         if not run_id:
             raise RunNotFound("no run id given")
         found = self.store.run_ids(run_id)

@@ -83,7 +83,7 @@ class MemoryEventRecorder(_Bisected, POPOApplicationRecorder):
 
     def select_run_ids(self, prefix: str) -> list[str]:
         with self._database_lock:
-            return [k for k in self._runs if k.startswith(prefix)][:10]
+            return sorted(k for k in self._runs if k.startswith(prefix))[:10]
 
     def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str:
         with self._database_lock:

@@ -172,9 +172,9 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
 
     def select_run_ids(self, prefix: str) -> list[str]:
         like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        sql = SQL("SELECT run_id FROM {0}.agentlog_runs WHERE run_id LIKE %s LIMIT 10").format(
-            Identifier(self.datastore.schema)
-        )
+        sql = SQL(
+            "SELECT run_id FROM {0}.agentlog_runs WHERE run_id LIKE %s ORDER BY run_id LIMIT 10"
+        ).format(Identifier(self.datastore.schema))
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(sql, (like,))
             return [row["run_id"] for row in curs.fetchall()]

@@ -91,7 +91,8 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
         like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self.datastore.transaction(commit=False) as c:
             c.execute(
-                "SELECT run_id FROM agentlog_runs WHERE run_id LIKE ? ESCAPE '\\' LIMIT 10",
+                "SELECT run_id FROM agentlog_runs WHERE run_id LIKE ? ESCAPE '\\' "
+                "ORDER BY run_id LIMIT 10",
                 (like,),
             )
             return [row[0] for row in c.fetchall()]
