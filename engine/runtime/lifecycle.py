@@ -89,16 +89,14 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
         if tool is None or tool.compensate is None:
             continue
         if tool.verify is None or intent.key is None:
-            if call in flagged:
-                _skip(writer, call, intent.tool)
-                continue
-            return _stuck(
-                writer,
-                call,
-                f"{intent.tool} (call {call}, key {intent.key}) has an unknown outcome and "
-                "no verifier: check it by hand, then abandon again to leave it as it is",
-                kind=UNDO_UNKNOWN,
+            what = (
+                f"{intent.tool} (call {call}, key {intent.key}) has an unknown outcome "
+                "and no verifier"
             )
+            stop = _unknowable(writer, call, intent.tool, what, flagged)
+            if stop is not None:
+                return stop
+            continue
         found = tool.verify(intent.key)
         if found is None:  # it never happened: nothing to undo, and its key is free
             key_state = ledger.read(engine.store, intent.key)
@@ -119,16 +117,14 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
             continue
         takes_key = "idempotency_key" in inspect.signature(tool.compensate).parameters
         if call in interrupted and not takes_key:
-            if call in flagged:
-                _skip(writer, call, intent.tool)
-                continue
-            return _stuck(
-                writer,
-                call,
-                f"compensation of {intent.tool} (call {call}) was interrupted and its outcome "
-                "is unknown: check it by hand, then abandon again to leave it as it is",
-                kind=UNDO_UNKNOWN,
+            what = (
+                f"compensation of {intent.tool} (call {call}) was interrupted "
+                "and its outcome is unknown"
             )
+            stop = _unknowable(writer, call, intent.tool, what, flagged)
+            if stop is not None:
+                return stop
+            continue
         writer.append(
             ev.CompensationStarted(at=ev.now(), call=call, tool=intent.tool, key=intent.key)
         )
@@ -163,9 +159,17 @@ def _stuck(writer: RunWriter, call: int, message: str, kind: str = "permanent") 
     return RunResult(writer.state.run_id, "failed", error=message)
 
 
-def _skip(writer: RunWriter, call: int, tool: str) -> None:
+def _unknowable(
+    writer: RunWriter, call: int, tool: str, what: str, flagged: set[int | None]
+) -> RunResult | None:
+    """An effect abandon cannot undo safely: the first abandon stops naming it; once a
+    person has seen that (``flagged``), it is left as it is, recorded, and abandon goes on."""
+    if call not in flagged:
+        message = f"{what}: check it by hand, then abandon again to leave it as it is"
+        return _stuck(writer, call, message, kind=UNDO_UNKNOWN)
     message = "not undone: its outcome is unknown; left as it is on a person's word"
     writer.append(ev.Compensated(at=ev.now(), call=call, tool=tool, error=message))
+    return None
 
 
 _E = TypeVar("_E", bound=ev.Event)
