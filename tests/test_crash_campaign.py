@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import backends
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "crash_campaign.py"
@@ -30,7 +31,7 @@ def _campaign(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_crash_campaign_of_50_kills_leaves_no_damage(store_url: str, tmp_path: Path) -> None:
     """50+ kills (timer and every failpoint, some during resumes, recoveries, answers and
     abandons), sync and async agents alternating, a third of the runs whose owner was

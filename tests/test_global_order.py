@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 
-import pytest
+from conftest import backends
 
 from engine import events as ev
 from engine.errors import ConcurrencyError
@@ -42,7 +42,7 @@ def _writer(url: str, n: int, start: threading.Barrier, out: list[tuple[uuid.UUI
         store.close()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_tailing_reader_sees_every_event_once_in_increasing_order(store_url: str) -> None:
     """While writers commit concurrently, a reader tailing read_all misses and repeats nothing."""
     setup = open_store(store_url)  # creates the tables once, before the race
@@ -105,7 +105,7 @@ def _racer(
         wins.setdefault(pos, me)
 
 
-@pytest.mark.parametrize("store_url", ["memory", "sqlite", "postgres"], indirect=True)
+@backends("memory", "sqlite", "postgres")
 def test_racing_writers_on_one_stream_never_both_win_a_position(store_url: str) -> None:
     """Writers racing for the same positions: each is won once, and the winner's event is kept."""
     if store_url == "memory://":
@@ -140,7 +140,7 @@ def test_racing_writers_on_one_stream_never_both_win_a_position(store_url: str) 
             s.close()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_concurrent_first_opens_of_one_url_all_succeed(store_url: str) -> None:
     """Six workers opening a brand-new store at once all get a working, shared store."""
     start = threading.Barrier(6)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from agents import service
 from agents.kit import Crash, log_of, python, stored_bytes
-from conftest import all_backends
+from conftest import all_backends, backends
 
 from engine import Engine
 
@@ -86,7 +86,7 @@ def test_redacted_arguments_never_reach_the_store_and_resume_still_matches(
                 assert d["args"][name] == "<redacted>"
 
 
-@pytest.mark.parametrize("store_url", ["memory", "sqlite", "postgres"], indirect=True)
+@backends("memory", "sqlite", "postgres")
 def test_secrets_never_reach_the_debug_logs_nor_the_store_across_a_kill(
     store_url: str, tmp_path: Any
 ) -> None:
