@@ -138,7 +138,7 @@ def write_raw_row(
                 (stream.hex, position, topic, data),
             )
     else:
-        schema = dict(parse_qsl(urlsplit(store_url).query)).get("schema", "public")
+        schema = schema_of(store_url)
         with psycopg.connect(store_url.split("?")[0], autocommit=True) as conn:
             conn.execute(
                 f'INSERT INTO "{schema}".{name} (originator_id, originator_version, topic, state)'
@@ -146,6 +146,11 @@ def write_raw_row(
                 " DO UPDATE SET topic = excluded.topic, state = excluded.state",
                 (stream, position, topic, data),
             )
+
+
+def schema_of(url: str) -> str:
+    """The PostgreSQL schema a store URL names (``public`` when it names none)."""
+    return dict(parse_qsl(urlsplit(url).query)).get("schema", "public")
 
 
 def read_raw_rows(store: Store, table: str, stream: uuid.UUID) -> list[StoredEvent]:
