@@ -25,6 +25,9 @@ mismatches (status, output, the service's books) must all be 0.
     python scripts/crash_campaign.py --kills 300 --agent async --recover-share 0.5
     python scripts/crash_campaign.py --kills 200 --store postgres --url postgresql://...
 
+The seed is printed at start (stderr) and in the report; ``--seed N`` or
+``AGENTLOG_CAMPAIGN_SEED=N`` repeats a campaign's choices.
+
 Exit status: 0 all clear, 1 damage found (or too few kills), 2 bad usage.
 """
 
@@ -55,6 +58,7 @@ if str(ROOT) not in sys.path:
 
 RUN_FAILPOINTS = ("after_intent", "after_tool", "after_outcome", "in_snapshot")
 AGENTS = ("sync", "async")
+SEED_ENV = "AGENTLOG_CAMPAIGN_SEED"  # fixes the seed when --seed is not given
 NOT_RECOVERED = 5  # a recover child's exit code when it did not take the run over
 ABANDON_FAILPOINTS = ("in_compensation", "in_compensation", "in_snapshot")
 DEFAULT_PG = os.environ.get(
@@ -645,6 +649,19 @@ def _drop_schema(url: str) -> None:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def _seed_from_env() -> int | None:
+    """``$AGENTLOG_CAMPAIGN_SEED`` if set (None, reported, when it is not an integer),
+    else a fresh random seed."""
+    raw = os.environ.get(SEED_ENV, "").strip()
+    if not raw:
+        return random.randrange(1 << 30)
+    try:
+        return int(raw)
+    except ValueError:
+        print(f"crash_campaign: {SEED_ENV}={raw!r} is not an integer", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
@@ -657,7 +674,12 @@ def main(argv: list[str] | None = None) -> int:
         "--store", default="sqlite", help="sqlite or postgres (memory is not allowed: it dies)"
     )
     p.add_argument("--url", help="the store URL (default: a fresh file / a fresh schema)")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"the random seed (default ${SEED_ENV}, else random; printed at start)",
+    )
     p.add_argument("--ops", type=int, default=16, help="side-effecting operations per run")
     p.add_argument("--max-seconds", type=float, default=None, help="stop early (reported)")
     p.add_argument("--workdir", help="where the service books (and SQLite store) go")
@@ -700,7 +722,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.kills < 1 or a.ops < 1:
         print("crash_campaign: --kills and --ops must be positive", file=sys.stderr)
         return 2
-    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    seed = a.seed if a.seed is not None else _seed_from_env()
+    if seed is None:
+        return 2
+    print(
+        f"crash_campaign: seed {seed} (repeat with --seed {seed} or {SEED_ENV}={seed})",
+        file=sys.stderr,
+        flush=True,
+    )
     workdir = Path(a.workdir or tempfile.mkdtemp(prefix="agentlog-campaign-"))
     workdir.mkdir(parents=True, exist_ok=True)
     fresh_schema = False

@@ -15,6 +15,8 @@ from eventsourcing.persistence import StoredEvent
 
 from engine.store import Store, open_store
 
+pytest_plugins = ["pytester"]  # test_postgres_marks runs small suites of its own
+
 PG_URL = os.environ.get(
     "AGENTLOG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/agentlog_test"
 )
@@ -33,7 +35,12 @@ def drop_schema(schema: str) -> None:
 
 @pytest.fixture
 def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A PostgreSQL URL whose schema belongs to this test alone (dropped afterwards)."""
+    """A PostgreSQL URL whose schema belongs to this test alone (dropped afterwards).
+
+    A test that reaches PostgreSQL must be marked ``postgres`` (so ``-m "not postgres"``
+    skips it): one that is not fails here, however it asked for the URL."""
+    if request.node.get_closest_marker("postgres") is None:
+        pytest.fail(f"{request.node.nodeid} uses PostgreSQL but is not marked postgres")
     schema = _schema_for(request)
     sep = "&" if "?" in PG_URL else "?"
     yield f"{PG_URL}{sep}schema={schema}"
@@ -58,9 +65,37 @@ def store(store_url: str) -> Iterator[Store]:
     s.close()
 
 
-def all_backends(fn: object) -> object:
-    """Parametrise a test over memory, SQLite and PostgreSQL stores."""
-    return pytest.mark.parametrize("store_url", BACKENDS, indirect=True)(fn)
+def backends(*names: str) -> pytest.MarkDecorator:
+    """Parametrise a test's ``store_url`` over the named backends; the PostgreSQL case is
+    marked ``postgres``."""
+    params = [pytest.param(n, marks=pytest.mark.postgres) if n == "postgres" else n for n in names]
+    return pytest.mark.parametrize("store_url", params, indirect=True)
+
+
+all_backends = backends(*BACKENDS)
+"""Parametrise a test over memory, SQLite and PostgreSQL stores."""
+
+
+def unmarked_postgres(items: list[pytest.Item]) -> list[str]:
+    """The ids of collected tests that use PostgreSQL (the ``pg_url`` fixture, or a
+    ``postgres`` parameter) without the ``postgres`` mark."""
+    out = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec is not None else ()
+        uses = "pg_url" in getattr(item, "fixturenames", ()) or "postgres" in params
+        if uses and item.get_closest_marker("postgres") is None:
+            out.append(item.nodeid)
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects anything
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = unmarked_postgres(items)
+    if unmarked:
+        raise pytest.UsageError(
+            "tests use PostgreSQL without the postgres mark: " + ", ".join(unmarked)
+        )
 
 
 # --- raw rows, for tests that plant old-schema or corrupt data behind the store's back ---
@@ -103,7 +138,7 @@ def write_raw_row(
                 (stream.hex, position, topic, data),
             )
     else:
-        schema = dict(parse_qsl(urlsplit(store_url).query)).get("schema", "public")
+        schema = schema_of(store_url)
         with psycopg.connect(store_url.split("?")[0], autocommit=True) as conn:
             conn.execute(
                 f'INSERT INTO "{schema}".{name} (originator_id, originator_version, topic, state)'
@@ -111,6 +146,11 @@ def write_raw_row(
                 " DO UPDATE SET topic = excluded.topic, state = excluded.state",
                 (stream, position, topic, data),
             )
+
+
+def schema_of(url: str) -> str:
+    """The PostgreSQL schema a store URL names (``public`` when it names none)."""
+    return dict(parse_qsl(urlsplit(url).query)).get("schema", "public")
 
 
 def read_raw_rows(store: Store, table: str, stream: uuid.UUID) -> list[StoredEvent]:

@@ -132,3 +132,56 @@ def test_corruption_is_detected_without_a_store(tmp_path: Path) -> None:
     for data in (b"", b"\n", b'{"some": "json"}\n', good.replace(b'"hash":"', b'"hush":"')):
         with pytest.raises(CorruptData):
             transfer.read_lines(data)
+
+
+def _tiny_export(tmp_path: Path) -> tuple[Engine, str, list[bytes]]:
+    """A fresh engine (its store empty) and the export lines of a six-event run."""
+    source = Engine.open(f"sqlite:///{tmp_path}/source.db")
+
+    @source.agent
+    def tiny(run: Any) -> int:
+        return int(run.decide("a", lambda: 1)) + int(run.decide("b", lambda: 2))
+
+    try:
+        rid = source.run(tiny).run_id
+        lines = list(transfer.export_lines(source, rid))
+    finally:
+        source.close()
+    return Engine.open(f"sqlite:///{tmp_path}/target.db"), rid, lines
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_an_edit_on_any_line_is_refused_naming_it_and_nothing_is_imported(
+    tmp_path: Path, where: str
+) -> None:
+    """The hash is checked on every line, the first and the last included: a changed
+    value (the file still parses) or a changed hash is refused at that line, whole."""
+    target, rid, lines = _tiny_export(tmp_path)
+    n = {"first": 1, "middle": len(lines) // 2 + 1, "last": len(lines)}[where]
+    line = lines[n - 1]
+    value = line.replace(b'"at":1', b'"at":2', 1)
+    cut = line.rindex(b'"hash":"') + len(b'"hash":"')
+    digest = line[:cut] + (b"0" if line[cut : cut + 1] != b"0" else b"1") + line[cut + 1 :]
+    try:
+        for edited in (value, digest):
+            assert edited != line and json.loads(edited)["index"] == n  # still a valid line
+            data = b"".join([*lines[: n - 1], edited, *lines[n:]])
+            with pytest.raises(CorruptData, match=f"line {n}: hash does not match"):
+                transfer.import_run(target, data)
+            assert target.runs() == []
+        assert transfer.import_run(target, b"".join(lines)) == (rid, True)
+    finally:
+        target.close()
+
+
+def test_a_file_cut_at_any_line_boundary_is_refused(tmp_path: Path) -> None:
+    """Cut after the first line, in the middle, or before the last: refused, naming how
+    far it goes, and nothing is imported."""
+    target, _, lines = _tiny_export(tmp_path)
+    try:
+        for keep in (1, len(lines) // 2, len(lines) - 1):
+            with pytest.raises(CorruptData, match=f"ends after line {keep} of {len(lines)}"):
+                transfer.import_run(target, b"".join(lines[:keep]))
+        assert target.runs() == []
+    finally:
+        target.close()

@@ -14,6 +14,7 @@ import uuid
 from typing import Any, ClassVar
 
 import eventsourcing.tests.persistence as upstream
+import pytest
 from conftest import PG_URL, drop_schema
 from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.sqlite import SQLiteAggregateRecorder
@@ -84,6 +85,7 @@ class _SQLite(_StoreBacked):
 
 
 class _Postgres(_StoreBacked):
+    pytestmark = [pytest.mark.postgres]  # inherited by every PostgreSQL case below
     schema: ClassVar[str]
 
     @classmethod

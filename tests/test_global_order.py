@@ -1,7 +1,9 @@
 """Global order under concurrency: a tailing reader never misses an event (SQLite, PostgreSQL).
 
 Writers in several threads, each with its own store handle (as separate workers would
-have), append to their own streams while a reader tails ``read_all(after=cursor)``.
+have), append to their own streams while a reader tails ``read_all(after=cursor)``. On
+PostgreSQL a writer that holds its transaction open after drawing its global position
+shows deterministically that a later position never commits ahead of it.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ import threading
 import time
 import uuid
 
+import psycopg
 import pytest
+from conftest import backends, schema_of
 
 from engine import events as ev
 from engine.errors import ConcurrencyError
 from engine.store import Append, Store, open_store
+from engine.store.codec import encode_event
 
 WRITERS = 4
 COMMITS = 30  # per writer; every third commit carries a second stream too
@@ -42,7 +47,7 @@ def _writer(url: str, n: int, start: threading.Barrier, out: list[tuple[uuid.UUI
         store.close()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_tailing_reader_sees_every_event_once_in_increasing_order(store_url: str) -> None:
     """While writers commit concurrently, a reader tailing read_all misses and repeats nothing."""
     setup = open_store(store_url)  # creates the tables once, before the race
@@ -105,7 +110,7 @@ def _racer(
         wins.setdefault(pos, me)
 
 
-@pytest.mark.parametrize("store_url", ["memory", "sqlite", "postgres"], indirect=True)
+@backends("memory", "sqlite", "postgres")
 def test_racing_writers_on_one_stream_never_both_win_a_position(store_url: str) -> None:
     """Writers racing for the same positions: each is won once, and the winner's event is kept."""
     if store_url == "memory://":
@@ -140,7 +145,7 @@ def test_racing_writers_on_one_stream_never_both_win_a_position(store_url: str) 
             s.close()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_concurrent_first_opens_of_one_url_all_succeed(store_url: str) -> None:
     """Six workers opening a brand-new store at once all get a working, shared store."""
     start = threading.Barrier(6)
@@ -168,3 +173,53 @@ def test_concurrent_first_opens_of_one_url_all_succeed(store_url: str) -> None:
     finally:
         for s in stores:
             s.close()
+
+
+# The store's own server-side append, called on a connection the test controls.
+_APPEND = (
+    'SELECT * FROM "{schema}".agentlog_append(%s::uuid[], %s::bigint[], %s::text[], %s::bytea[],'
+    " %s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[], %s::text[], %s::bigint[])"
+)
+_WAITING = (
+    "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+    " JOIN pg_namespace n ON n.oid = c.relnamespace"
+    " WHERE NOT l.granted AND n.nspname = %s AND c.relname = 'agentlog_events'"
+)
+
+
+@pytest.mark.postgres
+def test_a_later_append_never_commits_ahead_of_an_open_earlier_one(pg_url: str) -> None:
+    """A writer draws its global position through the append function and keeps its
+    transaction open; another writer's append waits for it (the table lock), so a reader
+    sees no later position while the earlier one is uncommitted, and after the commit a
+    tailing reader gets both, in order. Deterministic: the test waits until the second
+    writer has either committed or queued on the lock, never on a clock."""
+    store, reader = open_store(pg_url), open_store(pg_url)
+    schema, base = schema_of(pg_url), pg_url.split("?")[0]
+    held_stream, later_stream = uuid.uuid4(), uuid.uuid4()
+    topic, payload = encode_event(_step(1))
+    later: dict[str, list[int]] = {}
+    writer = threading.Thread(
+        target=lambda: later.update(ids=store.append([Append(later_stream, 1, _step(2))]))
+    )
+    try:
+        with psycopg.connect(base) as held, psycopg.connect(base, autocommit=True) as watch:
+            row = held.execute(
+                _APPEND.format(schema=schema),
+                ([held_stream], [1], [topic], [payload], [], [], [], [], [], [], []),
+            ).fetchone()
+            assert row is not None
+            writer.start()
+            while writer.is_alive() and not watch.execute(_WAITING, (schema,)).fetchone()[0]:
+                writer.join(0.01)  # committed already (no lock), or queued behind ours
+            during = [(r.stream, r.global_position) for r in reader.read_all()]
+            held.commit()
+        writer.join()
+        assert during == [], "a later position became visible before an earlier commit"
+        seen = [(r.stream, r.global_position) for r in reader.read_all(after=0)]
+        assert seen == [(held_stream, row[0]), (later_stream, later["ids"][0])]
+        assert row[0] < later["ids"][0]
+    finally:
+        writer.join()
+        store.close()
+        reader.close()

@@ -9,7 +9,7 @@ import uuid
 
 import msgspec
 import pytest
-from conftest import all_backends, read_raw_rows, write_raw_row
+from conftest import all_backends, backends, read_raw_rows, write_raw_row
 
 from engine import events as ev
 from engine.errors import CorruptData
@@ -150,7 +150,7 @@ def test_a_batch_of_many_payloads_under_the_threshold_commits(store_url: str, st
     assert rows[0].topic == "tool_succeeded:1" and rows[-1].topic.endswith(BLOB_SUFFIX)
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_a_payload_above_the_batch_budget_goes_out_of_line_whatever_the_threshold(
     store_url: str,
 ) -> None:
@@ -170,7 +170,7 @@ def test_a_payload_above_the_batch_budget_goes_out_of_line_whatever_the_threshol
 # --- 20 MB ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 @pytest.mark.parametrize("kind", ["str", "bytes"])
 def test_a_20_mb_tool_result_round_trips(store: Store, kind: str) -> None:
     """A 20 MB str or bytes tool result is appended and read back exactly."""
@@ -186,7 +186,7 @@ def test_a_20_mb_tool_result_round_trips(store: Store, kind: str) -> None:
     assert raw_row.topic.endswith(BLOB_SUFFIX) and len(raw_row.state) < 100
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_a_20_mb_tool_result_round_trips_through_a_snapshot(store_url: str, store: Store) -> None:
     """A run returning a 20 MB tool result snapshots it out of line and rebuilds exactly."""
     run_id = uuid.uuid4().hex

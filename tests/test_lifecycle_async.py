@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from agents import service
 from agents.kit import Crash, engine_call, log_of, python
-from conftest import all_backends
+from conftest import all_backends, backends
 
 from engine import Engine, Permanent
 
-PROCESS_BACKENDS = pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+PROCESS_BACKENDS = backends("sqlite", "postgres")
 MODULE = "tests.agents.async_campaign_agent"
 
 

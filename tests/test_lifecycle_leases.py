@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 from agents import service
 from agents.kit import ROOT, Crash, log_of, python
-from conftest import all_backends
+from conftest import all_backends, backends
 
 from engine import Engine
 from engine.errors import UsageError
 from engine.runtime.leases import HOST, Leases, RunBusy
 
-PROCESS_BACKENDS = pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+PROCESS_BACKENDS = backends("sqlite", "postgres")
 
 
 @pytest.fixture

@@ -189,13 +189,14 @@ def test_adaptive_timeout_cuts_off_a_call_far_slower_than_the_recorded_latency(
     """With latencies of 10 ms recorded, theta is the floor (300 ms here): a call that
     hangs is abandoned then (not after the 10 s default) and retried."""
     count = Counter[str]()
-    gate = threading.Event()
+    gate, hung_call_ended = threading.Event(), threading.Event()
 
     @eng.tool(timeout="adaptive", retry=RetryPolicy(max_attempts=2, initial=0.0))
     def search(q: str) -> list[str]:
         count["n"] += 1
         if count["n"] == 1:
-            gate.wait(10)
+            gate.wait(60)
+            hung_call_ended.set()
             return ["late"]
         return [q]
 
@@ -207,9 +208,8 @@ def test_adaptive_timeout_cuts_off_a_call_far_slower_than_the_recorded_latency(
     def agent(run: Any) -> list[str]:
         return list(search("lamps"))
 
-    started = time.monotonic()
     r = eng.run(agent)
-    assert time.monotonic() - started < 5.0
+    assert not hung_call_ended.is_set()  # the run did not wait for the hung attempt
     assert (r.status, r.output) == ("completed", ["lamps"])
     (failed,) = of_type(eng, r.run_id, "tool_failed")
     assert "no result within 0.3 s" in failed["message"] and failed["kind"] == "transient"

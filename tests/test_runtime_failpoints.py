@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 from agents import service
 from agents.kit import engine_call, python
+from conftest import backends
 
 from engine import Engine
 from engine.failpoints import _load
 
-PROCESS_BACKENDS = pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+PROCESS_BACKENDS = backends("sqlite", "postgres")
 MODULE = "tests.agents.runtime_agents"
 
 

@@ -15,7 +15,7 @@ import pytest
 from agents.kit import log_of
 from conftest import all_backends
 
-from engine import Engine, RetryPolicy
+from engine import Engine, Permanent, RetryPolicy
 
 
 @pytest.fixture
@@ -329,3 +329,47 @@ def test_a_fallback_after_an_unsure_attempt_keeps_the_key_claimed(store_url: str
     held = ledger.read(engine.store, "send:o1")
     assert held.claim is not None and held.claim.run_id == r.run_id
     assert held.committed is None
+
+
+@all_backends
+def test_a_final_failure_after_an_unsure_attempt_keeps_the_key_claimed(eng: Engine) -> None:
+    """Attempt 1 timed out (the charge may have landed), the verifier found nothing yet,
+    attempt 2 failed permanently: the run fails but the ledger still holds its claim, so a
+    second run with the same key does not send; it asks a person."""
+    from engine.runtime import ledger
+
+    eng.guards.sleep = lambda _s: None
+    sent: list[int] = []
+
+    @eng.tool(
+        side_effect=True,
+        key=lambda order: f"charge:{order}",
+        verify=lambda key: None,  # the provider's books do not show it (yet)
+        retry=RetryPolicy(max_attempts=2, initial=0.0, jitter=False),
+        timeout=2.0,  # also how long a second claimer waits for the holder
+    )
+    def charge(order: str) -> str:
+        sent.append(len(sent) + 1)
+        if len(sent) == 1:
+            raise TimeoutError("read timed out")  # sent; outcome unknown
+        raise Permanent("card declined")
+
+    @eng.agent
+    def checkout(run: Any, order: str) -> str:
+        return str(charge(order))
+
+    r = eng.run(checkout, order="o1")
+    assert r.status == "failed" and "card declined" in (r.error or ""), r
+    failures = [d for _, t, d in log_of(eng, r.run_id) if t == "tool_failed"]
+    assert [(d["kind"], d["final"]) for d in failures] == [
+        ("indeterminate", False),
+        ("permanent", True),
+    ]
+    held = ledger.read(eng.store, "charge:o1")
+    assert held.claim is not None and (held.claim.run_id, held.claim.call) == (r.run_id, 1)
+    assert held.committed is None
+
+    second = eng.run(checkout, order="o1")
+    assert second.status == "paused" and "charge:o1" in (second.waiting or ""), second
+    assert sent == [1, 2]  # the second run sent nothing
+    assert ledger.read(eng.store, "charge:o1").claim == held.claim

@@ -1,22 +1,27 @@
-"""Secrets on every store: arguments named by a tool's ``redact=`` and by the default list
-(password, secret, token, api_key, authorization) never reach the stored bytes (the
-SQLite file and its WAL, every PostgreSQL row, the memory recorders) nor the logs at
-debug level, while replay still matches them through a keyed hash, so resume works."""
+"""Secrets on every store: arguments named by a tool's ``redact=`` or containing a word of
+the default list (password, secret, token, apikey, authorization, ..., in any case, with
+any ``-``/``_``) never reach the stored bytes (the SQLite file and its WAL, every
+PostgreSQL row, the memory recorders) nor the logs at debug level, while replay still
+matches them through a keyed hash, so resume works."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
+import structlog.testing
 from agents import service
-from agents.kit import Crash, log_of, python, stored_bytes
-from conftest import all_backends
+from agents.kit import Crash, log_of, python, stored_bytes, tool_def
+from conftest import all_backends, backends
 
-from engine import Engine
+from engine import Engine, RetryPolicy
 
 NAMES = ("password", "secret", "token", "api_key", "authorization", "card_number")
 
@@ -86,7 +91,7 @@ def test_redacted_arguments_never_reach_the_store_and_resume_still_matches(
                 assert d["args"][name] == "<redacted>"
 
 
-@pytest.mark.parametrize("store_url", ["memory", "sqlite", "postgres"], indirect=True)
+@backends("memory", "sqlite", "postgres")
 def test_secrets_never_reach_the_debug_logs_nor_the_store_across_a_kill(
     store_url: str, tmp_path: Any
 ) -> None:
@@ -165,3 +170,93 @@ def test_secret_names_are_redacted_inside_nested_arguments(eng: Engine, store_ur
     args = next(d for _, t, d in log_of(eng, r.run_id) if t == "tool_invoked")["args"]
     assert args["headers"] == {"Authorization": "<redacted>", "X-Trace": trace}
     assert args["body"] == {"users": [{"name": "ann", "Password": "<redacted>"}]}
+
+
+@contextlib.contextmanager
+def _debug_logs() -> Iterator[list[dict[str, Any]]]:
+    """Every structlog entry at any level, as the processors would receive it; the
+    previous configuration is restored afterwards."""
+    old = structlog.get_config()
+    entries = structlog.testing.LogCapture()
+    structlog.configure(
+        processors=[entries], wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG)
+    )
+    try:
+        yield entries.entries
+    finally:
+        structlog.configure(**old)
+
+
+@all_backends
+def test_secret_names_in_any_case_or_separator_are_redacted(eng: Engine, store_url: str) -> None:
+    """``API_KEY`` and ``Password`` parameters, ``X-API-Key``, ``apiKey`` and
+    ``client-secret`` keys in nested dicts: no value reaches a stored byte, an event,
+    failure evidence or a log entry, while a visible neighbour is kept; a retried call
+    (a failed attempt records its evidence) still completes."""
+    values = {
+        n: f"S3CR3T-{n}-{uuid.uuid4().hex}"
+        for n in ("API_KEY", "Password", "hdr", "camel", "client")
+    }
+    visible = f"trace-{uuid.uuid4().hex}"
+    attempts: Counter[str] = Counter()
+
+    @eng.tool(retry=RetryPolicy(max_attempts=2, initial=0.0, jitter=False))
+    def connect(API_KEY: str, Password: str, options: dict[str, Any]) -> str:
+        attempts["connect"] += 1
+        if attempts["connect"] % 2:  # each run's first attempt fails
+            raise ConnectionRefusedError("try again")
+        return "connected"
+
+    @eng.agent
+    def client(run: Any) -> str:
+        v = values
+        options = {
+            "headers": {"X-API-Key": v["hdr"], "X-Trace": visible},
+            "auth": [{"apiKey": v["camel"], "client-secret": v["client"]}],
+        }
+        return str(connect(v["API_KEY"], v["Password"], options))
+
+    eng.run(client)  # the logger is set up on first use; the capture replaces it after
+    with _debug_logs() as logs:
+        r = eng.run(client)
+    assert (r.status, r.output) == ("completed", "connected")
+    data = stored_bytes(store_url, eng)
+    events = json.dumps([e.data for e in eng.events(r.run_id)])
+    assert visible.encode() in data and visible in events and logs
+    for name, value in values.items():
+        assert value.encode() not in data, f"{name} leaked into the store"
+        assert value not in events, f"{name} leaked into the events"
+        assert value not in repr(logs), f"{name} leaked into the logs"
+    (failed,) = [d for _, t, d in log_of(eng, r.run_id) if t == "tool_failed"]
+    args = failed["evidence"]["args"]
+    assert args["API_KEY"] == args["Password"] == "<redacted>"
+    assert args["options"]["headers"] == {"X-API-Key": "<redacted>", "X-Trace": visible}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Passwd",
+        "client_secret",
+        "X-Auth-Token",
+        "Set-Cookie",
+        "aws_credentials",
+        "PRIVATE-KEY",
+        "sessionId",
+        "proxy-authorization",
+        "API-KEY",
+        "Card-Number",  # named by redact=("card_number",)
+    ],
+)
+def test_every_secret_word_is_matched_inside_a_name_in_any_form(name: str) -> None:
+    """Each of CONTRACT's secret words (and ``redact=`` names) matches any name that
+    contains it, whatever its case and ``-``/``_`` separators; other names stay visible."""
+    eng = Engine.open("memory://")
+
+    @eng.tool(redact=("card_number",))
+    def call(body: dict[str, Any]) -> None: ...
+
+    body = {"outer": [{name: "hidden", "user": "ann"}]}
+    assert tool_def(call).redacted({"body": body}) == {
+        "body": {"outer": [{name: "<redacted>", "user": "ann"}]}
+    }

@@ -10,7 +10,7 @@ import uuid
 
 import msgspec
 import pytest
-from conftest import all_backends, write_raw_row
+from conftest import all_backends, backends, write_raw_row
 from structlog.testing import capture_logs
 
 from engine import events as ev
@@ -358,7 +358,7 @@ def test_run_writer_keeps_the_index_in_step_with_the_log(store: Store) -> None:
 # --- one URL opened twice -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_opening_a_store_twice_is_harmless_and_shares_the_data(store_url: str) -> None:
     """A second open of the same URL creates nothing new and sees (and adds to) the same log."""
     first = open_store(store_url)

@@ -116,6 +116,7 @@ def test_unreachable_server_is_store_unavailable_with_the_password_masked() -> N
     assert isinstance(err.__cause__, psycopg.Error)
 
 
+@pytest.mark.postgres
 def test_unknown_role_is_store_unavailable_naming_the_role() -> None:
     """Connecting as a role that does not exist says so, with the password masked."""
     role = f"nobody_{uuid.uuid4().hex[:8]}"
@@ -124,6 +125,7 @@ def test_unknown_role_is_store_unavailable_naming_the_role() -> None:
     assert f"pw-{role}" not in str(err) and "***" in str(err)
 
 
+@pytest.mark.postgres
 def test_unknown_database_is_store_unavailable_naming_the_database() -> None:
     """Connecting to a database that does not exist says so, with the password masked."""
     db = f"nodb_{uuid.uuid4().hex[:8]}"
@@ -138,6 +140,7 @@ def test_postgres_url_without_database_is_store_unavailable() -> None:
         open_store(f"postgresql://postgres:pw@{PG_HOST}/")
 
 
+@pytest.mark.postgres
 def test_conflict_on_postgres_names_the_store_with_the_password_masked() -> None:
     """Errors raised after opening name the store by its masked URL too."""
     schema = f"t_errors_{uuid.uuid4().hex[:8]}"

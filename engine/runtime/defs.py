@@ -21,7 +21,21 @@ import msgspec
 from ..errors import UsageError
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
 
-DEFAULT_REDACT = frozenset({"password", "secret", "token", "api_key", "authorization"})
+# CONTRACT's secret words: a name containing one (case and "-"/"_" aside) is redacted.
+DEFAULT_REDACT = frozenset(
+    {
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "apikey",
+        "authorization",
+        "cookie",
+        "credential",
+        "privatekey",
+        "session",
+    }
+)
 REDACTED = "<redacted>"
 _json = msgspec.json.Encoder(order="deterministic")
 _packer = msgspec.msgpack.Encoder()
@@ -70,6 +84,7 @@ class ToolDef:
     version: str = ""
 
     def __post_init__(self) -> None:
+        self.redact = frozenset(_folded(n) for n in self.redact)
         self.signature = inspect.signature(self.fn)
         self.version = code_version(self.fn)
         self.takes_key = "idempotency_key" in self.signature.parameters
@@ -91,22 +106,28 @@ class ToolDef:
         return named
 
     def redacted(self, named: dict[str, Any]) -> dict[str, Any]:
-        """The arguments as persisted and logged: a value whose name is in ``redact`` is
-        replaced, at any depth (``headers={"Authorization": ...}`` is redacted too)."""
-        return {
-            k: (REDACTED if k.lower() in self.redact else _scrub(v, self.redact))
-            for k, v in named.items()
-        }
+        """The arguments as persisted and logged: a value whose name contains a word of
+        ``redact`` (ignoring case, ``-`` and ``_``) is replaced, at any depth
+        (``headers={"X-API-Key": ...}`` is redacted too)."""
+        return dict(_scrub(named, self.redact))
 
 
-def _scrub(value: Any, names: frozenset[str]) -> Any:
+def _folded(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
+
+
+def _scrub(value: Any, words: frozenset[str]) -> Any:
     if isinstance(value, dict):
         return {
-            k: (REDACTED if isinstance(k, str) and k.lower() in names else _scrub(v, names))
+            k: (
+                REDACTED
+                if isinstance(k, str) and any(w in _folded(k) for w in words)
+                else _scrub(v, words)
+            )
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return [_scrub(v, names) for v in value]
+        return [_scrub(v, words) for v in value]
     return value
 
 

@@ -8,6 +8,8 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -149,3 +151,22 @@ def engine_call(
     p = python("-c", RESUME, url, method, *args, env=env, cwd=cwd)
     assert p.returncode == 0, p.stderr[-3000:]
     return dict(json.loads(p.stdout.strip().splitlines()[-1]))
+
+
+def long_run(url: str, events: int) -> str:
+    """A recorded run of ``events`` events, written in a few commits."""
+    engine = Engine.open(url)
+    rid = uuid.uuid4().hex
+    writer = RunWriter(engine.store, RunState(run_id=rid), snapshot_every=1000)
+    t = time.time()
+    batch: list[ev.Event] = [ev.AgentStarted(at=t, agent="m:a", import_path="m")]
+    for call in range(1, (events - 2) // 2 + 1):
+        at = t + call / 1000
+        batch.append(ev.ToolInvoked(at=at, call=call, tool="lookup", args={"i": call}))
+        batch.append(ev.ToolSucceeded(at=at, call=call, tool="lookup", result={"i": call}))
+        if len(batch) >= 1000:
+            writer.append(*batch)
+            batch = []
+    writer.append(*batch, ev.AgentFinished(at=t + 10, output={"ok": True}))
+    engine.close()
+    return rid
