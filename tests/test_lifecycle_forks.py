@@ -278,6 +278,44 @@ def test_compensate_stops_on_an_unknown_outcome_without_a_verifier(eng: Engine) 
 
 
 @all_backends
+def test_compensate_settles_an_unknown_parent_effect_with_its_verifier(eng: Engine) -> None:
+    """A parent effect a crash left unknown is asked of its verifier: found, its outcome is
+    recorded in the parent (source 'verified') and it is undone; one never made is not."""
+    world: dict[str, str] = {}
+    undone: list[str] = []
+    crash = {"on": True}
+
+    def void(receipt: str) -> str:
+        undone.append(receipt)
+        return "voided"
+
+    @eng.tool(side_effect=True, verify=world.get, compensate=void, name="settle_pay")
+    def pay(item: str, *, idempotency_key: str) -> str:
+        world[idempotency_key] = f"paid {item}"
+        if crash["on"]:
+            raise Crash
+        return world[idempotency_key]
+
+    @eng.agent(name="tests:settle")
+    def agent(run: Any) -> str:
+        run.checkpoint("start")
+        return str(pay("a"))
+
+    with pytest.raises(Crash):
+        eng.run(agent, run_id="settle-parent")
+    crash["on"] = False
+    fork = eng.rewind("settle-parent", to="start", effects="compensate")
+    assert fork.status == "completed" and undone == ["paid a"]
+    assert fork.output == "paid a" and world[f"{fork.run_id}:2"] == "paid a"
+    tail = [(t, d.get("source")) for _, t, d in log_of(eng, "settle-parent")[-3:]]
+    assert tail == [
+        ("tool_succeeded", "verified"),
+        ("compensation_started", None),
+        ("compensated", None),
+    ]
+
+
+@all_backends
 def test_resend_sends_again_under_the_fork_keys(eng: Engine) -> None:
     """effects='resend' is the old behaviour: the fork sends its effects again under its
     own keys, and the parent's still stand."""

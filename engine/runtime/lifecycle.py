@@ -127,17 +127,20 @@ def _settle_unknown(
     engine: Engine, writer: RunWriter, effect: fx.Effect, tool: ToolDef
 ) -> fx.Effect | None:
     """An effect whose outcome is unknown, asked of its verifier: the effect with the
-    verified result (recorded in the run when no outcome was), or None if it did not
-    happen (its business key released)."""
+    verified result (recorded in a run that has not ended), or None if it did not happen
+    (its business key released)."""
     if tool.verify is None or effect.key is None:
         what = f"{effect.tool} (call {effect.call}, key {effect.key}) has an unknown outcome"
         raise _CannotUndo(effect, what + " and no verifier")
     found = tool.verify(effect.key)
     if found is None:  # it never happened: nothing to undo, and its key is free
-        engine.store.append(_release(engine, writer.state.run_id, effect, tool, "not done"))
+        release = _release(engine, writer.state.run_id, effect, tool, "not done")
+        if release:
+            engine.store.append(release)
         return None
     found = normalize(found, f"verified result of {effect.tool}")
-    if effect.outcome == "unknown":
+    # An ended run (a parent a rewind compensates) takes nothing but undo records.
+    if effect.outcome == "unknown" and writer.state.status not in ("completed", "abandoned"):
         writer.append(
             ev.ToolSucceeded(
                 at=ev.now(), call=effect.call, tool=effect.tool, result=found, source="verified"
