@@ -61,6 +61,8 @@ def test_rewind_effects_modes_and_the_standing_effects(work: Workdir) -> None:
     reused = work.ok("rewind", parent, "--to", "start", "--json").json()
     assert reused["status"] == "completed" and reused["standing"] == []
     assert _lines(work, "charges.txt") == ["a", "b"]
+    story = work.ok("timeline", reused["run_id"]).out
+    assert "effects: reuse" in story and story.count("reused: the parent's effect") == 2
 
     (work.path / "items.txt").write_text("b")  # the fork takes another path
     other = work.ok("rewind", parent[:8], "--to", "start", "--json").json()
