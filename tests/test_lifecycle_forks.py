@@ -134,6 +134,33 @@ def test_a_resumed_fork_does_not_take_a_parent_effect_twice(eng: Engine) -> None
 
 
 @all_backends
+def test_an_async_fork_reuses_concurrent_effects_each_once(eng: Engine) -> None:
+    """Concurrent identical charges of an async agent (asyncio.gather) are each taken over
+    once by the fork's concurrent calls: nothing is sent, and both parent calls are taken."""
+    import asyncio
+
+    sent: list[str] = []
+
+    @eng.tool(side_effect=True, name="async_reuse_charge")
+    async def charge(item: str, *, idempotency_key: str) -> str:
+        await asyncio.sleep(0.01)
+        sent.append(item)
+        return idempotency_key
+
+    @eng.agent(name="tests:async_reuse")
+    async def agent(run: Any) -> list[str]:
+        run.checkpoint("start")
+        return list(await asyncio.gather(charge("a"), charge("a"), charge("b")))
+
+    parent = eng.run(agent)
+    fork = eng.rewind(parent.run_id, to="start")
+    assert fork.status == "completed" and sorted(sent) == ["a", "a", "b"]
+    assert sorted(fork.output) == sorted(parent.output) and fork.standing == ()
+    taken = sorted(d["parent_call"] for d in _events(eng, fork.run_id, "tool_invoked"))
+    assert taken == [2, 3, 4]
+
+
+@all_backends
 def test_reuse_with_changed_arguments_sends_and_the_parent_effect_still_stands(
     eng: Engine,
 ) -> None:
