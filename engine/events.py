@@ -38,6 +38,9 @@ class AgentStarted(Event, frozen=True, tag="agent_started"):
     fork_position: int | None = None
     code_version: str | None = None
     inherited: int = 0  # a fork's events copied from its parent: positions 2..inherited+1
+    # A fork's treatment of its parent's side effects after the fork position: "reuse",
+    # "compensate" or "resend" (None: not a fork, or a fork from before the choice).
+    effects: str | None = None
 
 
 class AgentResumed(Event, frozen=True, tag="agent_resumed"):
@@ -115,6 +118,7 @@ class ToolInvoked(Event, frozen=True, tag="tool_invoked"):
     args_hash: str = ""
     key: str | None = None
     side_effect: bool = False
+    parent_call: int | None = None  # a fork's call taking over its parent's effect at this call
 
 
 class ToolSucceeded(Event, frozen=True, tag="tool_succeeded"):
@@ -123,7 +127,9 @@ class ToolSucceeded(Event, frozen=True, tag="tool_succeeded"):
     result: Any = None
     attempt: int = 1
     duration: float = 0.0
-    source: str = "executed"  # "executed", "verified", "ledger", "fallback", "human"
+    # "executed", "verified", "ledger", "fallback", "human", "parent" (a fork reusing the
+    # outcome of the same call its parent made)
+    source: str = "executed"
 
 
 class ToolFailed(Event, frozen=True, tag="tool_failed"):

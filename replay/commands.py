@@ -98,14 +98,27 @@ def rewind(
         str,
         typer.Option("--to", help="A checkpoint name or a position (as timeline shows it)."),
     ],
+    effects: Annotated[
+        str,
+        typer.Option(
+            "--effects",
+            metavar="reuse|compensate|resend",
+            help="The parent's side effects after the target: reuse them when the fork makes "
+            "the same call (default), compensate them first, or resend them.",
+        ),
+    ] = "reuse",
 ) -> int:
     """Fork a new run from a checkpoint or position of RUN and continue it."""
     s = session(ctx)
     parent = s.engine.resolve(run)
-    r = s.engine.rewind(parent, to)
-    if not s.as_json:
-        s.out.line("fork ", (r.run_id, "bold cyan"), f" of {parent} at {to!r}")
-    return s.result(r)
+    r = s.engine.rewind(parent, to, effects=effects)
+    if s.as_json:
+        s.out.json({**result_doc(r), "standing": views.standing_docs(r.standing)})
+        return exit_status(r.status)
+    s.out.line("fork ", (r.run_id, "bold cyan"), f" of {parent} at {to!r} (effects: {effects})")
+    code = s.result(r)
+    s.out.lines(views.standing_rows(r.standing))
+    return code
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 Importable (``replay.demo:support_ticket``) so a run started by ``agentlog demo`` can be
 resumed, rewound and verified later by any process. Everything is local and scripted:
 the CRM is flaky (its first call in a process times out), the payment service is a
-small JSON file beside the store that dedupes by idempotency key, and the "model" is a
-script read through ``run.decide``. The tour that drives it lives in ``replay.tour``.
+small JSON file beside the store that dedupes by idempotency key (the charge's key is
+the business key ``charge:<order>``, so no run, resume or rewind charges an order
+twice), and the "model" is a script read through ``run.decide``. The tour that drives
+it lives in ``replay.tour``.
 """
 
 from __future__ import annotations
@@ -96,12 +98,15 @@ def refund_charge(receipt: dict[str, Any]) -> dict[str, Any]:
 
 @engine.tool(
     side_effect=True,
+    # A business key: one charge per order, whichever run, fork or resume asks for it.
+    key=lambda order_id, cents: f"charge:{order_id}",
     verify=find_charge,
     compensate=refund_charge,
     retry=RetryPolicy(max_attempts=3, initial=0.1, maximum=1.0),
 )
 def charge_card(order_id: str, cents: int, *, idempotency_key: str) -> dict[str, Any]:
-    """Charge the customer's card; the service returns the first charge for a repeated key."""
+    """Charge the customer's card under ``charge:<order>``; the service returns the first
+    charge for a repeated key."""
     world = load_world()
     existing: dict[str, Any] | None = world["charges"].get(idempotency_key)
     if existing is not None:

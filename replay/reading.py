@@ -44,15 +44,20 @@ def show(ctx: typer.Context, run: Run) -> int:
     state = s.engine.state(run)
     children = s.children(state.run_id)
     owner = s.owner(state.run_id) if state.status == "running" else None
+    from engine.effects import standing
+
+    stands = standing(s.engine.store, state.run_id) if state.parent_run_id else []
     if s.as_json:
         doc = state_doc(state)
         doc["branches"] = [{"run_id": c, "fork_position": at} for c, at in children]
         doc["owner"] = owner
+        doc["standing"] = views.standing_docs(stands)
         s.out.json(doc)
     else:
         s.out.lines(views.state_rows(state, children))
         if state.status == "running":
             s.out.lines([views.owner_row(owner)])
+        s.out.lines(views.standing_rows(stands))
     return 0
 
 

@@ -124,7 +124,9 @@ def _started(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
     out: list[Piece] = [("▶ started ", "bold"), d.get("agent", ""), ("  input ", "dim")]
     out.append(brief(d.get("input"), 100))
     if d.get("parent_run_id"):
-        out.append((f"  (a fork of {short(d['parent_run_id'])} at {d['fork_position']})", "cyan"))
+        effects = f", effects: {d['effects']}" if d.get("effects") else ""
+        fork = f"  (a fork of {short(d['parent_run_id'])} at {d['fork_position']}{effects})"
+        out.append((fork, "cyan"))
     return out
 
 
@@ -215,6 +217,7 @@ _SOURCES = {
     "ledger": "from the ledger: this effect was already done",
     "fallback": "fallback (breaker open)",
     "human": "a person confirmed it happened",
+    "parent": "reused: the parent's effect, not sent again",
 }
 
 

@@ -125,6 +125,7 @@ def _tour(con: Console, out: Out, engine: Engine, url: str) -> int:
         (f"agentlog timeline {fshort}", "the branch and its lineage"),
         (f"agentlog diff {short} {fshort}", "what the branch changed"),
         (f"agentlog state {short} --at customer-loaded", "state at a checkpoint"),
+        (f"agentlog rewind {short} --to customer-loaded", "re-decide; charge reused"),
         (f"agentlog context {short}", "recovery context for an LLM"),
         (f"agentlog verify {short}", "replay the log vs the code"),
         (f"agentlog export {short} > run.jsonl", "move it to another store"),

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine import RunResult, RunState, RunSummary
+from engine.effects import Effect
 
 from .output import Piece, brief, clock, plural, seconds
 
@@ -136,4 +137,22 @@ def result_rows(r: RunResult) -> list[list[Piece]]:
         rows.append([("next: ", "dim"), f"agentlog resume {r.run_id[:12]}  (re-attempts the call)"])
     elif r.status == "abandoned" and r.error:
         rows.append(["reason: ", r.error])
+    return rows
+
+
+def standing_docs(standing: Sequence[Effect]) -> list[dict[str, Any]]:
+    """A fork's parent effects that still stand, as ``--json`` shows them."""
+    return [{"call": e.call, "tool": e.tool, "key": e.key, "result": e.result} for e in standing]
+
+
+def standing_rows(standing: Sequence[Effect]) -> list[list[Piece]]:
+    """The parent's effects after the fork position that still stand in the world."""
+    if not standing:
+        return []
+    rows: list[list[Piece]] = [
+        [("still standing", "bold yellow"), " (the parent's effects after the fork position,"],
+        ["  not reused by this fork and not compensated):"],
+    ]
+    for e in standing:
+        rows.append([f"  call {e.call} {e.tool} (key {e.key}) -> ", brief(e.result, 120)])
     return rows

@@ -481,7 +481,7 @@ def test_rewind_to_a_repeated_checkpoint_name_forks_from_its_latest_occurrence(
     eng: Engine,
 ) -> None:
     """to='mid' means the last 'mid'; the fork has its own id and lineage; only calls after
-    the target run again, under the fork's own default keys."""
+    the target run again, under the fork's own default keys (effects='resend')."""
     shop, count, keys = _rewind_setup(eng)
     r = eng.run(shop, order="o")
     assert r.status == "completed"
@@ -489,7 +489,7 @@ def test_rewind_to_a_repeated_checkpoint_name_forks_from_its_latest_occurrence(
     assert len(mids) == 2
     parent_log = log_of(eng, r.run_id)
 
-    fork = eng.rewind(r.run_id, to="mid")
+    fork = eng.rewind(r.run_id, to="mid", effects="resend")
     assert (fork.status, fork.output) == ("completed", r.output)
     _check_fork(eng, r.run_id, fork, mids[-1])
     assert count == {"charge o-0": 1, "charge o-1": 1, "charge o-2": 2, "fee": 1, "pick": 1}
@@ -501,14 +501,14 @@ def test_rewind_to_a_repeated_checkpoint_name_forks_from_its_latest_occurrence(
 def test_rewind_to_a_position_reexecutes_what_follows_with_business_keys_deduped(
     eng: Engine,
 ) -> None:
-    """to='<digits>' is a 1-based position: decisions after it are made again, default-key
-    effects are sent again under the fork's keys, a business key is deduped by the
-    ledger (source 'ledger', no execution)."""
+    """to='<digits>' is a 1-based position: decisions after it are made again; with
+    effects='resend' default-key effects are sent again under the fork's keys, and a
+    business key is deduped by the ledger (source 'ledger', no execution)."""
     shop, count, keys = _rewind_setup(eng)
     r = eng.run(shop, order="o")
     first_mid = _positions(eng, r.run_id)["mid"][0]
 
-    fork = eng.rewind(r.run_id, to=str(first_mid))
+    fork = eng.rewind(r.run_id, to=str(first_mid), effects="resend")
     assert (fork.status, fork.output) == ("completed", r.output)
     _check_fork(eng, r.run_id, fork, first_mid)
     assert count == {"charge o-0": 1, "charge o-1": 2, "charge o-2": 2, "fee": 1, "pick": 2}
@@ -525,12 +525,13 @@ def test_rewind_to_a_position_reexecutes_what_follows_with_business_keys_deduped
 @all_backends
 def test_rewind_to_a_position_inside_a_call_means_just_before_it(eng: Engine) -> None:
     """A position between a call's intent and its outcome forks just before the call,
-    which the fork then makes afresh under its own key (not as an uncertain intent)."""
+    which the fork then makes afresh under its own key (not as an uncertain intent; with
+    effects='resend', so the parent's outcome of that call is not reused)."""
     shop, count, keys = _rewind_setup(eng)
     r = eng.run(shop, order="o")
     intent = _positions(eng, r.run_id)["intent 5"][0]
 
-    fork = eng.rewind(r.run_id, to=intent)
+    fork = eng.rewind(r.run_id, to=intent, effects="resend")
     _check_fork(eng, r.run_id, fork, intent - 1)
     assert fork.status == "completed"
     assert count["charge o-1"] == 2 and keys[-2] == f"{fork.run_id}:5"

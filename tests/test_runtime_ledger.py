@@ -60,8 +60,8 @@ def test_business_key_executes_once_across_runs(eng: Engine) -> None:
 
 @all_backends
 def test_business_key_is_deduped_across_a_fork(eng: Engine) -> None:
-    """A fork that re-executes a keyed effect gets the ledger's outcome; an unkeyed effect
-    after the target is sent again under the fork's default key."""
+    """A resend fork that re-executes a keyed effect gets the ledger's outcome; an unkeyed
+    effect after the target is sent again under the fork's default key."""
     count: Counter[str] = Counter()
 
     @eng.tool(side_effect=True, key=lambda order: f"pay:{order}")
@@ -80,7 +80,7 @@ def test_business_key_is_deduped_across_a_fork(eng: Engine) -> None:
         return [pay(order), email(order)]
 
     r = eng.run(checkout, order="o7")
-    fork = eng.rewind(r.run_id, to="start")
+    fork = eng.rewind(r.run_id, to="start", effects="resend")
     assert fork.status == "completed" and fork.run_id != r.run_id
     assert fork.output == ["paid o7", f"{fork.run_id}:3"]
     assert count == {"pay": 1, "email": 2}

@@ -16,9 +16,10 @@ from typing import Any
 
 from .. import events as ev
 from .. import failpoints
+from ..effects import Effect
 from ..errors import ConcurrencyError, NonDeterminismError, Paused, ToolError, UsageError
 from ..policy import error_for
-from . import attempts, ledger
+from . import attempts, forks, ledger
 from .context import RunContext, detached
 from .defs import ToolDef, args_hash, normalize
 from .journal import CallLog
@@ -74,15 +75,32 @@ def call_tool(
             c.intent_written = True
             # The key the request went out under, even if the code now derives another.
             c.key = entry.intent.key or c.key
+            c.parent_call = entry.intent.parent_call  # a fork's take-over stays one
             return _resolve_uncertain(c, entry)
         # else: the failure that ended the run; re-attempt it with a fresh intent
     ctx.live(number, f"tool {tool.name}")
     ctx.log.debug("tool_call", call=number, tool=tool.name, key=c.key)
     if tool.side_effect:
+        parent = forks.inheritance(ctx).take(tool.name, c.ahash)
+        if parent is not None:
+            return _take_over(c, parent)
         found = _write_intent(c)
         if found is not None:
             return found
     return attempts.run(c, _uncertain)
+
+
+def _take_over(c: Call, parent: Effect) -> Any:
+    """A fork makes the side-effecting call its parent made after the fork position: it
+    records the parent's outcome and sends nothing. An outcome the parent never learned
+    is resolved under the parent's key (ledger, verifier, same-key re-send, or a person),
+    never by a blind send under the fork's own key."""
+    c.key, c.parent_call = parent.key or c.key, parent.call
+    if parent.outcome == "committed":
+        return succeed(c, parent.result, source="parent", intent=True)
+    c.ctx.record(intent(c))
+    c.intent_written = True
+    return _resolve_uncertain(c, CallLog("tool", c.tool.name))
 
 
 def _write_intent(c: Call) -> Any | None:

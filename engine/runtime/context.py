@@ -88,6 +88,8 @@ class RunContext:
         self.unanswered: dict[int, ev.HumanInputRequested] = dict(journal.unanswered)
         # Async tool calls not finished yet: an async agent's run ends only after them.
         self.in_flight: set[asyncio.Future[Any]] = set()
+        # A fork's parent effects it may take over (runtime.forks), read on first need.
+        self.inheritance: Any = None
         self._calls = 0
         self.failed_call: int | None = None  # the call whose failure is propagating
         # Once code and log disagree, nothing may run or be written, even if agent code

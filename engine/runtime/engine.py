@@ -244,9 +244,14 @@ class Engine:
         """Stop a run for good, running its compensations in reverse order."""
         return lifecycle.abandon(self, run_id)
 
-    def rewind(self, run_id: str, to: int | str) -> RunResult:
-        """Fork a new run from a checkpoint name or position of ``run_id`` and continue it."""
-        return lifecycle.rewind(self, run_id, to)
+    def rewind(self, run_id: str, to: int | str, effects: str = "reuse") -> RunResult:
+        """Fork a new run from a checkpoint name or position of ``run_id`` and continue it.
+
+        The parent's side effects after ``to``: ``"reuse"`` records the parent's outcome
+        when the fork makes the same call (nothing is sent), ``"compensate"`` undoes them
+        first (recorded in the parent), ``"resend"`` sends them again under the fork's keys.
+        """
+        return lifecycle.rewind(self, run_id, to, effects)
 
     def verify(self, run_id: str) -> RunResult:
         """Re-execute the agent against the log with every live call forbidden.

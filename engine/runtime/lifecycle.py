@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
+from .. import effects as fx
 from .. import events as ev
 from .. import failpoints
 from ..errors import UsageError
 from ..history import RunWriter, resolve_position, run_stream
 from ..policy import describe
 from ..state import RunState, fold
-from ..store import Recorded
-from . import calls, ledger, registry
+from ..store import Append, Recorded
+from . import calls, forks, ledger, registry
 from .context import LogEnd
-from .defs import AgentDef, normalize
+from .defs import AgentDef, ToolDef, normalize
 from .journal import Journal
 from .results import RunResult
 
@@ -78,79 +79,118 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
     assert isinstance(started, ev.AgentStarted)
     agent = registry.load_agent(started.agent, started.import_path)
     writer = RunWriter(engine.store, state, snapshot_every=agent.snapshot_every)
-    undone = {e.call for e in _events(recorded, ev.Compensated) if e.error is None}
-    interrupted = _interrupted_undos(recorded)
     # Effects a previous abandon flagged as unknowable: abandoning again is a person's
     # word that they were checked by hand, so they are skipped (recorded as such).
     flagged = {e.call for e in _events(recorded, ev.AgentFailed) if e.kind == UNDO_UNKNOWN}
-    effects, unknown = _committed_effects(recorded), _uncertain_effects(recorded)
-    for call, intent in unknown:  # an effect whose outcome a crash left unknown
-        tool = registry.TOOLS.get(intent.tool)
-        if tool is None or tool.compensate is None:
+    found = fx.effects(recorded)
+    # A fork's inherited effects are its parent's to undo, and so are those it reused.
+    own_from = 2 + started.inherited
+    todo = [e for e in found if e.own and e.position >= own_from]
+    for effect in found:
+        tool = registry.TOOLS.get(effect.tool)
+        if effect.outcome != "unknown" or tool is None or tool.compensate is None:
             continue
-        if tool.verify is None or intent.key is None:
-            what = (
-                f"{intent.tool} (call {call}, key {intent.key}) has an unknown outcome "
-                "and no verifier"
-            )
-            stop = _unknowable(writer, call, intent.tool, what, flagged)
-            if stop is not None:
-                return stop
-            continue
-        found = tool.verify(intent.key)
-        if found is None:  # it never happened: nothing to undo, and its key is free
-            key_state = ledger.read(engine.store, intent.key)
-            if tool.key is not None and key_state.owned_by(rid, call):
-                release = ledger.release_event(key_state, intent.key, rid, call, "not done")
-                engine.store.append([release])
-        else:
-            found = normalize(found, f"verified result of {intent.tool}")
-            writer.append(
-                ev.ToolSucceeded(
-                    at=ev.now(), call=call, tool=intent.tool, result=found, source="verified"
-                )
-            )
-            effects.append((call, intent, found))
-    for call, intent, result in sorted(effects, key=lambda e: e[0], reverse=True):
-        tool = registry.TOOLS.get(intent.tool)
-        if call in undone or tool is None or tool.compensate is None:
-            continue
-        takes_key = "idempotency_key" in inspect.signature(tool.compensate).parameters
-        if call in interrupted and not takes_key:
-            what = (
-                f"compensation of {intent.tool} (call {call}) was interrupted "
-                "and its outcome is unknown"
-            )
-            stop = _unknowable(writer, call, intent.tool, what, flagged)
-            if stop is not None:
-                return stop
-            continue
-        writer.append(
-            ev.CompensationStarted(at=ev.now(), call=call, tool=intent.tool, key=intent.key)
-        )
-        kwargs = {"idempotency_key": f"undo:{intent.key}"} if takes_key else {}
         try:
-            undo = normalize(tool.compensate(result, **kwargs), f"compensation of {intent.tool}")
-        except Exception as e:
-            message = describe(e)
-            writer.append(ev.Compensated(at=ev.now(), call=call, tool=intent.tool, error=message))
-            return _stuck(
-                writer, call, f"compensation of {intent.tool} (call {call}) failed: {message}"
-            )
-        failpoints.hit("in_compensation")
-        extra = []
-        if intent.key and tool.key is not None:
-            key_state = ledger.read(engine.store, intent.key)
-            if key_state.owned_by(rid, call):
-                extra.append(ledger.release_event(key_state, intent.key, rid, call, "compensated"))
-        writer.append(
-            ev.Compensated(at=ev.now(), call=call, tool=intent.tool, result=undo), extra=extra
-        )
+            settled = _settle_unknown(engine, writer, effect, tool)
+        except _CannotUndo as stop:
+            if (result := _unknowable(writer, stop, flagged)) is not None:
+                return result
+            continue
+        todo += [settled] if settled is not None else []
+    for effect in sorted(todo, key=lambda e: e.call, reverse=True):
+        tool = registry.TOOLS.get(effect.tool)
+        if effect.undone or tool is None or tool.compensate is None:
+            continue
+        try:
+            _undo(engine, writer, effect, tool)
+        except _CannotUndo as stop:
+            if not stop.unknowable:
+                return _stuck(writer, effect.call, stop.message)
+            if (result := _unknowable(writer, stop, flagged)) is not None:
+                return result
     writer.append(ev.AgentAbandoned(at=ev.now(), reason="abandoned by request"))
     return RunResult(rid, "abandoned")
 
 
 UNDO_UNKNOWN = "undo_unknown"  # the kind of a failure that stops an abandon for a person
+
+
+class _CannotUndo(Exception):
+    """An effect cannot be undone safely; ``unknowable`` when nobody can tell its state."""
+
+    def __init__(self, effect: fx.Effect, message: str, unknowable: bool = True) -> None:
+        super().__init__(message)
+        self.effect, self.message, self.unknowable = effect, message, unknowable
+
+
+def _settle_unknown(
+    engine: Engine, writer: RunWriter, effect: fx.Effect, tool: ToolDef
+) -> fx.Effect | None:
+    """An effect whose outcome is unknown, asked of its verifier: the effect with the
+    verified result (recorded in a run that has not ended), or None if it did not happen
+    (its business key released)."""
+    if tool.verify is None or effect.key is None:
+        what = f"{effect.tool} (call {effect.call}, key {effect.key}) has an unknown outcome"
+        raise _CannotUndo(effect, what + " and no verifier")
+    found = tool.verify(effect.key)
+    if found is None:  # it never happened: nothing to undo, and its key is free
+        release = _release(engine, writer.state.run_id, effect, tool, "not done")
+        if release:
+            engine.store.append(release)
+        return None
+    found = normalize(found, f"verified result of {effect.tool}")
+    # An ended run (a parent a rewind compensates) takes nothing but undo records.
+    if effect.outcome == "unknown" and writer.state.status not in ("completed", "abandoned"):
+        writer.append(
+            ev.ToolSucceeded(
+                at=ev.now(), call=effect.call, tool=effect.tool, result=found, source="verified"
+            )
+        )
+    return msgspec.structs.replace(effect, outcome="committed", result=found, source="verified")
+
+
+def _undo(engine: Engine, writer: RunWriter, effect: fx.Effect, tool: ToolDef) -> None:
+    """Run one compensation, recorded in the run (``compensation_started``, then
+    ``compensated``); raises _CannotUndo if it fails, or if an earlier undo of it was
+    interrupted and cannot be repeated under the same undo key."""
+    assert tool.compensate is not None
+    call, name = effect.call, effect.tool
+    takes_key = _undo_takes_key(effect, tool)
+    writer.append(ev.CompensationStarted(at=ev.now(), call=call, tool=name, key=effect.key))
+    kwargs = {"idempotency_key": f"undo:{effect.key}"} if takes_key else {}
+    try:
+        undo = normalize(tool.compensate(effect.result, **kwargs), f"compensation of {name}")
+    except Exception as e:
+        message = describe(e)
+        writer.append(ev.Compensated(at=ev.now(), call=call, tool=name, error=message))
+        what = f"compensation of {name} (call {call}) failed: {message}"
+        raise _CannotUndo(effect, what, unknowable=False) from None
+    failpoints.hit("in_compensation")
+    extra = _release(engine, writer.state.run_id, effect, tool, "compensated")
+    writer.append(ev.Compensated(at=ev.now(), call=call, tool=name, result=undo), extra=extra)
+
+
+def _undo_takes_key(effect: fx.Effect, tool: ToolDef) -> bool:
+    """Whether the compensation takes an undo key; raises _CannotUndo when an earlier undo
+    of ``effect`` was interrupted and, without a key, cannot be repeated safely."""
+    assert tool.compensate is not None
+    takes_key = "idempotency_key" in inspect.signature(tool.compensate).parameters
+    if effect.undo_open and not takes_key:
+        what = f"compensation of {effect.tool} (call {effect.call}) was interrupted"
+        raise _CannotUndo(effect, what + " and its outcome is unknown")
+    return takes_key
+
+
+def _release(
+    engine: Engine, run_id: str, effect: fx.Effect, tool: ToolDef, reason: str
+) -> list[Append]:
+    """Free the effect's business key, if this run holds it."""
+    if not effect.key or tool.key is None:
+        return []
+    key_state = ledger.read(engine.store, effect.key)
+    if not key_state.owned_by(run_id, effect.call):
+        return []
+    return [ledger.release_event(key_state, effect.key, run_id, effect.call, reason)]
 
 
 def _stuck(writer: RunWriter, call: int, message: str, kind: str = "permanent") -> RunResult:
@@ -159,16 +199,15 @@ def _stuck(writer: RunWriter, call: int, message: str, kind: str = "permanent") 
     return RunResult(writer.state.run_id, "failed", error=message)
 
 
-def _unknowable(
-    writer: RunWriter, call: int, tool: str, what: str, flagged: set[int | None]
-) -> RunResult | None:
+def _unknowable(writer: RunWriter, stop: _CannotUndo, flagged: set[int | None]) -> RunResult | None:
     """An effect abandon cannot undo safely: the first abandon stops naming it; once a
     person has seen that (``flagged``), it is left as it is, recorded, and abandon goes on."""
+    call = stop.effect.call
     if call not in flagged:
-        message = f"{what}: check it by hand, then abandon again to leave it as it is"
+        message = f"{stop.message}: check it by hand, then abandon again to leave it as it is"
         return _stuck(writer, call, message, kind=UNDO_UNKNOWN)
     message = "not undone: its outcome is unknown; left as it is on a person's word"
-    writer.append(ev.Compensated(at=ev.now(), call=call, tool=tool, error=message))
+    writer.append(ev.Compensated(at=ev.now(), call=call, tool=stop.effect.tool, error=message))
     return None
 
 
@@ -179,54 +218,14 @@ def _events(recorded: list[Recorded], kind: type[_E]) -> list[_E]:
     return [r.event for r in recorded if isinstance(r.event, kind)]
 
 
-def _interrupted_undos(recorded: list[Recorded]) -> set[int]:
-    """Calls whose latest compensation_started has no compensated after it (an undo that
-    was retried after a failure and then interrupted counts too)."""
-    open_undos: set[int] = set()
-    for r in recorded:
-        if isinstance(r.event, ev.CompensationStarted):
-            open_undos.add(r.event.call)
-        elif isinstance(r.event, ev.Compensated):
-            open_undos.discard(r.event.call)
-    return open_undos
+def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUSE) -> RunResult:
+    """Fork a new run holding the parent's calls up to ``to``, then continue the fork.
 
-
-def _uncertain_effects(recorded: list[Recorded]) -> list[tuple[int, ev.ToolInvoked]]:
-    """Side-effect intents with no outcome (latest intent per call)."""
-    intents: dict[int, ev.ToolInvoked] = {}
-    for r in recorded:
-        e = r.event
-        if isinstance(e, ev.ToolInvoked) and e.side_effect:
-            intents[e.call] = e
-        elif isinstance(e, ev.ToolSucceeded) or (isinstance(e, ev.ToolFailed) and e.final):
-            intents.pop(e.call, None)
-    return sorted(intents.items())
-
-
-def _committed_effects(recorded: list[Recorded]) -> list[tuple[int, ev.ToolInvoked, object]]:
-    """Side effects this run itself committed: not outcomes borrowed from the ledger, and
-    for a fork not the parent's effects it inherited (the parent's abandon undoes those)."""
-    started = recorded[0].event
-    own_from = 2 + (started.inherited if isinstance(started, ev.AgentStarted) else 0)
-    intents: dict[int, ev.ToolInvoked] = {}
-    out: list[tuple[int, ev.ToolInvoked, object]] = []
-    for r in recorded:
-        if r.position < own_from:
-            continue
-        e = r.event
-        if isinstance(e, ev.ToolInvoked) and e.side_effect:
-            intents[e.call] = e
-        elif (
-            isinstance(e, ev.ToolSucceeded)
-            and e.call in intents
-            and e.source not in ("ledger", "fallback")  # not this run's effect to undo
-        ):
-            out.append((e.call, intents[e.call], e.result))
-    return out
-
-
-def rewind(engine: Engine, run_id: str, to: int | str) -> RunResult:
-    """Fork a new run holding the parent's calls up to ``to``, then continue the fork."""
+    The parent's side effects after ``to``: ``reuse`` takes each over when the fork makes
+    the same call, ``compensate`` undoes them first (recorded in the parent), ``resend``
+    sends them again under the fork's keys. The result names those that still stand."""
+    if effects not in forks.MODES:
+        raise UsageError(f"effects must be one of {', '.join(forks.MODES)}, not {effects!r}")
     rid, recorded, state = _load(engine, run_id)
     target = resolve_position(state, to)
     assert target is not None
@@ -235,6 +234,7 @@ def rewind(engine: Engine, run_id: str, to: int | str) -> RunResult:
     assert isinstance(started, ev.AgentStarted)
     agent = registry.load_agent(started.agent, started.import_path)
     fork_id = uuid.uuid4().hex
+    inherited = [r.event for r in recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
     head = ev.AgentStarted(
         at=ev.now(),
         agent=started.agent,
@@ -243,17 +243,59 @@ def rewind(engine: Engine, run_id: str, to: int | str) -> RunResult:
         parent_run_id=rid,
         fork_position=target,
         code_version=started.code_version,
+        inherited=len(inherited),
+        effects=effects,
     )
-    inherited = [r.event for r in recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
-    head = msgspec.structs.replace(head, inherited=len(inherited))
     _replays(engine, agent, rid, [head, *inherited])
+    if effects == forks.COMPENSATE:
+        _compensate_after(engine, rid, target, agent.snapshot_every)
     with engine.leases.hold(engine.store, fork_id):
         writer = RunWriter(
             engine.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every
         )
         writer.append(head, *inherited)
         journal = Journal.from_events(engine.store.read(run_stream(fork_id)))
-        return engine._drive(agent, writer, journal)
+        result = engine._drive(agent, writer, journal)
+    return msgspec.structs.replace(result, standing=tuple(fx.standing(engine.store, fork_id)))
+
+
+def _compensate_after(engine: Engine, run_id: str, target: int, snapshot_every: int) -> None:
+    """Undo the parent's own effects after ``target`` in reverse order, each recorded in
+    the parent. One that cannot be undone safely raises UsageError naming it (before any
+    undo when that is known up front); the parent's log shows what was undone."""
+    with engine.leases.hold(engine.store, run_id):
+        rid, recorded, state = _load(engine, run_id)
+        writer = RunWriter(engine.store, state, snapshot_every=snapshot_every)
+        try:
+            todo = _undoable(engine, writer, fx.effects(recorded, after=target)[::-1])
+            for effect, tool in todo:
+                _undo(engine, writer, effect, tool)
+        except _CannotUndo as stop:
+            raise UsageError(
+                f"rewind stopped, nothing forked: {stop.message} (run {rid}); "
+                "rewind with --effects reuse or resend, or undo it by hand"
+            ) from None
+
+
+def _undoable(
+    engine: Engine, writer: RunWriter, after: list[fx.Effect]
+) -> list[tuple[fx.Effect, ToolDef]]:
+    """Of the parent's effects ``after`` the target (last first), those to undo, with
+    their tools; raises _CannotUndo for the first that cannot be undone safely (no
+    compensation, unknown outcome without a verifier, an interrupted undo without a key)."""
+    todo: list[tuple[fx.Effect, ToolDef]] = []
+    for effect in after:
+        if effect.undone or not (effect.own or effect.uncertain):
+            continue  # undone already, or not the parent's own (ledger, its own parent)
+        tool = registry.TOOLS.get(effect.tool)
+        if tool is None or tool.compensate is None:
+            raise _CannotUndo(effect, f"{effect.tool} (call {effect.call}) has no compensation")
+        settled = _settle_unknown(engine, writer, effect, tool) if effect.uncertain else effect
+        if settled is None:
+            continue
+        _undo_takes_key(settled, tool)  # known up front: stop before undoing anything
+        todo.append((settled, tool))
+    return todo
 
 
 def _replays(engine: Engine, agent: AgentDef, run_id: str, events: list[ev.Event]) -> None:

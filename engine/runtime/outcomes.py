@@ -31,6 +31,7 @@ class Call:
     intent_written: bool = False
     claim_version: int = 0  # the ledger version of our claim (business keys)
     maybe_landed: bool = False  # an attempt's outcome was unknown: the effect may exist
+    parent_call: int | None = None  # a fork taking over its parent's effect at this call
     loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -47,6 +48,7 @@ def intent(c: Call) -> ev.ToolInvoked:
         args_hash=c.ahash,
         key=c.key,
         side_effect=c.tool.side_effect,
+        parent_call=c.parent_call,
     )
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from ..effects import Effect
+
 
 class RunResult(msgspec.Struct, frozen=True):
     """The outcome of run/resume/answer/abandon/rewind. ``error`` is one line or None."""
@@ -16,6 +18,9 @@ class RunResult(msgspec.Struct, frozen=True):
     output: Any = None
     error: str | None = None
     waiting: str | None = None  # the question a paused run waits on
+    # For a rewind: the parent's side effects after the fork position that still stand
+    # in the world (committed, not reused by the fork, not compensated).
+    standing: tuple[Effect, ...] = ()
 
 
 class EventView(msgspec.Struct, frozen=True):

@@ -1,0 +1,117 @@
+"""One reader for a run's side effects: which calls sent something, what came of each,
+and whether it was undone. Abandon, rewind and the CLI all answer "which effects came
+after position N" and "which of a parent's effects still stand" with it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from . import events as ev
+from .history import run_stream
+from .store import Recorded, Store
+
+# Outcome sources that are not the run's own effect: taken from the shared ledger (another
+# run sent it), from a fork's parent, or a degraded path that sent nothing of the tool.
+NOT_OWN = frozenset({"ledger", "parent", "fallback"})
+
+
+class Effect(msgspec.Struct, frozen=True):
+    """One side-effecting call as a run's log tells it (the latest intent of its call).
+
+    ``outcome`` is ``committed`` (a recorded result), ``unknown`` (an intent with no
+    outcome) or ``failed`` (a final failure; ``maybe_landed`` if an attempt's outcome
+    was unknown, so the effect may exist all the same)."""
+
+    call: int
+    tool: str
+    key: str | None = None
+    result: Any = None
+    outcome: str = "unknown"
+    source: str = ""  # of the outcome: executed, verified, ledger, parent, human, fallback
+    args_hash: str = ""
+    position: int = 0  # of the latest intent
+    maybe_landed: bool = False
+    undone: bool = False  # a compensation succeeded
+    undo_open: bool = False  # a compensation started and has no outcome (interrupted)
+    parent_call: int | None = None  # a fork's call that took over this parent call
+
+    @property
+    def own(self) -> bool:
+        """Committed by this run itself: its own to undo."""
+        return self.outcome == "committed" and self.source not in NOT_OWN
+
+    @property
+    def uncertain(self) -> bool:
+        """It may have happened, and nobody recorded whether it did."""
+        return self.outcome == "unknown" or (self.outcome == "failed" and self.maybe_landed)
+
+
+def effects(recorded: Iterable[Recorded], after: int = 0) -> list[Effect]:
+    """The side-effecting calls whose latest intent comes after position ``after``, in
+    call order."""
+    found: dict[int, Effect] = {}
+    replace = msgspec.structs.replace
+    for r in recorded:
+        e = r.event
+        if isinstance(e, ev.ToolInvoked):
+            if e.side_effect:
+                before = found.get(e.call)
+                found[e.call] = Effect(
+                    e.call,
+                    e.tool,
+                    e.key,
+                    args_hash=e.args_hash,
+                    position=r.position,
+                    maybe_landed=before is not None and before.maybe_landed,
+                    parent_call=e.parent_call,
+                )
+            continue
+        call = getattr(e, "call", None)
+        if not isinstance(call, int) or call not in found:
+            continue
+        fx = found[call]
+        if isinstance(e, ev.ToolSucceeded):
+            found[call] = replace(fx, outcome="committed", result=e.result, source=e.source)
+        elif isinstance(e, ev.ToolFailed):
+            landed = fx.maybe_landed or e.kind == "indeterminate"
+            outcome = "failed" if e.final and fx.outcome == "unknown" else fx.outcome
+            found[call] = replace(fx, maybe_landed=landed, outcome=outcome)
+        elif isinstance(e, ev.CompensationStarted):
+            found[call] = replace(fx, undo_open=True)
+        elif isinstance(e, ev.Compensated):
+            found[call] = replace(fx, undo_open=False, undone=fx.undone or e.error is None)
+    return sorted((fx for fx in found.values() if fx.position > after), key=lambda fx: fx.call)
+
+
+def standing_after(
+    parent: Iterable[Recorded], target: int, fork: Iterable[Recorded] = ()
+) -> list[Effect]:
+    """The parent's effects after ``target`` that still stand in the world: committed,
+    not undone, and not taken over by the fork (by reuse, or through the ledger's key)."""
+    mine = effects(fork)
+    taken = {fx.parent_call for fx in mine if fx.parent_call is not None}
+    keys = {fx.key for fx in mine if fx.outcome == "committed" and fx.source == "ledger"}
+    return [
+        fx
+        for fx in effects(parent, after=target)
+        if fx.outcome == "committed"
+        and fx.source != "fallback"
+        and not fx.undone
+        and fx.call not in taken
+        and not (fx.key is not None and fx.key in keys)
+    ]
+
+
+def standing(store: Store, run_id: str) -> list[Effect]:
+    """For a fork, its parent's effects after the fork's position that still stand;
+    empty for a run that is not a fork."""
+    first = store.read(run_stream(run_id), upto=1)  # most runs are not forks: one read
+    head = first[0].event if first else None
+    if not isinstance(head, ev.AgentStarted) or head.parent_run_id is None:
+        return []
+    fork = store.read(run_stream(run_id))
+    parent = store.read(run_stream(head.parent_run_id))
+    return standing_after(parent, head.fork_position or 0, fork)

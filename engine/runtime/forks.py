@@ -1,0 +1,83 @@
+"""What a fork rewound with ``effects="reuse"`` takes over from its parent.
+
+The parent's side effects after the fork position stay in the world. When the fork makes
+a side-effecting call its parent made there (same tool, same arguments), it takes the
+parent's effect instead of sending a second one: each parent effect at most once, the
+earliest matching one in the parent's call order. A fork's log says which it took (the
+intent's ``parent_call``), so a resumed fork never takes one twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from .. import events as ev
+from ..effects import Effect, effects
+from ..history import run_stream
+
+if TYPE_CHECKING:
+    from .context import RunContext
+
+REUSE, COMPENSATE, RESEND = "reuse", "compensate", "resend"
+MODES = (REUSE, COMPENSATE, RESEND)
+
+
+class Inheritance:
+    """The parent's effects a fork may still take over, in the parent's call order."""
+
+    def __init__(self, left: list[Effect]) -> None:
+        self._left = left
+        self._lock = threading.Lock()
+
+    def take(self, tool: str, args_hash: str) -> Effect | None:
+        """The first parent effect of ``tool`` with these arguments not taken yet."""
+        with self._lock:
+            for i, fx in enumerate(self._left):
+                if fx.tool == tool and fx.args_hash == args_hash:
+                    return self._left.pop(i)
+        return None
+
+
+NOTHING = Inheritance([])
+_reading = threading.Lock()
+
+
+def inheritance(ctx: RunContext) -> Inheritance:
+    """The run's inheritance, read once per execution (nothing for a run that is not a
+    fork rewound with ``effects="reuse"``)."""
+    with _reading:  # concurrent calls of an async agent must share one pool
+        if ctx.inheritance is None:
+            ctx.inheritance = _read(ctx) if ctx.writer.state.parent_run_id else NOTHING
+        inherited: Inheritance = ctx.inheritance
+    return inherited
+
+
+def _read(ctx: RunContext) -> Inheritance:
+    head = ctx.store.read(run_stream(ctx.run_id), upto=1)
+    started = head[0].event if head else None
+    if not isinstance(started, ev.AgentStarted) or started.effects != REUSE:
+        return NOTHING
+    assert started.parent_run_id is not None
+    taken = {
+        entry.intent.parent_call
+        for entry in ctx.journal.calls.values()
+        if entry.intent is not None and entry.intent.parent_call is not None
+    }
+    parent = ctx.store.read(run_stream(started.parent_run_id))
+    left = [
+        fx
+        for fx in effects(parent, after=started.fork_position or 0)
+        if fx.call not in taken and reusable(fx)
+    ]
+    return Inheritance(left)
+
+
+def reusable(fx: Effect) -> bool:
+    """A parent effect a fork's same call stands for: one that happened (or may have),
+    not undone or being undone, and not a fallback (which sent nothing of the tool)."""
+    if fx.undone or fx.undo_open:
+        return False
+    if fx.outcome == "committed":
+        return fx.source != "fallback"
+    return fx.uncertain
