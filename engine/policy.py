@@ -243,7 +243,7 @@ def default_kind(exc: BaseException, *, side_effect: bool, depth: int = 0) -> st
         status = http_status(exc) if row.by == HTTP_STATUS else _int(exc, "smtp_code")
         table = HTTP_STATUS_TABLE if row.by == HTTP_STATUS else SMTP_REPLY_TABLE
         for codes, side, read in table:
-            if status in codes:
+            if status is not None and status in codes:
                 return side if side_effect else read
     if row.by == WRAPPED and depth < 4:
         inner = _wrapped(exc)
