@@ -25,6 +25,7 @@ from agents.loopback import READ_TIMEOUT, Loopback, loopback
 
 from engine import Engine, RetryPolicy
 from engine.runtime import ledger
+from engine.runtime.attempts import RESPONSE_LIMIT
 
 STORES = pytest.mark.parametrize(
     "store_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
@@ -284,7 +285,8 @@ def test_a_post_that_never_connects_fails_transient_and_frees_its_key(
 @LIBS
 @pytest.mark.parametrize("status", ["503", "429"])
 def test_a_503_or_429_is_retried_and_charges_once(eng: Engine, lib: str, status: str) -> None:
-    """Not served: transient, retried; the failure records the status and the body."""
+    """Not served: transient, retried; the failure records the status and the body
+    (cut to 2 KiB)."""
     with loopback() as svc:
         svc.script = [status]
         agent = make_agent(eng, make_charge(eng, svc, lib, "plain"), lib)
@@ -294,7 +296,8 @@ def test_a_503_or_429_is_retried_and_charges_once(eng: Engine, lib: str, status:
         (failed,) = failures(eng, r.run_id)
         assert failed["kind"] == "transient" and failed["evidence"]["status"] == int(status)
         if lib != "aiohttp":  # aiohttp's error carries no body
-            assert f"status {status}" in failed["evidence"]["response"]
+            body = failed["evidence"]["response"]
+            assert f"status {status}" in body and len(body.encode()) == RESPONSE_LIMIT
 
 
 @STORES

@@ -140,7 +140,8 @@ def _handler(svc: Loopback) -> type[BaseHTTPRequestHandler]:
                     self.wfile.flush()
                 self.connection.shutdown(socket.SHUT_RDWR)
             elif answer.rstrip("+").isdigit():
-                self._send(int(answer.rstrip("+")), {"error": f"status {answer}", "order": 1})
+                error = {"error": f"status {answer}", "detail": "x" * 5000}  # > 2 KiB
+                self._send(int(answer.rstrip("+")), error)
             else:
                 assert effect is not None
                 self._send(200, effect)
