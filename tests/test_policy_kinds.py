@@ -1,7 +1,8 @@
 """Failure kinds on every store: what each kind does to a call and to the run.
 
 Transient/Permanent/Indeterminate/Logical share the engine's error root; other
-exceptions follow the documented default mapping, which a tool's ``classify`` overrides.
+exceptions follow the documented default table (row by row in test_policy_table.py),
+which a tool's ``classify`` overrides.
 Permanent fails the call at once (one execution, no retry); Logical reaches agent code
 as ``engine.Logical``, which it can catch to re-plan, and the run completes; an
 indeterminate side effect is resolved by the verifier, a re-send under the same key, or
@@ -71,28 +72,6 @@ def test_failure_kinds_are_engine_errors_that_say_their_kind(cls: type, kind: st
 
 class Http5xx(Exception):
     pass
-
-
-@pytest.mark.parametrize(
-    ("exc", "read_only", "side_effecting"),
-    [
-        (TimeoutError("slow"), "transient", "indeterminate"),
-        (ConnectionError("reset"), "transient", "indeterminate"),
-        (ConnectionResetError("reset by peer"), "transient", "indeterminate"),
-        (ConnectionRefusedError("refused"), "transient", "indeterminate"),
-        (ValueError("bad"), "permanent", "permanent"),
-        (TypeError("bad"), "permanent", "permanent"),
-        (KeyError("k"), "permanent", "permanent"),
-        (PermissionError("no"), "permanent", "permanent"),
-        (Http5xx("503"), "transient", "transient"),
-        (RuntimeError("?"), "transient", "transient"),
-    ],
-)
-def test_default_mapping(exc: BaseException, read_only: str, side_effecting: str) -> None:
-    """TimeoutError/ConnectionError: transient, but indeterminate for a side effect (the
-    request may have landed); ValueError/TypeError/KeyError/PermissionError: permanent."""
-    assert classify(exc, side_effect=False) == read_only
-    assert classify(exc, side_effect=True) == side_effecting
 
 
 def test_classify_hook_overrides_the_default_and_none_falls_back_to_it() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from .. import events as ev
 from .. import failpoints
 from ..errors import RunInterrupt
-from ..policy import classify, describe, describe_failure, error_for
+from ..policy import classify, describe, describe_failure, error_for, http_status
 from ..store import Append, stream_id
 from . import ledger
 from .context import detached, detached_async
@@ -128,9 +128,7 @@ def _schedule_retry(c: Call, failed: ev.ToolFailed, kind: str) -> None:
 def _failed(c: Call, exc: BaseException, kind: str, duration: float) -> ev.ToolFailed:
     evidence: dict[str, Any] = {"args": c.tool.redacted(c.named), "tool_version": c.tool.version}
     evidence["agent_version"] = c.ctx.agent.version
-    raw = getattr(exc, "response", None) or getattr(exc, "body", None)
-    if raw is not None:
-        evidence["response"] = _truncated(raw)
+    evidence.update(_reply(exc))
     return ev.ToolFailed(
         at=ev.now(),
         call=c.number,
@@ -143,6 +141,29 @@ def _failed(c: Call, exc: BaseException, kind: str, duration: float) -> ev.ToolF
         duration=duration,
         evidence=evidence,
     )
+
+
+def _reply(exc: BaseException) -> dict[str, Any]:
+    """What the server answered, as far as the exception tells: its HTTP ``status`` and its
+    ``response`` (a client library's response body, or the raw ``response``/``body``)."""
+    out: dict[str, Any] = {}
+    status = http_status(exc)
+    if status is not None and 100 <= status <= 599:
+        out["status"] = status
+    try:  # best effort: a library's property may raise
+        raw = getattr(exc, "response", None)
+        if raw is None:  # not `or`: a requests Response with an error status is falsy
+            raw = getattr(exc, "body", None)
+        if raw is not None and not isinstance(raw, str | bytes | bytearray):
+            # An httpx or requests Response: the body it already read (reading more
+            # here could block on the network), else the object's repr.
+            content = getattr(raw, "_content", None)
+            raw = content if isinstance(content, bytes) else raw
+        if raw is not None:
+            out["response"] = _truncated(raw)
+    except Exception:
+        pass
+    return out
 
 
 def _truncated(raw: object) -> str:
