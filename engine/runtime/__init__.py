@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports
 from .results import EventView, RunResult, RunSummary
 
 if TYPE_CHECKING:
@@ -14,10 +15,4 @@ if TYPE_CHECKING:
 
 __all__ = ["Engine", "EventView", "RunResult", "RunSummary"]
 
-
-def __getattr__(name: str) -> Any:
-    if name == "Engine":
-        from .engine import Engine
-
-        return Engine
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, {"Engine": ".engine"})
