@@ -1,5 +1,14 @@
-"""agentlog's engine: the event log, its stores and the durable runtime."""
+"""agentlog's engine: the event log, its stores and the durable runtime.
 
+Names other than the errors load on first access (PEP 562), so importing ``engine`` (or
+one of its light modules, as the CLI's reading commands do) does not load the runtime.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 from .errors import (
     AgentlogError,
     ConcurrencyError,
@@ -9,9 +18,22 @@ from .errors import (
     Permanent,
     Transient,
 )
-from .policy import CircuitBreaker, RetryPolicy
-from .runtime import Engine, EventView, RunResult, RunSummary
-from .state import RunState
+
+if TYPE_CHECKING:
+    from .policy import CircuitBreaker, RetryPolicy
+    from .runtime import Engine, EventView, RunResult, RunSummary
+    from .state import RunState
+
+# name -> the module (relative to this package) that defines it, loaded on first access
+_LAZY = {
+    "CircuitBreaker": ".policy",
+    "Engine": ".runtime.engine",
+    "EventView": ".runtime.results",
+    "RetryPolicy": ".policy",
+    "RunResult": ".runtime.results",
+    "RunState": ".state",
+    "RunSummary": ".runtime.results",
+}
 
 __all__ = [
     "AgentlogError",
@@ -29,3 +51,6 @@ __all__ = [
     "RunSummary",
     "Transient",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -1,18 +1,23 @@
 """The ``agentlog`` application object: the Typer app, its global options and the
 session every command shares (store URL, output mode, a lazily opened engine)."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-
-from engine import Engine, RunResult
-from engine.runtime.leases import alive
 
 from . import views
 from .output import Out, exit_status, result_doc, when
 
+if TYPE_CHECKING:
+    from engine import Engine, RunResult
+    from engine.runtime.catalog import Catalog
+
 STATUSES = ("new", "running", "paused", "completed", "failed", "abandoned")
+# Only these commands create a store; every other one opens an existing store or none.
+CREATES_STORE = frozenset({"run", "demo", "import"})
 
 app = typer.Typer(
     name="agentlog",
@@ -20,27 +25,43 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: no rich import, no "<bool>" type column
+    context_settings={"max_content_width": 100},
 )
 
 
 @dataclass
 class Session:
-    """What every command shares: the store URL, the output mode, a lazily opened engine."""
+    """What every command shares: the store URL, the output mode, and the store opened on
+    first use (as a light catalog, or as a whole engine once a command needs one)."""
 
     url: str | None = None
     as_json: bool = False
+    create: bool = False
     out: Out = field(default_factory=Out)
-    _engine: Engine | None = None
+    _catalog: Catalog | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        """The store's run index without the runtime: what ``runs`` needs, quick to load."""
+        if self._catalog is None:
+            from engine.runtime.catalog import Catalog
+
+            self._catalog = Catalog(self.url, create=self.create)
+        return self._catalog
 
     @property
     def engine(self) -> Engine:
-        if self._engine is None:
-            self._engine = Engine.open(self.url)
-        return self._engine
+        from engine import Engine
+
+        if not isinstance(self._catalog, Engine):
+            opened = self._catalog.store if self._catalog is not None else None
+            self._catalog = Engine(self.url, opened, create=self.create)
+        return self._catalog
 
     def close(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
+        if self._catalog is not None:
+            self._catalog.close()
 
     def result(self, r: RunResult) -> int:
         if self.as_json:
@@ -51,7 +72,9 @@ class Session:
 
     def owner(self, run_id: str) -> dict[str, Any] | None:
         """Who holds the run's lease, and whether that process is still alive."""
-        lease = self.engine.store.lease(run_id)
+        from engine.runtime.leases import alive
+
+        lease = self.catalog.store.lease(run_id)
         if lease is None:
             return None
         holder, until = lease
@@ -73,6 +96,7 @@ Url = Annotated[
     str | None,
     typer.Option(
         "--url",
+        metavar="URL",
         help="Store URL (default $AGENTLOG_URL, else sqlite:///./agentlog.db).",
         show_default=False,
     ),
@@ -87,6 +111,6 @@ Run = Annotated[
 @app.callback()
 def _root(ctx: typer.Context, url: Url = None, as_json: AsJson = False) -> None:
     """agentlog: an event-sourced engine that makes AI-agent runs survive failure."""
-    session = Session(url=url, as_json=as_json)
+    session = Session(url=url, as_json=as_json, create=ctx.invoked_subcommand in CREATES_STORE)
     ctx.obj = session
     ctx.call_on_close(session.close)

@@ -6,13 +6,15 @@ on stderr, no traceback), 1 anything unexpected. The CLI imports every layer; no
 imports the CLI.
 """
 
+import copy
 import os
 import sys
 import traceback
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
+from engine import log
 from engine.errors import AgentlogError
 
 from . import commands, reading
@@ -20,6 +22,8 @@ from .app import app
 
 __all__ = ["app", "commands", "main", "reading", "run_cli"]
 
+# Commands whose output has one form only: --json changes nothing there.
+NO_JSON = frozenset({"demo", "export"})
 _ClickException: type[Exception] = next(
     c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
 )
@@ -77,10 +81,13 @@ def run_cli(argv: list[str]) -> int:
     """Run the CLI on ``argv`` (without the program name); returns the exit status."""
     args = hoist(argv)
     url = _url_of(args)
-    command = typer.main.get_command(app)
+    command = _command()
     try:
         rv = command.main(args=args, prog_name="agentlog", standalone_mode=False)
     except _ClickException as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # click >= 8.2: the help, on stderr
+            e.show()  # type: ignore[attr-defined]
+            return int(getattr(e, "exit_code", 2))
         if not e.format_message():  # type: ignore[attr-defined]
             return int(getattr(e, "exit_code", 2))  # no arguments: the help was shown
         hint = ""
@@ -111,6 +118,23 @@ def run_cli(argv: list[str]) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+def _command() -> Any:
+    """The click command of ``app``; each sub-command also lists (and accepts) the global
+    options its help should show: ``--url`` everywhere, ``--json`` where it means something."""
+    group = typer.main.get_command(app)
+    shared = [p for p in group.params if p.name in ("url", "as_json")]
+    for name, sub in group.commands.items():  # type: ignore[attr-defined]
+        if sub.help and not sub.short_help:  # listed whole, wrapped, rather than cut at "..."
+            sub.short_help = sub.help.split("\n\n")[0]
+        for option in shared:
+            if option.name == "as_json" and name in NO_JSON:
+                continue
+            local = copy.copy(option)
+            local.expose_value = False  # hoist() hands the value to the root command
+            sub.params.append(local)
+    return group
+
+
 def _quiet_stdout() -> None:
     """The reader went away (``| head``): stop writing without a second error."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -118,7 +142,8 @@ def _quiet_stdout() -> None:
 
 
 def main() -> NoReturn:
-    """The ``agentlog`` console script."""
+    """The ``agentlog`` console script: the one place agentlog configures logging."""
+    log.configure()
     sys.exit(run_cli(sys.argv[1:]))
 
 

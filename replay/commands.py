@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 
 from engine.errors import UsageError
-from engine.runtime.defs import AgentDef
 
 from . import views
 from .app import Run, app, session
@@ -133,6 +132,8 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
 
 def load_target(target: str) -> Any:
     """The agent named ``module:qualname``, importing the module with the cwd first."""
+    from engine.runtime.defs import AgentDef
+
     module_name, sep, qualname = target.partition(":")
     if not sep or not module_name or not qualname:
         raise UsageError(f"expected MODULE:AGENT, got {target!r}")

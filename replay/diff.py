@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine import Engine, EventView, RunState
+from engine import EventView, RunState
 
 from .output import Piece, brief, short
 from .timeline import views
+
+if TYPE_CHECKING:
+    from engine import Engine
 
 _SKIP = {"run_id", "started_at", "updated_at", "position"}
 

@@ -8,10 +8,7 @@ import typer
 
 from engine.errors import UsageError
 
-from . import context as context_mod
-from . import diff as diff_mod
-from . import timeline as timeline_mod
-from . import transfer, views
+from . import views
 from .app import STATUSES, Run, app, session
 from .output import checkpoint_docs, run_doc, state_doc
 
@@ -29,11 +26,11 @@ def runs(
     s = session(ctx)
     if status is not None and status not in STATUSES:
         raise UsageError(f"--status must be one of {', '.join(STATUSES)}, not {status!r}")
-    found = s.engine.runs(status)
+    found = s.catalog.runs(status)
     if s.as_json:
         s.out.json_stream(run_doc(r) for r in found)
     else:
-        s.out.lines(views.run_rows(found, s.engine.store.name))
+        s.out.lines(views.run_rows(found, s.catalog.store.name))
     return 0
 
 
@@ -64,6 +61,8 @@ def show(ctx: typer.Context, run: Run) -> int:
 @app.command()
 def timeline(ctx: typer.Context, run: Run) -> int:
     """Every event with its time, duration, attempts, failures, checkpoints and lineage."""
+    from . import timeline as timeline_mod
+
     s = session(ctx)
     rid = s.engine.resolve(run)
     events = timeline_mod.views(s.engine, rid)
@@ -109,6 +108,9 @@ def state(
 @app.command()
 def context(ctx: typer.Context, run: Run) -> int:
     """The recovery context for an LLM resuming the run, as prompt-ready text."""
+    from . import context as context_mod
+    from . import timeline as timeline_mod
+
     s = session(ctx)
     rid = s.engine.resolve(run)
     folded = s.engine.state(rid)
@@ -127,6 +129,8 @@ def diff(
     right: Annotated[str, typer.Argument(metavar="RUN[@AT]", show_default=False)],
 ) -> int:
     """What differs between two runs, or two positions of one (AT: a position or checkpoint)."""
+    from . import diff as diff_mod
+
     s = session(ctx)
     doc = diff_mod.compare(diff_mod.side(s.engine, left), diff_mod.side(s.engine, right))
     if s.as_json:
@@ -161,6 +165,8 @@ def export_cmd(
     ] = None,
 ) -> int:
     """The run's events as JSON Lines, one event a line, hash-chained."""
+    from . import transfer
+
     s = session(ctx)
     lines = transfer.export_lines(s.engine, run)
     if output is None:
@@ -181,6 +187,8 @@ def import_cmd(
     file: Annotated[str, typer.Argument(help="An export file, or - for stdin.")],
 ) -> int:
     """Import an exported run; refuses a corrupt or conflicting file whole."""
+    from . import transfer
+
     s = session(ctx)
     if file == "-":
         data, source = sys.stdin.buffer.read(), "stdin"

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine import Engine, EventView, RunState
+from engine import EventView, RunState
 from engine.events import event_data
 from engine.history import run_stream
 from engine.runtime.results import utc
 
 from .output import Piece, brief, clock, seconds, short
+
+if TYPE_CHECKING:
+    from engine import Engine
 
 PAGE = 1000
 

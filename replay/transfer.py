@@ -14,17 +14,19 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from engine import Engine
 from engine.errors import CorruptData, UsageError
 from engine.events import UPCASTERS, AnyEvent, Checkpoint, Event, event_type
 from engine.history import DEFAULT_SNAPSHOT_EVERY, RunWriter, run_stream
 from engine.state import RunState, evolve
 from engine.store import Append
 from engine.store.codec import decode_event, encode_event
+
+if TYPE_CHECKING:
+    from engine import Engine
 
 FORMAT = 1
 PAGE = 1000

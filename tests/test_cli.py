@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from test_cli_kit import Workdir, agentlog, clean_env, make_workdir, sqlite_url
 
+from engine.store import open_store
+
 RESULT_KEYS = {"run_id", "status", "output", "error"}
 
 
@@ -152,7 +154,9 @@ def test_recover_resumes_runs_whose_process_died(work: Workdir) -> None:
 
 
 def test_empty_store_reads_succeed(work: Workdir) -> None:
-    """Reading commands on a new store succeed with empty results."""
+    """Reading commands on a new store (one that exists and holds no runs) succeed with
+    empty results."""
+    open_store(work.url).close()
     assert work.ok("runs", "--json").json() == []
     assert "no runs" in work.ok("runs", "--status", "paused").out
     assert work.ok("recover", "--json").json() == []
@@ -179,6 +183,7 @@ def test_default_url_is_env_then_local_sqlite(tmp_path: Path) -> None:
     r = work.cli("run", "agents:hello", url=False)
     assert r.code == 0 and (tmp_path / "agentlog.db").exists()
     other = sqlite_url(tmp_path, "other.db")
+    open_store(other).close()
     env = {"AGENTLOG_URL": other}
     assert work.cli("runs", "--json", url=False, env=env).json() == []
     assert len(work.cli("runs", "--json", url=False).json()) == 1

@@ -16,6 +16,7 @@ from test_cli_kit import (
     sqlite_url,
 )
 
+from engine.store import open_store
 from replay.cli import run_cli
 
 
@@ -50,6 +51,7 @@ def _in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Result:
 def test_unknown_run_exits_2(work: Workdir, capsys: pytest.CaptureFixture[str]) -> None:
     """Every command that takes RUN refuses an id that matches no run (two of them through
     a subprocess, all of them through the same entry point in-process)."""
+    open_store(work.url).close()  # an existing store without that run
     for command in RUN_COMMANDS:
         args = [a.replace("@", "feedface") for a in command]
         if "feedface" not in args:
@@ -148,12 +150,13 @@ def test_unexpected_errors_exit_1_with_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Anything unexpected exits 1 with one line and a hint, no traceback."""
-    from engine import Engine
+    from engine.runtime.catalog import Catalog
 
-    def explode(self: Engine, status: str | None = None) -> None:
+    def explode(self: Catalog, status: str | None = None) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(Engine, "runs", explode)
+    monkeypatch.setattr(Catalog, "runs", explode)
+    open_store(sqlite_url(tmp_path)).close()
     assert run_cli(["runs", "--url", sqlite_url(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "disk on fire" in err and "AGENTLOG_DEBUG" in err and "Traceback" not in err

@@ -105,8 +105,9 @@ def test_corrupt_files_are_refused_whole(source: Workdir) -> None:
         bad = source.path / "bad.jsonl"
         bad.write_bytes(b"".join(variant))
         one_line_error(target.cli("import", str(bad)), needle)
-    assert target.ok("runs", "--json").json() == []
+    assert not (source.path / "target.db").exists()  # refused before a store was opened
     target.ok("import", str(source.path / "good.jsonl"))
+    assert [r["run_id"] for r in target.ok("runs", "--json").json()] == [rid]
 
 
 def test_corruption_is_detected_without_a_store(tmp_path: Path) -> None:

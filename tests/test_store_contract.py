@@ -14,7 +14,6 @@ from conftest import all_backends, backends, write_raw_row
 from structlog.testing import capture_logs
 
 from engine import events as ev
-from engine import log
 from engine.errors import ConcurrencyError, StoreError, UsageError
 from engine.history import RunWriter, rebuild, run_stream, state_at
 from engine.state import RunState, fold
@@ -544,7 +543,6 @@ def test_corrupt_snapshots_are_skipped_with_a_warning(store_url: str, store: Sto
     bad[6] = (SNAPSHOT_TOPIC, msgspec.msgpack.encode(_fold_upto(run_id, events, 5)))
     for pos in sorted(bad):
         write_raw_row(store_url, store, "snapshots", stream, pos, *bad[pos])
-    log.configure()
     with capture_logs() as logs:
         latest = rebuild(store, run_id)
         at_nine = rebuild(store, run_id, 9)
@@ -569,7 +567,6 @@ def test_more_corrupt_snapshots_than_a_page_are_all_skipped(store_url: str, stor
     store.save_snapshot(stream, _fold_upto(run_id, events, 1))
     for pos in range(2, 14):
         write_raw_row(store_url, store, "snapshots", stream, pos, *GARBAGE[pos % len(GARBAGE)])
-    log.configure()
     with capture_logs() as logs:
         snap = store.snapshot_at_or_before(stream, None)
         latest = rebuild(store, run_id)

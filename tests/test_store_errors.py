@@ -18,7 +18,6 @@ from conftest import PG_URL, all_backends, drop_schema
 from structlog.testing import capture_logs
 
 from engine import events as ev
-from engine import log
 from engine.errors import (
     AgentlogError,
     ConcurrencyError,
@@ -281,7 +280,6 @@ def test_a_state_too_large_to_snapshot_does_not_fail_the_committed_append(store_
         run_id = uuid.uuid4().hex
         w = RunWriter(store, RunState(run_id=run_id), snapshot_every=1000)
         w.append(ev.AgentStarted(at=1.0, agent="a:b", import_path="a", input={"d": "x" * 600}))
-        log.configure()
         with capture_logs() as logs:
             state = w.append(
                 ev.Checkpoint(at=2.0, call=1, name="cp"), ev.AgentFinished(at=3.0, output="y" * 600)

@@ -10,33 +10,33 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
-import threading
 import uuid
 from collections.abc import Callable
 from typing import Any, overload
 
 from .. import events as ev
-from ..errors import NonDeterminismError, RunNotFound, ToolError, UsageError
+from ..errors import NonDeterminismError, ToolError, UsageError
 from ..history import DEFAULT_SNAPSHOT_EVERY, RunWriter, run_stream, state_at
 from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
 from ..state import RunState, fold
-from ..store import Store, open_store
+from ..store import Store
 from . import calls, lifecycle, registry
+from .catalog import Catalog
 from .context import LogEnd, RunContext, _current, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
 from .guards import Guards
 from .journal import Journal
 from .leases import LeaseLost, Leases, RunBusy, new_owner
-from .results import EventView, RunResult, RunSummary, utc
+from .results import EventView, RunResult, utc
 
 
-class Engine:
+class Engine(Catalog):
     """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store."""
 
-    def __init__(self, url: str | None = None, store: Store | None = None) -> None:
-        self.url = url
-        self._store = store
-        self._lock = threading.Lock()
+    def __init__(
+        self, url: str | None = None, store: Store | None = None, *, create: bool = True
+    ) -> None:
+        super().__init__(url, store, create=create)
         self.owner = new_owner()
         self.guards = Guards()
         # Defer a self-resolving side effect's outcome into the run's next commit.
@@ -47,20 +47,6 @@ class Engine:
     def open(cls, url: str | None = None) -> Engine:
         """An engine on ``url`` (default ``$AGENTLOG_URL``, else ``sqlite:///./agentlog.db``)."""
         return cls(url)
-
-    @property
-    def store(self) -> Store:
-        """The store, opened (and its schema created) on first use."""
-        if self._store is None:
-            with self._lock:
-                if self._store is None:
-                    self._store = open_store(self.url)
-        return self._store
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
 
     # --- decorators ------------------------------------------------------------------
 
@@ -276,19 +262,6 @@ class Engine:
 
     # --- reading ---------------------------------------------------------------------
 
-    def resolve(self, run_id: str) -> str:
-        """The full id of the run ``run_id`` names (an id or a unique prefix)."""
-        if not run_id:
-            raise RunNotFound("no run id given")
-        found = self.store.run_ids(run_id)
-        if run_id in found:
-            return run_id
-        if len(found) == 1:
-            return found[0]
-        if not found:
-            raise RunNotFound(f"no run matches {run_id!r}")
-        raise RunNotFound(f"{run_id!r} is ambiguous: it matches {', '.join(found[:3])}, ...")
-
     def state(self, run_id: str, at: int | str | None = None) -> RunState:
         """The folded state at a position, a checkpoint name, or the latest."""
         return state_at(self.store, self.resolve(run_id), at)
@@ -304,21 +277,6 @@ class Engine:
                 ev.event_data(r.event),
             )
             for r in self.store.read(run_stream(rid))
-        ]
-
-    def runs(self, status: str | None = None) -> list[RunSummary]:
-        """Summaries of runs, newest first."""
-        return [
-            RunSummary(
-                r.run_id,
-                r.agent,
-                r.status,
-                utc(r.started_at),
-                utc(r.updated_at),
-                r.parent_run_id,
-                r.position,
-            )
-            for r in self.store.runs(status)
         ]
 
     @staticmethod

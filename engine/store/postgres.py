@@ -227,9 +227,12 @@ def open_postgres(
     schema: str = "public",
     pool_size: int = 2,
     max_overflow: int = 8,
+    create: bool = True,
     **options: Any,
-) -> PostgresStore:
-    """Open the PostgreSQL store, creating its schema and tables under an advisory lock."""
+) -> Store:
+    """Open the PostgreSQL store, creating its schema and tables under an advisory lock.
+
+    ``create=False`` creates nothing: a schema without agentlog's tables reads as empty."""
     try:
         # A direct probe gives precise errors (no such role/database, refused) and
         # serialises schema creation between processes opening the store at once.
@@ -242,6 +245,10 @@ def open_postgres(
             connect_timeout=5,
             autocommit=True,
         ) as probe:
+            if not create and not _has_events_table(probe, schema):
+                from .memory import open_memory
+
+                return open_memory(name, **options)
             probe.execute("SELECT pg_advisory_lock(7245001)")
             try:
                 probe.execute(SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(schema)))
@@ -269,6 +276,13 @@ def open_postgres(
         raise
     except Exception as e:  # eventsourcing's own PersistenceError while creating tables
         raise StoreUnavailable(f"{name}: {_reason(e, password)}") from e
+
+
+def _has_events_table(conn: psycopg.Connection[Any], schema: str) -> bool:
+    row = conn.execute(
+        "SELECT to_regclass(format('%%I.%%I', %s::text, 'agentlog_events'))", (schema,)
+    ).fetchone()
+    return row is not None and row[0] is not None
 
 
 def _reason(e: BaseException, password: str) -> str:

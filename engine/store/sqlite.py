@@ -6,8 +6,10 @@ trades that for speed and stays durable across process crashes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
@@ -128,8 +130,11 @@ class SQLiteStore(Store):
         self._datastore.close()
 
 
-def open_sqlite(name: str, path: str, synchronous: str = "FULL", **options: Any) -> SQLiteStore:
-    """Open (creating if needed) the SQLite store at ``path``; one clear error if it can't."""
+def open_sqlite(
+    name: str, path: str, synchronous: str = "FULL", *, create: bool = True, **options: Any
+) -> Store:
+    """Open the SQLite store at ``path``, creating it if needed when ``create``; one clear
+    error if it can't. A database of other tables is never converted into a store."""
     sync = synchronous.upper()
     if sync not in SYNC_MODES:
         raise StoreUnavailable(f"{name}: synchronous must be one of {', '.join(SYNC_MODES)}")
@@ -138,6 +143,13 @@ def open_sqlite(name: str, path: str, synchronous: str = "FULL", **options: Any)
         raise StoreUnavailable(f"{name}: directory {directory} does not exist")
     if os.path.isdir(path):
         raise StoreUnavailable(f"{name}: {path} is a directory, not a database file")
+    if not os.path.exists(path):
+        if not create:
+            raise StoreUnavailable(f"no store at {path} (only run, demo and import create one)")
+    elif not _holds_agentlog_tables(name, path) and not create:
+        from .memory import open_memory
+
+        return open_memory(name, **options)  # an empty database: nothing to read yet
     datastore = SQLiteDatastore(db_name=path)
     # Writers queue for SQLite's one write lock: wait for a connection as long as for the
     # lock itself (busy_timeout) rather than failing after 5 s on a loaded machine.
@@ -150,3 +162,24 @@ def open_sqlite(name: str, path: str, synchronous: str = "FULL", **options: Any)
         datastore.close()
         cause = e.__cause__ if isinstance(e.__cause__, sqlite3.Error) else e
         raise StoreUnavailable(f"{name}: cannot open the SQLite database: {cause}") from e
+
+
+def _holds_agentlog_tables(name: str, path: str) -> bool:
+    """Whether the existing database at ``path`` is an agentlog store (False: it has no
+    tables at all). Read-only, so a mistyped path to someone else's file changes nothing;
+    a database of other tables is refused."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.Error as e:
+        raise StoreUnavailable(f"{name}: cannot open the SQLite database: {e}") from e
+    tables = sorted(str(r[0]) for r in rows)
+    if any(t.startswith("agentlog_") for t in tables):
+        return True
+    if tables:
+        shown = ", ".join(tables[:3]) + (", ..." if len(tables) > 3 else "")
+        raise StoreUnavailable(
+            f"{name}: {path} is not an agentlog store: it holds other tables ({shown})"
+        )
+    return False

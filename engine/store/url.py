@@ -35,8 +35,12 @@ def mask(url: str) -> str:
     return url
 
 
-def open_store(url: str | None = None, **options: Any) -> Store:
-    """Open the store named by ``url``; one clear :class:`StoreUnavailable` if it can't be."""
+def open_store(url: str | None = None, *, create: bool = True, **options: Any) -> Store:
+    """Open the store named by ``url``; one clear :class:`StoreUnavailable` if it can't be.
+
+    ``create=False`` creates nothing: a missing SQLite file is refused ("no store at ..."),
+    and a database without agentlog's tables reads as an empty store.
+    """
     url = url or default_url()
     name = mask(url)
     scheme, sep, rest = url.partition("://")
@@ -65,13 +69,15 @@ def open_store(url: str | None = None, **options: Any) -> Store:
                 f"{name}: expected sqlite:///relative/path or sqlite:////abs/path"
             )
         sync = params.pop("synchronous", "FULL")
-        return open_sqlite(name, unquote(path[1:]), synchronous=sync, **options)
+        return open_sqlite(name, unquote(path[1:]), synchronous=sync, create=create, **options)
     if scheme in ("postgresql", "postgres"):
-        return _open_pg(url, name, params, options)
+        return _open_pg(url, name, params, create, options)
     raise StoreUnavailable(f"{name}: unknown store scheme {scheme!r} (memory, sqlite, postgresql)")
 
 
-def _open_pg(url: str, name: str, params: dict[str, str], options: dict[str, Any]) -> Store:
+def _open_pg(
+    url: str, name: str, params: dict[str, str], create: bool, options: dict[str, Any]
+) -> Store:
     from .postgres import open_postgres
 
     try:
@@ -98,5 +104,6 @@ def _open_pg(url: str, name: str, params: dict[str, str], options: dict[str, Any
         user=unquote(parts.username or "postgres"),
         password=unquote(parts.password or ""),
         schema=params.pop("schema", "public"),
+        create=create,
         **options,
     )

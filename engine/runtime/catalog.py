@@ -1,0 +1,68 @@
+"""A store opened on first use, and its run index: which runs exist, which run an id names.
+
+``Engine`` extends it with running. On its own it loads none of the runtime, which keeps
+the CLI's reading commands quick to start; ``create=False`` opens only a store that
+already exists (a missing SQLite file is refused, nothing is created).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..errors import RunNotFound
+from ..store import Store, open_store
+from .results import RunSummary, utc
+
+
+class Catalog:
+    """The store named by ``url`` (opened on first use) and the runs it holds."""
+
+    def __init__(
+        self, url: str | None = None, store: Store | None = None, *, create: bool = True
+    ) -> None:
+        self.url = url
+        self.create = create
+        self._store = store
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> Store:
+        """The store, opened on first use (with ``create``, its schema created if needed)."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    self._store = open_store(self.url, create=self.create)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def resolve(self, run_id: str) -> str:
+        """The full id of the run ``run_id`` names (an id or a unique prefix)."""
+        if not run_id:
+            raise RunNotFound("no run id given")
+        found = self.store.run_ids(run_id)
+        if run_id in found:
+            return run_id
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise RunNotFound(f"no run matches {run_id!r}")
+        raise RunNotFound(f"{run_id!r} is ambiguous: it matches {', '.join(found[:3])}, ...")
+
+    def runs(self, status: str | None = None) -> list[RunSummary]:
+        """Summaries of runs, newest first."""
+        return [
+            RunSummary(
+                r.run_id,
+                r.agent,
+                r.status,
+                utc(r.started_at),
+                utc(r.updated_at),
+                r.parent_run_id,
+                r.position,
+            )
+            for r in self.store.runs(status)
+        ]
