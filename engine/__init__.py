@@ -3,10 +3,12 @@
 from .errors import (
     AgentlogError,
     ConcurrencyError,
+    CorruptData,
     Indeterminate,
     Logical,
     NonDeterminismError,
     Permanent,
+    RunBusy,
     Transient,
 )
 from .policy import CircuitBreaker, RetryPolicy
@@ -17,6 +19,7 @@ __all__ = [
     "AgentlogError",
     "CircuitBreaker",
     "ConcurrencyError",
+    "CorruptData",
     "Engine",
     "EventView",
     "Indeterminate",
@@ -24,6 +27,7 @@ __all__ = [
     "NonDeterminismError",
     "Permanent",
     "RetryPolicy",
+    "RunBusy",
     "RunResult",
     "RunState",
     "RunSummary",
