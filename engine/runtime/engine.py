@@ -16,17 +16,25 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from .. import events as ev
-from ..errors import NonDeterminismError, RunNotFound, ToolError, UsageError
-from ..history import DEFAULT_SNAPSHOT_EVERY, RunWriter, run_stream, state_at
+from .. import log
+from ..errors import AgentlogError, NonDeterminismError, RunBusy, RunNotFound, ToolError, UsageError
+from ..history import (
+    DEFAULT_SNAPSHOT_EVERY,
+    RunWriter,
+    read_events,
+    read_run,
+    run_stream,
+    state_at,
+)
 from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
-from ..state import RunState, fold
+from ..state import RunState
 from ..store import Store, open_store
 from . import calls, lifecycle, registry
 from .context import LogEnd, RunContext, _current, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
 from .guards import Guards
 from .journal import Journal
-from .leases import LeaseLost, Leases, RunBusy, new_owner
+from .leases import LeaseLost, Leases, new_owner
 from .results import EventView, RunResult, RunSummary, utc
 
 
@@ -56,6 +64,10 @@ class Engine:
                 if self._store is None:
                     self._store = open_store(self.url)
         return self._store
+
+    def is_open(self, store: Store) -> bool:
+        """Whether ``store`` is this engine's store and still open."""
+        return self._store is store
 
     def close(self) -> None:
         if self._store is not None:
@@ -165,19 +177,23 @@ class Engine:
         """Continue a crashed, failed or answered run from its log."""
         rid = self.resolve(run_id)
         with self.leases.hold(self.store, rid):
-            recorded = self.store.read(run_stream(rid))
-            state = fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
+            history = read_run(self.store, rid)
+            state = history.state
             if state.status in ("completed", "abandoned"):
                 return self._result(state)
-            started = recorded[0].event
-            assert isinstance(started, ev.AgentStarted)
+            started = history.started
             agent = registry.load_agent(started.agent, started.import_path)
-            journal = Journal.from_events(recorded)
+            journal = Journal.from_events(history.recorded)
             writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
             return self._drive(agent, writer, journal, resumed=True)
 
     def recover(self) -> list[RunResult]:
-        """Resume every run whose owner died (lease expired, or its process is gone)."""
+        """Resume every run whose owner died (lease expired, or its process is gone).
+
+        A run that cannot be resumed (a damaged log, changed code, an agent that no longer
+        imports, an unexpected error) does not stop the others: its result keeps the run's
+        status, says why in ``error`` and sets ``not_resumed`` ("refused" or "unexpected").
+        """
         results = []
         for row in self.store.runs("running"):
             if self.leases.dead_holder(self.store, row.run_id) is None:
@@ -186,6 +202,11 @@ class Engine:
                 results.append(self.resume(row.run_id))
             except RunBusy:
                 continue  # another recoverer took it first
+            except Exception as e:
+                why = "refused" if isinstance(e, AgentlogError) else "unexpected"
+                message = f"not resumed: {describe(e)}"
+                log.get(run_id=row.run_id).error("recover_skipped_run", reason=why, error=message)
+                results.append(RunResult(row.run_id, row.status, error=message, not_resumed=why))
         return results
 
     def _drive(
@@ -235,6 +256,7 @@ class Engine:
                 ctx.flush()  # e.g. interrupted by KeyboardInterrupt after an effect completed
             except Exception as e:  # the outcome stays uncertain and resolves on resume
                 ctx.log.warning("deferred_outcome_not_recorded", error=str(e))
+            ctx.end()
 
     def answer(self, run_id: str, value: Any) -> RunResult:
         """Answer the question a paused run waits on, and continue it."""
@@ -254,14 +276,12 @@ class Engine:
         Raises ``NonDeterminismError`` naming the first call that diverges; writes nothing.
         """
         rid = self.resolve(run_id)
-        recorded = self.store.read(run_stream(rid))
-        state = fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
-        started = recorded[0].event
-        assert isinstance(started, ev.AgentStarted)
+        history = read_run(self.store, rid)
+        state, started = history.state, history.started
         agent = registry.load_agent(started.agent, started.import_path)
         writer = RunWriter(self.store, state)
         try:
-            self._drive(agent, writer, Journal.from_events(recorded), verify=True)
+            self._drive(agent, writer, Journal.from_events(history.recorded), verify=True)
         except LogEnd as end:
             if state.status == "completed":  # its log is the whole run: nothing may follow
                 raise NonDeterminismError(
@@ -290,16 +310,7 @@ class Engine:
 
     def events(self, run_id: str) -> list[EventView]:
         """The run's recorded events, in order."""
-        rid = self.resolve(run_id)
-        return [
-            EventView(
-                r.position,
-                str(r.event.__struct_config__.tag),
-                utc(r.event.at),
-                ev.event_data(r.event),
-            )
-            for r in self.store.read(run_stream(rid))
-        ]
+        return [EventView.of(r) for r in read_events(self.store, self.resolve(run_id))]
 
     def runs(self, status: str | None = None) -> list[RunSummary]:
         """Summaries of runs, newest first."""

@@ -13,7 +13,7 @@ import msgspec
 from .. import events as ev
 from .. import failpoints
 from ..errors import UsageError
-from ..history import RunWriter, resolve_position, run_stream
+from ..history import RunWriter, read_run, resolve_position, run_stream
 from ..policy import describe
 from ..state import RunState, fold
 from ..store import Recorded
@@ -31,9 +31,10 @@ _LIFECYCLE = (ev.AgentStarted, ev.AgentResumed, ev.AgentFinished, ev.AgentFailed
 
 
 def _load(engine: Engine, run_id: str) -> tuple[str, list[Recorded], RunState]:
-    rid = engine.resolve(run_id)
-    recorded = engine.store.read(run_stream(rid))
-    return rid, recorded, fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
+    """The run's checked history (so its first event is agent_started): a damaged log
+    raises CorruptData before anything acts on it."""
+    history = read_run(engine.store, engine.resolve(run_id))
+    return history.run_id, history.recorded, history.state
 
 
 def answer(engine: Engine, run_id: str, value: object) -> RunResult:

@@ -7,6 +7,9 @@ from typing import Any
 
 import msgspec
 
+from ..events import event_data
+from ..store import Recorded
+
 
 class RunResult(msgspec.Struct, frozen=True):
     """The outcome of run/resume/answer/abandon/rewind. ``error`` is one line or None."""
@@ -16,6 +19,9 @@ class RunResult(msgspec.Struct, frozen=True):
     output: Any = None
     error: str | None = None
     waiting: str | None = None  # the question a paused run waits on
+    # Set only by recover() for a run it could not resume: "refused" (an AgentlogError:
+    # a damaged log, changed code, an agent that no longer imports) or "unexpected".
+    not_resumed: str | None = None
 
 
 class EventView(msgspec.Struct, frozen=True):
@@ -25,6 +31,13 @@ class EventView(msgspec.Struct, frozen=True):
     type: str
     at: datetime
     data: dict[str, Any]
+
+    @classmethod
+    def of(cls, r: Recorded) -> EventView:
+        """How users see the recorded event ``r``."""
+        return cls(
+            r.position, str(r.event.__struct_config__.tag), utc(r.event.at), event_data(r.event)
+        )
 
 
 class RunSummary(msgspec.Struct, frozen=True):
