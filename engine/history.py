@@ -155,16 +155,18 @@ def iter_run(
 ) -> Iterator[Recorded]:
     """The run's events in order (up to ``upto``), read ``page`` at a time and checked."""
     stream, check = run_stream(run_id), RunCheck(run_id)
-    while upto is None or check.position < upto:
+    while True:
         start = check.position
         end = start + page if upto is None else min(upto, start + page)
-        batch = check(store.read(stream, after=start, upto=end))
+        batch = check(store.read(stream, after=start, upto=end)) if end > start else []
         if start == 0 and not batch:
             raise check.corrupt(1, "the run has no events")
         yield from batch
-        if len(batch) < end - start:  # the stream ends here
-            if upto is not None:
-                raise check.corrupt(check.position + 1, "it is missing (the log ends early)")
+        if upto is not None and check.position >= upto:
+            return
+        if len(batch) < end - start:  # the stream ends here, unless rows after a gap remain
+            if upto is not None or store.last_position(stream) > check.position:
+                raise check.corrupt(check.position + 1, "it is missing")
             return
 
 
@@ -177,7 +179,7 @@ def rebuild(store: Store, run_id: str, upto: int | None = None) -> RunState:
     for r in RunCheck.after(base)(store.read(stream, after=base.position, upto=upto)):
         state = evolve(state, r.event, r.position)
     if upto is not None and 0 < state.position < upto:
-        raise RunCheck(run_id).corrupt(state.position + 1, "it is missing (the log ends early)")
+        raise RunCheck(run_id).corrupt(state.position + 1, "it is missing")
     return state
 
 

@@ -23,10 +23,11 @@ from test_cli_kit import agentlog, make_workdir, sqlite_url
 from engine import Engine, RetryPolicy, RunBusy
 from engine import events as ev
 from engine.errors import UsageError
-from engine.history import RunWriter
+from engine.history import RunWriter, run_stream
+from engine.runtime.context import RunContext
 from engine.runtime.leases import HOST, alive
 from engine.state import RunState
-from engine.store import stream_id
+from engine.store import Append, stream_id
 
 
 @pytest.fixture
@@ -90,6 +91,39 @@ def test_a_late_result_after_the_run_finished_goes_to_the_tool_stream(eng: Engin
 
 
 @all_backends
+def test_a_late_result_racing_the_finish_never_follows_it(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The late result arrives after agent_finished is committed but before this execution
+    is marked over (pinned there by holding ``end`` until the result was handled): it is
+    kept in the tool stream, because the check and the append share the run's lock."""
+    release = threading.Event()
+    tool_name, slow = _slow_tool(eng, release)
+    tool_stream = stream_id("tool:" + tool_name)
+    end = RunContext.end
+
+    def end_after_the_late_result(ctx: RunContext) -> None:
+        release.set()
+        raw = lambda: [type(r.event) for r in eng.store.read(run_stream(ctx.run_id))]  # noqa: E731
+        _until(lambda: eng.store.read(tool_stream) or ev.ToolLateResult in raw(), "the result")
+        end(ctx)
+
+    monkeypatch.setattr(RunContext, "end", end_after_the_late_result)
+
+    @eng.agent
+    def impatient(run: Any) -> str:
+        with contextlib.suppress(Exception):
+            slow()
+        return "gave up"
+
+    r = eng.run(impatient)
+    assert r.status == "completed"
+    stored = [type(rec.event) for rec in eng.store.read(run_stream(r.run_id))]
+    assert stored[-1] is ev.AgentFinished and ev.ToolLateResult not in stored
+    assert [type(k.event) for k in eng.store.read(tool_stream)] == [ev.ToolLateResult]
+
+
+@all_backends
 def test_a_late_result_while_the_run_is_paused_stays_out_of_its_log(eng: Engine) -> None:
     """A run paused for a person no longer belongs to this execution: the late result goes
     to the tool stream, and the answer continues the run without a conflict."""
@@ -149,9 +183,6 @@ def test_recover_reports_runs_it_cannot_resume_and_resumes_the_rest(eng: Engine)
 
 
 def _at(run_id: str, position: int, event: ev.Event) -> list[Any]:
-    from engine.history import run_stream
-    from engine.store import Append
-
     return [Append(run_stream(run_id), position, event)]
 
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from conftest import all_backends, write_raw_row
 
-from engine import CorruptData, Engine
+from engine import AgentlogError, CorruptData, Engine
 from engine import events as ev
 from engine.history import RunCheck, RunWriter, read_run, run_stream
 from engine.state import RunState
@@ -161,23 +161,53 @@ def test_state_from_a_snapshot_checks_that_the_tail_continues_it(
 
 
 def test_a_snapshot_tail_must_start_right_after_the_snapshot(tmp_path: Any) -> None:
-    """A tail read after a snapshot at position 3 that begins at 5 is a gap at 4, even when
-    the events themselves would fold."""
+    """Snapshots at 3, 6 and 9, row 4 then row 5 deleted: the tail after snapshot 3 that
+    begins at 5 is a gap at 4, and state at 5 whose tail ends at 4 is missing 5, even
+    though the latest state (snapshot 9) reads fine."""
     url = f"sqlite:///{tmp_path}/s.db"
     e = Engine.open(url)
     rid = uuid.uuid4().hex
     w = RunWriter(e.store, RunState(run_id=rid), snapshot_every=3)
-    start = ev.AgentStarted(at=ev.now(), agent="a:b", import_path="a")
-    w.append(start, ev.StepStarted(at=ev.now(), call=1, name="s"))
-    w.append(ev.StepStarted(at=ev.now(), call=2, name="s"))  # crosses 3: snapshot at 3
-    w.append(
-        ev.StepStarted(at=ev.now(), call=3, name="s"), ev.StepStarted(at=ev.now(), call=4, name="s")
-    )
-    snapshot = e.store.snapshot_at_or_before(run_stream(rid), None)
-    assert snapshot is not None and snapshot.position == 3
+    w.append(ev.AgentStarted(at=ev.now(), agent="a:b", import_path="a"))
+    for call in range(1, 9):  # one commit each: a snapshot at every third position
+        w.append(ev.StepStarted(at=ev.now(), call=call, name="s"))
+    snapshots = [e.store.snapshot_at_or_before(run_stream(rid), p) for p in (3, 6, 9)]
+    assert [s.position if s else None for s in snapshots] == [3, 6, 9]
+    _delete_row(url, rid, 5)
+    assert e.state(rid).position == 9
+    with pytest.raises(CorruptData, match=f"run {rid}.* position 5: it is missing"):
+        e.state(rid, at=5)
     _delete_row(url, rid, 4)
     with pytest.raises(CorruptData, match="position 4: it is missing"):
-        e.state(rid)
+        e.state(rid, at=5)
+
+
+@all_backends
+def test_a_gap_where_a_page_ends_is_found(eng: Engine, store_url: str) -> None:
+    """A page that comes back short is the end of the log only if nothing follows: a gap
+    that makes a page short is still named."""
+    rid = uuid.uuid4().hex
+    w = RunWriter(eng.store, RunState(run_id=rid))
+    w.append(ev.AgentStarted(at=ev.now(), agent="a:b", import_path="a"))
+    w.append(*(ev.StepStarted(at=ev.now(), call=i, name="s") for i in range(1, 6)))
+    _plant(store_url, eng, rid, 8, ev.StepStarted(at=ev.now(), call=7, name="s"))
+    with pytest.raises(CorruptData, match=f"run {rid}.* position 7: it is missing"):
+        list(views(eng, rid, page=7))  # the first page holds 1..6 of up to 7
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+def test_a_run_whose_rows_are_all_gone_is_damaged(eng: Engine, store_url: str) -> None:
+    """The index knows the run but its stream is empty: readers say so (position 1)."""
+    r = eng.run(_flow(eng), x="a")
+    for position, _ in _rows(eng, r.run_id):
+        _delete_row(store_url, r.run_id, position)
+    for name, read in READERS.items():
+        if name.startswith("state") or name in ("context", "diff"):
+            with pytest.raises(AgentlogError, match="has no events"):
+                read(eng, r.run_id)
+            continue
+        with pytest.raises(CorruptData, match=f"run {r.run_id}.* position 1: the run has no"):
+            read(eng, r.run_id)
 
 
 def test_run_check_accepts_undo_records_after_the_end_and_nothing_else() -> None:
