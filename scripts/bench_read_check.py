@@ -54,6 +54,15 @@ def _crashed_copy(engine: Engine, events: list[Any]) -> str:
     return rid
 
 
+def _check(run_id: str, recorded: list[Any]) -> None:
+    """The log check every reader runs (absent from older checkouts: then 0)."""
+    try:
+        from engine.history import RunCheck
+    except ImportError:
+        return
+    RunCheck(run_id)(recorded)
+
+
 def _median(fn: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -91,8 +100,10 @@ def main() -> None:
         resumes: list[float] = []
         for _ in range(args.repeat):
             resume_one()
+        recorded = engine.store.read(stream)
         rows = {
             "bare read + fold (baseline)": _median(bare, args.repeat),
+            "the check alone": _median(lambda: _check(done, recorded), args.repeat),
             "resume (replays every call)": statistics.median(resumes),
             "state": _median(lambda: engine.state(done), args.repeat),
             "events": _median(lambda: engine.events(done), args.repeat),
