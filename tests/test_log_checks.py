@@ -270,3 +270,33 @@ def test_import_refuses_a_well_chained_file_holding_a_damaged_log(eng: Engine) -
     assert other.runs() == []
     honest = b"".join(export_lines(eng, r.run_id))
     assert import_run(other, honest, "g.jsonl") == (r.run_id, True)
+
+
+def test_cli_readers_exit_2_naming_run_and_position(tmp_path: Any) -> None:
+    """Every reading command, and the acts, on a damaged log: exit 2, one clear line on
+    stderr naming the run and the position, no traceback."""
+    from test_cli_kit import make_workdir, one_line_error, sqlite_url
+
+    url = sqlite_url(tmp_path)
+    work = make_workdir(tmp_path, url)
+    run_id = work.run_id("agents:hello", code=0)
+    e = Engine.open(url)
+    end = len(e.events(run_id))
+    _plant(url, e, run_id, end + 1, ev.AgentResumed(at=ev.now()))
+    e.close()
+    for command in (
+        ("show", "RUN"),
+        ("state", "RUN"),
+        ("checkpoints", "RUN"),
+        ("timeline", "RUN"),
+        ("timeline", "RUN", "--json"),
+        ("export", "RUN"),
+        ("context", "RUN"),
+        ("verify", "RUN"),
+        ("resume", "RUN"),
+        ("answer", "RUN", "x"),
+        ("abandon", "RUN"),
+        ("rewind", "RUN", "--to", "2"),
+    ):
+        argv = [run_id if a == "RUN" else a for a in command]
+        one_line_error(work.cli(*argv), f"run {run_id}", f"position {end + 1}")

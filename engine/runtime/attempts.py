@@ -298,11 +298,13 @@ def _keep_late_result(c: Call, future: concurrent.futures.Future[Any], since: fl
                 return
         except (Exception, RunInterrupt) as e:  # e.g. this owner lost the run's lease
             c.ctx.log.warning("late_result_not_recorded_in_run", call=c.number, error=str(e))
-        if not c.ctx.engine.is_open(c.ctx.store):  # closed meanwhile: its connections are gone
-            c.ctx.log.warning("late_result_dropped", call=c.number, tool=c.tool.name)
-            return
         elsewhere = msgspec.structs.replace(event, run_id=c.ctx.run_id)
-        if tool_stream_append(c.ctx.store, c.tool.name, elsewhere):
+        with c.ctx.engine.kept_open(c.ctx.store) as still_open:
+            if not still_open:  # its connections are gone: touching them can crash
+                c.ctx.log.warning("late_result_dropped", call=c.number, tool=c.tool.name)
+                return
+            kept = tool_stream_append(c.ctx.store, c.tool.name, elsewhere)
+        if kept:
             c.ctx.log.info("late_result_kept_in_tool_stream", call=c.number, tool=c.tool.name)
         else:  # evidence is best effort: the call's outcome was decided at its timeout
             c.ctx.log.warning("late_result_not_recorded", call=c.number, tool=c.tool.name)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, overload
 
 from .. import events as ev
@@ -45,6 +46,7 @@ class Engine:
         self.url = url
         self._store = store
         self._lock = threading.Lock()
+        self._closing = threading.Lock()
         self.owner = new_owner()
         self.guards = Guards()
         # Defer a self-resolving side effect's outcome into the run's next commit.
@@ -65,14 +67,18 @@ class Engine:
                     self._store = open_store(self.url)
         return self._store
 
-    def is_open(self, store: Store) -> bool:
-        """Whether ``store`` is this engine's store and still open."""
-        return self._store is store
+    @contextlib.contextmanager
+    def kept_open(self, store: Store) -> Iterator[bool]:
+        """Whether ``store`` is this engine's open store; ``close`` waits until the block
+        ends (a thread outliving its run, such as a late tool result, writes safely)."""
+        with self._closing:
+            yield self._store is store
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        with self._closing:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
 
     # --- decorators ------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -149,3 +151,12 @@ def engine_call(
     p = python("-c", RESUME, url, method, *args, env=env, cwd=cwd)
     assert p.returncode == 0, p.stderr[-3000:]
     return dict(json.loads(p.stdout.strip().splitlines()[-1]))
+
+
+def wait_until(found: Callable[[], Any], what: str, wait: float = 20.0) -> Any:
+    """Poll ``found`` until it is truthy (a bounded wait for another thread or process)."""
+    deadline = time.monotonic() + wait
+    while not (value := found()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+    return value
