@@ -12,10 +12,12 @@ from ._lazy import lazy_exports
 from .errors import (
     AgentlogError,
     ConcurrencyError,
+    CorruptData,
     Indeterminate,
     Logical,
     NonDeterminismError,
     Permanent,
+    RunBusy,
     Transient,
 )
 
@@ -39,6 +41,7 @@ __all__ = [
     "AgentlogError",
     "CircuitBreaker",
     "ConcurrencyError",
+    "CorruptData",
     "Engine",
     "EventView",
     "Indeterminate",
@@ -46,6 +49,7 @@ __all__ = [
     "NonDeterminismError",
     "Permanent",
     "RetryPolicy",
+    "RunBusy",
     "RunResult",
     "RunState",
     "RunSummary",

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from . import events as ev
-from .history import run_stream
+from .history import read_events, run_stream
 from .store import Recorded, Store
 
 # Outcome sources that are not the run's own effect: taken from the shared ledger (another
@@ -112,6 +112,6 @@ def standing(store: Store, run_id: str) -> list[Effect]:
     head = first[0].event if first else None
     if not isinstance(head, ev.AgentStarted) or head.parent_run_id is None:
         return []
-    fork = store.read(run_stream(run_id))
-    parent = store.read(run_stream(head.parent_run_id))
+    fork = read_events(store, run_id)
+    parent = read_events(store, head.parent_run_id)
     return standing_after(parent, head.fork_position or 0, fork)

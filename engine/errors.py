@@ -26,6 +26,10 @@ class RunNotFound(UsageError):
     """No run matches the given id or prefix (or the prefix is ambiguous)."""
 
 
+class RunBusy(UsageError):
+    """The run is executing under another owner that is still alive."""
+
+
 class CorruptData(AgentlogError):
     """Stored or imported data failed an integrity check; nothing was changed."""
 
@@ -121,6 +125,7 @@ __all__ = [
     "Paused",
     "PayloadTooLarge",
     "Permanent",
+    "RunBusy",
     "RunFailed",
     "RunInterrupt",
     "RunNotFound",

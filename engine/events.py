@@ -145,13 +145,15 @@ class ToolFailed(Event, frozen=True, tag="tool_failed"):
 
 
 class ToolLateResult(Event, frozen=True, tag="tool_late_result"):
-    """Evidence: a tool abandoned at its timeout finished later. Never returned to code."""
+    """Evidence: a tool abandoned at its timeout finished later. Never returned to code.
+    In a tool's own stream (the run had ended) ``run_id`` names the run of ``call``."""
 
     call: int
     tool: str
     result: Any = None
     error: str | None = None
     after: float = 0.0
+    run_id: str | None = None
 
 
 class RetryScheduled(Event, frozen=True, tag="retry_scheduled"):

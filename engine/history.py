@@ -1,5 +1,9 @@
-"""Reading and writing one run's history: state rebuild (snapshot + tail) and the writer.
+"""Reading and writing one run's history: the checked reader, state rebuild (snapshot +
+tail) and the writer.
 
+Every reader of a run stream goes through :class:`RunCheck`, so a damaged log (a gap in
+positions, a missing or repeated ``agent_started``, an event after the run ended) raises
+``CorruptData`` naming the run and the position instead of being answered from.
 ``rebuild`` never calls a tool or a model; it folds recorded facts onto the newest
 snapshot at or before the target. ``RunWriter`` appends a run's events one commit at a
 time, keeps the run index in the same commit, and snapshots every N events and at every
@@ -9,16 +13,25 @@ named checkpoint.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from . import events as ev
 from . import failpoints, log
-from .errors import PayloadTooLarge, StoreError, UsageError
+from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from .state import RunState, evolve
-from .store import Append, Store
+from .store import Append, Recorded, Store
 from .store.base import RunRow
 
 DEFAULT_SNAPSHOT_EVERY = 100
+PAGE = 1000  # events per read when a reader streams a run
+# A run ends with one of these; nothing of its own life may follow.
+ENDS = (ev.AgentFinished, ev.AgentAbandoned)
+ENDED = ("completed", "abandoned")
+# What an ended run's stream may still receive: the record of undoing one of its effects,
+# made by a later act on it (a rewind that compensates the parent's effects).
+AFTER_END = (ev.CompensationStarted, ev.Compensated)
 
 
 _RUN_NS = uuid.UUID("0b7f5a2c-3f7e-4d8e-9a7c-2f1d3e4b5a60")
@@ -36,13 +49,137 @@ def run_stream(run_id: str) -> uuid.UUID:
     return uuid.uuid5(_RUN_NS, run_id)
 
 
+class Positioned(Protocol):
+    """A run's event with its position: a record read, or an append about to be written."""
+
+    @property
+    def position(self) -> int: ...
+    @property
+    def event(self) -> ev.Event: ...
+
+
+_P = TypeVar("_P", bound=Positioned)
+
+
+class RunCheck:
+    """Checks, as a run's records are read in order, that they continue its log: each
+    position follows the one before, position 1 (and only it) is ``agent_started``, and
+    nothing but an undo record follows the run's end. Raises ``CorruptData``."""
+
+    __slots__ = ("ended", "position", "run_id")
+
+    def __init__(self, run_id: str, after: int = 0, ended: bool = False) -> None:
+        self.run_id = run_id
+        self.position = after  # the last position checked
+        self.ended = ended
+
+    @classmethod
+    def after(cls, state: RunState) -> RunCheck:
+        """A check for the records that continue ``state`` (a snapshot, or a fresh run)."""
+        return cls(state.run_id, state.position, state.status in ENDED)
+
+    def __call__(self, records: Sequence[_P]) -> Sequence[_P]:
+        """``records`` once checked (they must follow those checked before)."""
+        position, ended = self.position, self.ended
+        for r in records:
+            position += 1
+            e = r.event
+            if r.position != position:
+                raise self.corrupt(position, _gap(position, r.position))
+            if isinstance(e, ev.AgentStarted) != (position == 1):
+                raise self.corrupt(position, _start(e, position))
+            if ended and not isinstance(e, AFTER_END):
+                raise self.corrupt(position, f"{_tag(e)} after the run ended")
+            ended = ended or isinstance(e, ENDS)
+        self.position, self.ended = position, ended
+        return records
+
+    def corrupt(self, position: int, why: str) -> CorruptData:
+        return CorruptData(f"run {self.run_id}: its log is damaged at position {position}: {why}")
+
+
+def _tag(e: ev.Event) -> str:
+    return str(e.__struct_config__.tag)
+
+
+def _gap(expected: int, found: int) -> str:
+    if found > expected:
+        return f"it is missing (the next event is at {found})"
+    return f"an event is out of order (found position {found})"
+
+
+def _start(e: ev.Event, position: int) -> str:
+    if position == 1:
+        return f"the log begins with {_tag(e)}, not agent_started"
+    return "agent_started appears again"
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """A run's whole history, checked, and the state it folds to."""
+
+    run_id: str
+    recorded: list[Recorded]
+    state: RunState
+
+    @property
+    def started(self) -> ev.AgentStarted:
+        """The run's ``agent_started`` (``read_run`` checked that it comes first)."""
+        first = self.recorded[0].event
+        if not isinstance(first, ev.AgentStarted):
+            raise RunCheck(self.run_id).corrupt(1, "the log does not begin with agent_started")
+        return first
+
+
+def read_events(store: Store, run_id: str) -> list[Recorded]:
+    """The run's recorded events, read whole and checked. A run known to the index whose
+    stream is empty is damaged too."""
+    recorded = store.read(run_stream(run_id))
+    if not recorded:
+        raise RunCheck(run_id).corrupt(1, "the run has no events")
+    RunCheck(run_id)(recorded)
+    return recorded
+
+
+def read_run(store: Store, run_id: str) -> RunLog:
+    """The run's recorded events, checked as read, and their fold."""
+    recorded = read_events(store, run_id)
+    state = RunState(run_id=run_id)
+    for r in recorded:
+        state = evolve(state, r.event, r.position)
+    return RunLog(run_id, recorded, state)
+
+
+def iter_run(
+    store: Store, run_id: str, *, upto: int | None = None, page: int = PAGE
+) -> Iterator[Recorded]:
+    """The run's events in order (up to ``upto``), read ``page`` at a time and checked."""
+    stream, check = run_stream(run_id), RunCheck(run_id)
+    while True:
+        start = check.position
+        end = start + page if upto is None else min(upto, start + page)
+        batch = check(store.read(stream, after=start, upto=end)) if end > start else []
+        if start == 0 and not batch:
+            raise check.corrupt(1, "the run has no events")
+        yield from batch
+        if upto is not None and check.position >= upto:
+            return
+        if len(batch) < end - start:  # the stream ends here, unless rows after a gap remain
+            if upto is not None or store.last_position(stream) > check.position:
+                raise check.corrupt(check.position + 1, "it is missing")
+            return
+
+
 def rebuild(store: Store, run_id: str, upto: int | None = None) -> RunState:
-    """The state of ``run_id`` after position ``upto`` (latest when None)."""
+    """The state of ``run_id`` after position ``upto`` (latest when None); the tail read
+    after the snapshot must continue it exactly."""
     stream = run_stream(run_id)
     base = store.snapshot_at_or_before(stream, upto) or RunState(run_id=run_id)
     state = base
-    for r in store.read(stream, after=base.position, upto=upto):
+    for r in RunCheck.after(base)(store.read(stream, after=base.position, upto=upto)):
         state = evolve(state, r.event, r.position)
+    if upto is not None and 0 < state.position < upto:
+        raise RunCheck(run_id).corrupt(state.position + 1, "it is missing")
     return state
 
 

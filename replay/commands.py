@@ -4,7 +4,7 @@ import importlib
 import json
 import os
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,6 +13,9 @@ from engine.errors import UsageError
 from . import views
 from .app import Run, app, session
 from .output import exit_status, result_doc
+
+if TYPE_CHECKING:
+    from engine import RunResult
 
 # --- running ---------------------------------------------------------------------------
 
@@ -50,18 +53,36 @@ def resume(ctx: typer.Context, run: Run) -> int:
     return s.result(s.engine.resume(run))
 
 
+# recover's exit status is the worst of its runs': unexpected > refused > failed > paused > done
+_WORST_FIRST = (1, 2, 4, 3, 0)
+
+
 @app.command()
 def recover(ctx: typer.Context) -> int:
-    """Resume every run whose owner died."""
+    """Resume every run whose owner died; a run that cannot be resumed (a damaged log,
+    changed code, an agent that no longer imports) is reported and the rest go on.
+
+    Exits with the worst of the runs' statuses, in this order: 1 unexpected error,
+    2 could not be resumed, 4 failed or abandoned, 3 paused, 0 completed (or nothing to do).
+    """
     s = session(ctx)
     results = s.engine.recover()
     if s.as_json:
-        s.out.json([result_doc(r) for r in results])
+        s.out.json([{**result_doc(r), "not_resumed": r.not_resumed} for r in results])
     elif not results:
         s.out.line(("no runs needed recovery (no running run has a dead owner)", "dim"))
     for r in results if not s.as_json else ():
         s.out.lines(views.result_rows(r))
-    return max((exit_status(r.status) for r in results), default=0)
+        if r.not_resumed is not None:
+            s.out.line("  ", (r.error or "not resumed", "red"))
+    codes = {_recover_status(r) for r in results}
+    return next((code for code in _WORST_FIRST if code in codes), 0)
+
+
+def _recover_status(r: "RunResult") -> int:
+    if r.not_resumed is not None:
+        return 1 if r.not_resumed == "unexpected" else 2
+    return exit_status(r.status)
 
 
 @app.command()

@@ -13,30 +13,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine import EventView, RunState
-from engine.events import event_data
-from engine.history import run_stream
-from engine.runtime.results import utc
+from engine.history import PAGE, iter_run
 
 from .output import Piece, brief, clock, seconds, short
 
 if TYPE_CHECKING:
     from engine import Engine
 
-PAGE = 1000
-
 
 def views(engine: Engine, run_id: str, page: int = PAGE) -> Iterator[EventView]:
-    """The run's events in order, read ``page`` at a time."""
-    stream = run_stream(run_id)
-    after = 0
-    while True:
-        batch = engine.store.read(stream, after=after, upto=after + page)
-        for r in batch:
-            tag: str = r.event.__struct_config__.tag  # type: ignore[assignment]
-            yield EventView(r.position, tag, utc(r.event.at), event_data(r.event))
-        if len(batch) < page:
-            return
-        after = batch[-1].position
+    """The run's events in order, read ``page`` at a time and checked (``CorruptData``
+    at the first damaged position)."""
+    return (EventView.of(r) for r in iter_run(engine.store, run_id, page=page))
 
 
 def json_rows(events: Iterator[EventView]) -> Iterator[dict[str, Any]]:

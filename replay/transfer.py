@@ -20,7 +20,7 @@ import msgspec
 
 from engine.errors import CorruptData, UsageError
 from engine.events import UPCASTERS, AnyEvent, Checkpoint, Event, event_type
-from engine.history import DEFAULT_SNAPSHOT_EVERY, RunWriter, run_stream
+from engine.history import DEFAULT_SNAPSHOT_EVERY, RunCheck, RunWriter, iter_run, run_stream
 from engine.state import RunState, evolve
 from engine.store import Append
 from engine.store.codec import decode_event, encode_event
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from engine import Engine
 
 FORMAT = 1
-PAGE = 1000
 _HASH_KEY = b',"hash":"'
 _enc = msgspec.json.Encoder()
 _event_json: msgspec.json.Decoder[Any] = msgspec.json.Decoder(AnyEvent)
@@ -59,16 +58,12 @@ def _chain(previous: str, body: bytes) -> str:
 def export_lines(engine: Engine, run_id: str) -> Iterator[bytes]:
     """The run's events as hash-chained JSON lines (each ends with a newline)."""
     rid = engine.resolve(run_id)
-    stream = run_stream(rid)
-    total = engine.store.last_position(stream)
+    total = engine.store.last_position(run_stream(rid))
     previous = ""
-    after = 0
-    while after < total:
-        for r in engine.store.read(stream, after=after, upto=min(total, after + PAGE)):
-            body = _body(rid, r.position, total, r.event)
-            previous = _chain(previous, body)
-            yield body[:-1] + _HASH_KEY + previous.encode() + b'"}\n'
-            after = r.position
+    for r in iter_run(engine.store, rid, upto=total):  # a damaged log is not exported
+        body = _body(rid, r.position, total, r.event)
+        previous = _chain(previous, body)
+        yield body[:-1] + _HASH_KEY + previous.encode() + b'"}\n'
 
 
 def _body(run_id: str, position: int, total: int, event: Event) -> bytes:
@@ -137,8 +132,10 @@ def read_lines(data: bytes, source: str = "the file") -> tuple[str, list[Event]]
         raise CorruptData(
             f"{source} ends after line {len(lines)} of {total}: truncated; nothing imported"
         )
-    if not events or events[0].__struct_config__.tag != "agent_started":
-        raise CorruptData(f"{source} line 1: a run must begin with agent_started")
+    try:  # a well-chained file can still hold a log no run could have written
+        RunCheck(run_id)([Append(run_stream(run_id), i, e) for i, e in enumerate(events, 1)])
+    except CorruptData as bad:
+        raise CorruptData(f"{source}: {bad}; nothing imported") from None
     return run_id, events
 
 
@@ -186,6 +183,7 @@ def import_run(engine: Engine, data: bytes, source: str = "the file") -> tuple[s
     """
     run_id, events = read_lines(data, source)
     stream = run_stream(run_id)
+    items = [Append(stream, i, e) for i, e in enumerate(events, start=1)]
     existing = [_same_form(r.event) for r in engine.store.read(stream)]
     if existing:
         imported = [_same_form(e) for e in events]
@@ -205,7 +203,6 @@ def import_run(engine: Engine, data: bytes, source: str = "the file") -> tuple[s
         state = evolve(state, e, position)
         if position % DEFAULT_SNAPSHOT_EVERY == 0 or isinstance(e, Checkpoint):
             snapshots.append(state)
-    items = [Append(stream, i, e) for i, e in enumerate(events, start=1)]
     engine.store.append(items, runs=[RunWriter.index_row(state)])
     for snapshot in snapshots:  # as the run's writer would have taken them; harmless twice
         engine.store.save_snapshot(stream, snapshot)

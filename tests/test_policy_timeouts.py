@@ -26,7 +26,9 @@ from agents.kit import Crash, log_of, tool_def
 from conftest import all_backends
 
 from engine import Engine, RetryPolicy
+from engine import events as ev
 from engine.runtime.guards import Latency
+from engine.store import stream_id
 
 
 @pytest.fixture
@@ -43,11 +45,18 @@ def of_type(eng: Engine, run_id: str, kind: str) -> list[dict[str, Any]]:
     return [d for _, t, d in log_of(eng, run_id) if t == kind]
 
 
-def late_results(eng: Engine, run_id: str, wait: float = 10.0) -> list[dict[str, Any]]:
-    """The run's tool_late_result events, waiting (bounded) for the abandoned thread's."""
+def late_results(
+    eng: Engine, run_id: str, tool: Any = None, wait: float = 10.0
+) -> list[dict[str, Any]]:
+    """The run's late results, waiting (bounded) for the abandoned thread's: events of its
+    log while it still ran, else of ``tool``'s own stream naming the run (it had ended)."""
     deadline = time.monotonic() + wait
+    stream = stream_id("tool:" + tool_def(tool).name) if tool is not None else None
     while True:
         found = of_type(eng, run_id, "tool_late_result")
+        for r in eng.store.read(stream) if stream is not None else ():
+            if isinstance(r.event, ev.ToolLateResult) and r.event.run_id == run_id:
+                found.append(ev.event_data(r.event))
         if found or time.monotonic() > deadline:
             return found
         time.sleep(0.005)
@@ -107,8 +116,9 @@ def test_read_only_tool_past_its_timeout_is_abandoned_and_its_late_result_kept(
     eng: Engine, fake: FakeTime
 ) -> None:
     """Attempt 1 hangs past 0.3 s: TimeoutError, transient, retried; attempt 2 answers.
-    The hung thread finishes later: its value is a tool_late_result event, the agent
-    gets attempt 2's value only."""
+    The hung thread finishes later: its value is a tool_late_result event (in the run's
+    log, or in the tool's stream if the run had finished by then), the agent gets attempt
+    2's value only."""
     count = Counter[str]()
     gate = threading.Event()
 
@@ -140,7 +150,7 @@ def test_read_only_tool_past_its_timeout_is_abandoned_and_its_late_result_kept(
     )
     assert "no result within 0.3 s" in failed["message"]
     assert of_type(eng, r.run_id, "tool_succeeded")[0]["result"] == "fresh price"
-    (late,) = late_results(eng, r.run_id)
+    (late,) = late_results(eng, r.run_id, quote)  # in the log, or after it ended beside it
     assert (late["call"], late["result"], late.get("error")) == (1, "stale price", None)
     assert late["tool"] == tool_def(quote).name and late["after"] >= 0
     assert eng.state(r.run_id).output == "fresh price"
@@ -174,7 +184,7 @@ def test_side_effect_past_its_timeout_is_indeterminate_and_resent_with_its_key(
     r = eng.run(agent)
     assert (r.status, r.output) == ("completed", "tx-1")
     gate.set()
-    (late,) = late_results(eng, r.run_id)
+    (late,) = late_results(eng, r.run_id, transfer)  # it lands after the run finished
     assert late["result"] == "tx-1"  # deduped by the key: one transfer
     assert requests == [f"{r.run_id}:1"] * 2 and effects == {f"{r.run_id}:1": "tx-1"}
     (failed,) = of_type(eng, r.run_id, "tool_failed")
@@ -214,7 +224,7 @@ def test_adaptive_timeout_cuts_off_a_call_far_slower_than_the_recorded_latency(
     (failed,) = of_type(eng, r.run_id, "tool_failed")
     assert "no result within 0.3 s" in failed["message"] and failed["kind"] == "transient"
     gate.set()
-    assert late_results(eng, r.run_id)[0]["result"] == ["late"]
+    assert late_results(eng, r.run_id, search)[0]["result"] == ["late"]
 
 
 @all_backends

@@ -13,6 +13,7 @@ ENGINE_ALL = [
     "AgentlogError",
     "CircuitBreaker",
     "ConcurrencyError",
+    "CorruptData",
     "Engine",
     "EventView",
     "Indeterminate",
@@ -20,6 +21,7 @@ ENGINE_ALL = [
     "NonDeterminismError",
     "Permanent",
     "RetryPolicy",
+    "RunBusy",
     "RunResult",
     "RunState",
     "RunSummary",
@@ -97,6 +99,8 @@ def test_result_and_event_shapes() -> None:
 def test_errors_share_one_root() -> None:
     for name in (
         "ConcurrencyError",
+        "CorruptData",
+        "RunBusy",
         "Indeterminate",
         "Logical",
         "NonDeterminismError",

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from agents.kit import log_of
+from agents.kit import log_of, tool_def
 from conftest import all_backends
 
 from engine import Engine, Permanent, RetryPolicy
+from engine.store import stream_id
 
 
 @pytest.fixture
@@ -138,11 +139,14 @@ def test_second_claimer_waits_for_an_executing_holder_then_treats_the_effect_as_
     assert "tool_invoked" in b_types and "tool_succeeded" not in b_types
     assert results["a"].status == "paused"  # A's own call timed out: uncertain too
 
-    # A's abandoned attempt finishes late (kept as evidence); then a person settles A.
+    # A's abandoned attempt finishes late, after A paused: kept as evidence in the tool's
+    # own stream (A's log belongs to whoever continues it); then a person settles A.
     deadline = time.monotonic() + 10
-    while "tool_late_result" not in [t for _, t, _ in log_of(eng, "claimer-a")]:
+    while not (late := eng.store.read(stream_id("tool:" + tool_def(refund).name))):
         assert time.monotonic() < deadline, "the late result was never recorded"
         time.sleep(0.02)
+    assert [(e.event.run_id, e.event.result) for e in late] == [("claimer-a", "refunded o1")]  # type: ignore[attr-defined]
+    assert "tool_late_result" not in [t for _, t, _ in log_of(eng, "claimer-a")]
     settled = eng.answer("claimer-a", "done")
     assert settled.status == "completed"
     resumed = eng.resume("claimer-b")

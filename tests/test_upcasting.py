@@ -250,7 +250,10 @@ def test_todays_fold_of_the_golden_run_reaches_the_recorded_state() -> None:
 def test_a_golden_run_planted_in_a_store_rebuilds_to_the_recorded_state(
     store_url: str, store: Store
 ) -> None:
-    """The golden rows written raw into each store read back, and state_at reaches the state."""
+    """The golden rows written raw into each store read back; rebuilt through the store,
+    they reach the fold of the same events. The golden history packs every event type
+    into one stream, ending with agent_finished after agent_abandoned, which no run
+    writes: the checked reader refuses the whole log there (position 25)."""
     run_id, expected = _golden_state()
     stream = run_stream(run_id)
     rows = _golden()
@@ -261,6 +264,13 @@ def test_a_golden_run_planted_in_a_store_rebuilds_to_the_recorded_state(
     assert [_as_recorded(e.event, r["expected"]) for e, r in zip(read, rows, strict=True)] == [
         r["expected"] for r in rows
     ]
-    assert _full(state_at(store, run_id)) == expected
-    at_checkpoint = state_at(store, run_id, "refunded")
-    assert at_checkpoint.position == expected["checkpoints"][-1]["position"]
+    assert _full(fold([(e.position, e.event) for e in read], RunState(run_id=run_id))) == expected
+    with pytest.raises(CorruptData, match=f"run {run_id}.* position 25: agent_finished after"):
+        state_at(store, run_id)
+    abandoned = len(rows) - 1
+    assert isinstance(read[abandoned - 1].event, ev.AgentAbandoned)
+    until_abandoned = fold(
+        [(e.position, e.event) for e in read[:abandoned]], RunState(run_id=run_id)
+    )
+    assert rebuild(store, run_id, abandoned) == until_abandoned
+    assert until_abandoned.checkpoints[-1].position == expected["checkpoints"][-1]["position"]

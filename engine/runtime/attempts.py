@@ -16,11 +16,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from .. import events as ev
 from .. import failpoints
 from ..errors import RunInterrupt
 from ..policy import classify, describe, describe_failure, error_for, http_status
-from ..store import Append, stream_id
+from ..store import Append, Store, stream_id
 from . import ledger
 from .context import detached, detached_async
 from .outcomes import Call, record, succeed
@@ -233,13 +235,7 @@ def _circuit(c: Call, change: str | None) -> None:
         event = ev.CircuitHalfOpened(at=ev.now(), tool=c.tool.name)
     else:
         event = ev.CircuitClosed(at=ev.now(), tool=c.tool.name)
-    store, sid = c.ctx.store, stream_id("tool:" + c.tool.name)
-    for _ in range(5):  # other processes write this stream too: re-read on conflict
-        try:
-            store.append([Append(sid, store.last_position(sid) + 1, event)])
-            break
-        except Exception:  # a lost transition record must not fail the call
-            continue
+    tool_stream_append(c.ctx.store, c.tool.name, event)
     c.ctx.log.warning("circuit_" + change, tool=c.tool.name)
 
 
@@ -303,23 +299,48 @@ async def _bounded(coro: Any, seconds: float | None) -> Any:
 
 
 def _keep_late_result(c: Call, future: concurrent.futures.Future[Any], since: float) -> None:
-    """A sync tool abandoned in its thread: whatever it returns later is evidence only."""
+    """A sync tool abandoned in its thread: whatever it returns later is evidence only. It
+    is recorded in the run while this execution still runs it; after that (the run ended,
+    paused or failed) in the tool's own stream, naming the run and the call, never after
+    the run's end."""
 
     def keep(f: concurrent.futures.Future[Any]) -> None:
-        after = time.monotonic() - since
+        error = None if f.exception() is None else describe(f.exception())  # type: ignore[arg-type]
+        event = ev.ToolLateResult(
+            at=ev.now(),
+            call=c.number,
+            tool=c.tool.name,
+            result=None if error else f.result(),
+            error=error,
+            after=time.monotonic() - since,
+        )
         try:
-            error = None if f.exception() is None else describe(f.exception())  # type: ignore[arg-type]
-            result = None if error else f.result()
-            event = ev.ToolLateResult(
-                at=ev.now(),
-                call=c.number,
-                tool=c.tool.name,
-                result=result,
-                error=error,
-                after=after,
-            )
-            c.ctx.record(event)
-        except Exception as e:  # the run may have moved on or ended; evidence is best effort
-            c.ctx.log.warning("late_result_not_recorded", call=c.number, error=str(e))
+            if c.ctx.record_while_running(event):
+                return
+        except (Exception, RunInterrupt) as e:  # e.g. this owner lost the run's lease
+            c.ctx.log.warning("late_result_not_recorded_in_run", call=c.number, error=str(e))
+        elsewhere = msgspec.structs.replace(event, run_id=c.ctx.run_id)
+        with c.ctx.engine.kept_open(c.ctx.store) as still_open:
+            if not still_open:  # its connections are gone: touching them can crash
+                c.ctx.log.warning("late_result_dropped", call=c.number, tool=c.tool.name)
+                return
+            kept = tool_stream_append(c.ctx.store, c.tool.name, elsewhere)
+        if kept:
+            c.ctx.log.info("late_result_kept_in_tool_stream", call=c.number, tool=c.tool.name)
+        else:  # evidence is best effort: the call's outcome was decided at its timeout
+            c.ctx.log.warning("late_result_not_recorded", call=c.number, tool=c.tool.name)
 
     future.add_done_callback(keep)
+
+
+def tool_stream_append(store: Store, tool: str, event: ev.Event) -> bool:
+    """Append ``event`` to the tool's own stream (breaker transitions, late results);
+    other processes write it too, so a conflict re-reads its end. False if it failed."""
+    sid = stream_id("tool:" + tool)
+    for _ in range(5):
+        try:
+            store.append([Append(sid, store.last_position(sid) + 1, event)])
+            return True
+        except Exception:  # a lost evidence record must not fail the call
+            continue
+    return False

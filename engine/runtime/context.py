@@ -96,6 +96,9 @@ class RunContext:
         # swallows the error (``except Exception``): every later step raises it again.
         self.diverged: NonDeterminismError | None = None
         self._lock = threading.RLock()
+        # This execution of the run is over: whatever finishes later (a tool abandoned at
+        # its timeout) may no longer write to the run's stream.
+        self.ended = False
         self.log = log.get(run_id=writer.state.run_id, agent=agent.name)
 
     @property
@@ -145,6 +148,21 @@ class RunContext:
                 position=self.writer.state.position,
                 types=[e.__struct_config__.tag for e in batch],
             )
+
+    def end(self) -> None:
+        """This execution of the run is over (it finished, paused, failed or stopped)."""
+        with self._lock:
+            self.ended = True
+
+    def record_while_running(self, event: ev.Event) -> bool:
+        """Record ``event`` if this execution still runs the run; False (nothing written)
+        once it ended, finished, paused or failed. The check and the append hold the lock
+        every append takes, so the run cannot end between them."""
+        with self._lock:
+            if self.ended or self.verify or self.writer.state.status != "running":
+                return False
+            self.record(event)
+            return True
 
     def defer(self, event: ev.Event) -> None:
         """Record ``event`` with the run's next commit (a self-resolving outcome)."""

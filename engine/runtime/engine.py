@@ -8,17 +8,27 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, overload
 
 from .. import events as ev
-from ..errors import NonDeterminismError, ToolError, UsageError
-from ..history import DEFAULT_SNAPSHOT_EVERY, RunWriter, run_stream, state_at
+from .. import log
+from ..errors import AgentlogError, NonDeterminismError, RunBusy, ToolError, UsageError
+from ..history import (
+    DEFAULT_SNAPSHOT_EVERY,
+    RunWriter,
+    read_events,
+    read_run,
+    run_stream,
+    state_at,
+)
 from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
-from ..state import RunState, fold
+from ..state import RunState
 from ..store import Store
 from . import calls, lifecycle, registry
 from .catalog import Catalog
@@ -26,8 +36,8 @@ from .context import LogEnd, RunContext, _current, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
 from .guards import Guards
 from .journal import Journal
-from .leases import LeaseLost, Leases, RunBusy, new_owner
-from .results import EventView, RunResult, utc
+from .leases import LeaseLost, Leases, new_owner
+from .results import EventView, RunResult
 
 
 class Engine(Catalog):
@@ -37,6 +47,7 @@ class Engine(Catalog):
         self, url: str | None = None, store: Store | None = None, *, create: bool = True
     ) -> None:
         super().__init__(url, store, create=create)
+        self._closing = threading.Lock()
         self.owner = new_owner()
         self.guards = Guards()
         # Defer a self-resolving side effect's outcome into the run's next commit.
@@ -47,6 +58,17 @@ class Engine(Catalog):
     def open(cls, url: str | None = None) -> Engine:
         """An engine on ``url`` (default ``$AGENTLOG_URL``, else ``sqlite:///./agentlog.db``)."""
         return cls(url)
+
+    @contextlib.contextmanager
+    def kept_open(self, store: Store) -> Iterator[bool]:
+        """Whether ``store`` is this engine's open store; ``close`` waits until the block
+        ends (a thread outliving its run, such as a late tool result, writes safely)."""
+        with self._closing:
+            yield self._store is store
+
+    def close(self) -> None:
+        with self._closing:
+            super().close()
 
     # --- decorators ------------------------------------------------------------------
 
@@ -151,19 +173,23 @@ class Engine(Catalog):
         """Continue a crashed, failed or answered run from its log."""
         rid = self.resolve(run_id)
         with self.leases.hold(self.store, rid):
-            recorded = self.store.read(run_stream(rid))
-            state = fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
+            history = read_run(self.store, rid)
+            state = history.state
             if state.status in ("completed", "abandoned"):
                 return self._result(state)
-            started = recorded[0].event
-            assert isinstance(started, ev.AgentStarted)
+            started = history.started
             agent = registry.load_agent(started.agent, started.import_path)
-            journal = Journal.from_events(recorded)
+            journal = Journal.from_events(history.recorded)
             writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
             return self._drive(agent, writer, journal, resumed=True)
 
     def recover(self) -> list[RunResult]:
-        """Resume every run whose owner died (lease expired, or its process is gone)."""
+        """Resume every run whose owner died (lease expired, or its process is gone).
+
+        A run that cannot be resumed (a damaged log, changed code, an agent that no longer
+        imports, an unexpected error) does not stop the others: its result keeps the run's
+        status, says why in ``error`` and sets ``not_resumed`` ("refused" or "unexpected").
+        """
         results = []
         for row in self.store.runs("running"):
             if self.leases.dead_holder(self.store, row.run_id) is None:
@@ -172,6 +198,11 @@ class Engine(Catalog):
                 results.append(self.resume(row.run_id))
             except RunBusy:
                 continue  # another recoverer took it first
+            except Exception as e:
+                why = "refused" if isinstance(e, AgentlogError) else "unexpected"
+                message = f"not resumed: {describe(e)}"
+                log.get(run_id=row.run_id).error("recover_skipped_run", reason=why, error=message)
+                results.append(RunResult(row.run_id, row.status, error=message, not_resumed=why))
         return results
 
     def _drive(
@@ -221,6 +252,7 @@ class Engine(Catalog):
                 ctx.flush()  # e.g. interrupted by KeyboardInterrupt after an effect completed
             except Exception as e:  # the outcome stays uncertain and resolves on resume
                 ctx.log.warning("deferred_outcome_not_recorded", error=str(e))
+            ctx.end()
 
     def answer(self, run_id: str, value: Any) -> RunResult:
         """Answer the question a paused run waits on, and continue it."""
@@ -245,14 +277,12 @@ class Engine(Catalog):
         Raises ``NonDeterminismError`` naming the first call that diverges; writes nothing.
         """
         rid = self.resolve(run_id)
-        recorded = self.store.read(run_stream(rid))
-        state = fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
-        started = recorded[0].event
-        assert isinstance(started, ev.AgentStarted)
+        history = read_run(self.store, rid)
+        state, started = history.state, history.started
         agent = registry.load_agent(started.agent, started.import_path)
         writer = RunWriter(self.store, state)
         try:
-            self._drive(agent, writer, Journal.from_events(recorded), verify=True)
+            self._drive(agent, writer, Journal.from_events(history.recorded), verify=True)
         except LogEnd as end:
             if state.status == "completed":  # its log is the whole run: nothing may follow
                 raise NonDeterminismError(
@@ -268,16 +298,7 @@ class Engine(Catalog):
 
     def events(self, run_id: str) -> list[EventView]:
         """The run's recorded events, in order."""
-        rid = self.resolve(run_id)
-        return [
-            EventView(
-                r.position,
-                str(r.event.__struct_config__.tag),
-                utc(r.event.at),
-                ev.event_data(r.event),
-            )
-            for r in self.store.read(run_stream(rid))
-        ]
+        return [EventView.of(r) for r in read_events(self.store, self.resolve(run_id))]
 
     @staticmethod
     def _result(state: RunState) -> RunResult:

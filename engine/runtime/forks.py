@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import events as ev
 from ..effects import Effect, effects
-from ..history import run_stream
+from ..history import read_events, run_stream
 
 if TYPE_CHECKING:
     from .context import RunContext
@@ -64,7 +64,7 @@ def _read(ctx: RunContext) -> Inheritance:
         for entry in ctx.journal.calls.values()
         if entry.intent is not None and entry.intent.parent_call is not None
     }
-    parent = ctx.store.read(run_stream(started.parent_run_id))
+    parent = read_events(ctx.store, started.parent_run_id)
     left = [
         fx
         for fx in effects(parent, after=started.fork_position or 0)

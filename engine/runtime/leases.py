@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import log
-from ..errors import RunInterrupt, UsageError
+from ..errors import RunBusy, RunInterrupt
 from ..store import Store
 
 LEASE_TTL = 30.0
@@ -27,10 +27,6 @@ HOST = socket.gethostname()
 class LeaseLost(RunInterrupt):
     """Another owner took this run's lease (this one was presumed dead): stop at once,
     writing nothing more; the new owner continues the run from its log."""
-
-
-class RunBusy(UsageError):
-    """The run is executing under another owner that is still alive."""
 
 
 def new_owner() -> str:
@@ -45,13 +41,29 @@ def alive(owner: str) -> bool:
     host, pid_text = ":".join(parts[:-2]), parts[-2]
     if host != HOST or not pid_text.isdigit():
         return True  # another machine: only expiry can tell
+    pid = int(pid_text)
     try:
-        os.kill(int(pid_text), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and only waits to be reaped (signal 0 still reaches it).
+    Read from /proc where there is one; elsewhere a zombie counts as alive until reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:  # gone since the signal reached it, or there is no /proc
+        return os.path.isdir("/proc/self")
+    except OSError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold any byte.
+    fields = stat[stat.rfind(b")") + 1 :].split()
+    return bool(fields) and fields[0] in (b"Z", b"X")
 
 
 @dataclass

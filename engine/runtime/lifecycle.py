@@ -14,7 +14,7 @@ from .. import effects as fx
 from .. import events as ev
 from .. import failpoints
 from ..errors import UsageError
-from ..history import RunWriter, resolve_position, run_stream
+from ..history import RunWriter, read_events, read_run, resolve_position, run_stream
 from ..policy import describe
 from ..state import RunState, fold
 from ..store import Append, Recorded
@@ -32,9 +32,10 @@ _LIFECYCLE = (ev.AgentStarted, ev.AgentResumed, ev.AgentFinished, ev.AgentFailed
 
 
 def _load(engine: Engine, run_id: str) -> tuple[str, list[Recorded], RunState]:
-    rid = engine.resolve(run_id)
-    recorded = engine.store.read(run_stream(rid))
-    return rid, recorded, fold([(r.position, r.event) for r in recorded], RunState(run_id=rid))
+    """The run's checked history (so its first event is agent_started): a damaged log
+    raises CorruptData before anything acts on it."""
+    history = read_run(engine.store, engine.resolve(run_id))
+    return history.run_id, history.recorded, history.state
 
 
 def answer(engine: Engine, run_id: str, value: object) -> RunResult:
@@ -254,7 +255,7 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
             engine.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every
         )
         writer.append(head, *inherited)
-        journal = Journal.from_events(engine.store.read(run_stream(fork_id)))
+        journal = Journal.from_events(read_events(engine.store, fork_id))
         result = engine._drive(agent, writer, journal)
     return msgspec.structs.replace(result, standing=tuple(fx.standing(engine.store, fork_id)))
 

@@ -8,6 +8,8 @@ from typing import Any
 import msgspec
 
 from ..effects import Effect
+from ..events import event_data
+from ..store import Recorded
 
 
 class RunResult(msgspec.Struct, frozen=True):
@@ -21,6 +23,9 @@ class RunResult(msgspec.Struct, frozen=True):
     # For a rewind: the parent's side effects after the fork position that still stand
     # in the world (committed, not reused by the fork, not compensated).
     standing: tuple[Effect, ...] = ()
+    # Set only by recover() for a run it could not resume: "refused" (an AgentlogError:
+    # a damaged log, changed code, an agent that no longer imports) or "unexpected".
+    not_resumed: str | None = None
 
 
 class EventView(msgspec.Struct, frozen=True):
@@ -30,6 +35,13 @@ class EventView(msgspec.Struct, frozen=True):
     type: str
     at: datetime
     data: dict[str, Any]
+
+    @classmethod
+    def of(cls, r: Recorded) -> EventView:
+        """How users see the recorded event ``r``."""
+        return cls(
+            r.position, str(r.event.__struct_config__.tag), utc(r.event.at), event_data(r.event)
+        )
 
 
 class RunSummary(msgspec.Struct, frozen=True):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -170,3 +171,12 @@ def long_run(url: str, events: int) -> str:
     writer.append(*batch, ev.AgentFinished(at=t + 10, output={"ok": True}))
     engine.close()
     return rid
+
+
+def wait_until(found: Callable[[], Any], what: str, wait: float = 20.0) -> Any:
+    """Poll ``found`` until it is truthy (a bounded wait for another thread or process)."""
+    deadline = time.monotonic() + wait
+    while not (value := found()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+    return value
