@@ -5,13 +5,14 @@ after position N" and "which of a parent's effects still stand" with it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from . import events as ev
-from .history import read_events, run_stream
-from .store import Recorded, Store
+
+if TYPE_CHECKING:
+    from .store import Recorded
 
 # Outcome sources that are not the run's own effect: taken from the shared ledger (another
 # run sent it), from a fork's parent, or a degraded path that sent nothing of the tool.
@@ -103,15 +104,3 @@ def standing_after(
         and fx.call not in taken
         and not (fx.key is not None and fx.key in keys)
     ]
-
-
-def standing(store: Store, run_id: str) -> list[Effect]:
-    """For a fork, its parent's effects after the fork's position that still stand;
-    empty for a run that is not a fork."""
-    first = store.read(run_stream(run_id), upto=1)  # most runs are not forks: one read
-    head = first[0].event if first else None
-    if not isinstance(head, ev.AgentStarted) or head.parent_run_id is None:
-        return []
-    fork = read_events(store, run_id)
-    parent = read_events(store, head.parent_run_id)
-    return standing_after(parent, head.fork_position or 0, fork)

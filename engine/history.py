@@ -7,7 +7,7 @@ positions, a missing or repeated ``agent_started``, an event after the run ended
 ``rebuild`` never calls a tool or a model; it folds recorded facts onto the newest
 snapshot at or before the target. ``RunWriter`` appends a run's events one commit at a
 time, keeps the run index in the same commit, and snapshots every N events and at every
-named checkpoint.
+named checkpoint. ``standing`` tells which of a fork's parent's effects still stand.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from . import effects, failpoints, log
 from . import events as ev
-from . import failpoints, log
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from .state import RunState, evolve
 from .store import Append, Recorded, Store
@@ -254,3 +254,15 @@ class RunWriter:
             parent_run_id=state.parent_run_id,
             position=state.position,
         )
+
+
+def standing(store: Store, run_id: str) -> list[effects.Effect]:
+    """For a fork, its parent's effects after the fork's position that still stand;
+    empty for a run that is not a fork."""
+    first = store.read(run_stream(run_id), upto=1)  # most runs are not forks: one read
+    head = first[0].event if first else None
+    if not isinstance(head, ev.AgentStarted) or head.parent_run_id is None:
+        return []
+    fork = read_events(store, run_id)
+    parent = read_events(store, head.parent_run_id)
+    return effects.standing_after(parent, head.fork_position or 0, fork)

@@ -41,7 +41,7 @@ def show(ctx: typer.Context, run: Run) -> int:
     state = s.engine.state(run)
     children = s.children(state.run_id)
     owner = s.owner(state.run_id) if state.status == "running" else None
-    from engine.effects import standing
+    from engine.history import standing
 
     stands = standing(s.engine.store, state.run_id) if state.parent_run_id else []
     if s.as_json:

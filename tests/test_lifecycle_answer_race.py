@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from agents.kit import wait_until as _until
+from conftest import backends
 from test_cli_kit import agentlog, clean_env, make_workdir, sqlite_url
 
 from engine import Engine, RunBusy
@@ -36,7 +37,7 @@ def _asker(eng: Engine, entered: threading.Event, release: threading.Event) -> A
     return asker
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 @pytest.mark.parametrize("same_engine", [True, False])
 def test_a_second_answer_while_the_first_runs_is_refused_as_busy(
     store_url: str, same_engine: bool
@@ -68,7 +69,7 @@ def test_a_second_answer_while_the_first_runs_is_refused_as_busy(
     second.close()
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_two_answers_racing_give_one_winner_and_one_clear_refusal(store_url: str) -> None:
     """Two engines answer at the same instant, several times over: exactly one answer is
     recorded; the other gets RunBusy or 'not waiting', never another error."""

@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import pytest
-from conftest import all_backends, write_raw_row
+from conftest import all_backends, backends, write_raw_row
 
 from engine import AgentlogError, CorruptData, Engine
 from engine import events as ev
@@ -129,7 +129,7 @@ def test_every_reader_refuses_a_damaged_log_naming_run_and_position(
     assert eng.store.lease(r.run_id) is None
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_a_deleted_row_is_a_gap_every_reader_names(eng: Engine, store_url: str) -> None:
     """A row deleted with the database's own client leaves a gap: readers name its position."""
     r = eng.run(_flow(eng), x="a")
@@ -195,7 +195,7 @@ def test_a_gap_where_a_page_ends_is_found(eng: Engine, store_url: str) -> None:
         list(views(eng, rid, page=7))  # the first page holds 1..6 of up to 7
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+@backends("sqlite", "postgres")
 def test_a_run_whose_rows_are_all_gone_is_damaged(eng: Engine, store_url: str) -> None:
     """The index knows the run but its stream is empty: readers say so (position 1)."""
     r = eng.run(_flow(eng), x="a")
@@ -245,7 +245,7 @@ def test_a_healthy_log_reads_whole_across_pages(eng: Engine) -> None:
     assert read_run(eng.store, rid).state.position == 10
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@backends("sqlite")
 def test_import_refuses_a_well_chained_file_holding_a_damaged_log(eng: Engine) -> None:
     """An export file whose hash chain is intact (anyone can compute it) but whose log has
     an event after agent_finished is refused whole, naming the position."""

@@ -14,7 +14,7 @@ from .. import effects as fx
 from .. import events as ev
 from .. import failpoints
 from ..errors import UsageError
-from ..history import RunWriter, read_events, read_run, resolve_position, run_stream
+from ..history import RunWriter, read_events, read_run, resolve_position, run_stream, standing
 from ..policy import describe
 from ..state import RunState, fold
 from ..store import Append, Recorded
@@ -257,7 +257,7 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
         writer.append(head, *inherited)
         journal = Journal.from_events(read_events(engine.store, fork_id))
         result = engine._drive(agent, writer, journal)
-    return msgspec.structs.replace(result, standing=tuple(fx.standing(engine.store, fork_id)))
+    return msgspec.structs.replace(result, standing=tuple(standing(engine.store, fork_id)))
 
 
 def _compensate_after(engine: Engine, run_id: str, target: int, snapshot_every: int) -> None:

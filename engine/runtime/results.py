@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..effects import Effect
 from ..events import event_data
-from ..store import Recorded
+
+if TYPE_CHECKING:
+    from ..store import Recorded
 
 
 class RunResult(msgspec.Struct, frozen=True):
