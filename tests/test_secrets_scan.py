@@ -162,9 +162,7 @@ def _evidence_body(eng: Engine, secret: str) -> Iterator[RunResult | None]:
 
     r = eng.run(evidence_body)
     yield r
-    assert r.status == "failed"
-    failed = [d for _, t, d in log_of(eng, r.run_id) if t == "tool_failed"][-1]
-    assert failed["evidence"]["response"] == "<error>key *** is revoked</error>"
+    assert _last_failure(eng, r)["evidence"]["response"] == "<error>key *** is revoked</error>"
 
 
 def _exception_message(eng: Engine, secret: str) -> Iterator[RunResult | None]:
