@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import structlog
-from agents.kit import ROOT, log_of
+from agents.kit import ROOT, Crash, log_of
 from conftest import all_backends, backends
 from test_cli_kit import make_workdir, one_line_error, sqlite_url
 
@@ -255,3 +255,36 @@ def test_a_run_recorded_before_the_key_check_replays_under_the_legacy_key(
     )
     r = eng.resume(rid)
     assert (r.status, r.output, count) == ("completed", "got x new", Counter())
+
+
+@all_backends
+def test_compensation_and_verified_results_are_redacted_too(eng: Engine) -> None:
+    """A compensation's result and a verifier's result (settling, on abandon, an effect
+    whose process died mid-call) are tool results: stored redacted."""
+    secret = f"S3CR3T-{uuid.uuid4().hex}"
+
+    def undo(receipt: dict[str, str]) -> dict[str, str]:
+        return {"voided": receipt["id"], "void_token": secret}
+
+    def find(key: str) -> dict[str, str]:
+        return {"id": "hotel", "booking_token": secret}
+
+    @eng.tool(side_effect=True, compensate=undo, verify=find)
+    def book(item: str) -> dict[str, str]:
+        raise Crash  # the process dies once the request is out
+
+    @eng.agent
+    def trip(run: Any) -> str:
+        book("hotel")
+        return "booked"
+
+    rid = uuid.uuid4().hex
+    with pytest.raises(Crash):
+        eng.run(trip, run_id=rid)
+    assert eng.abandon(rid).status == "abandoned"
+    events = log_of(eng, rid)
+    (booked,) = [d for _, t, d in events if t == "tool_succeeded"]
+    (undone,) = [d for _, t, d in events if t == "compensated"]
+    assert booked["result"] == {"id": "hotel", "booking_token": "<redacted>"}
+    assert undone["result"] == {"voided": "hotel", "void_token": "<redacted>"}
+    assert secret not in repr(events)

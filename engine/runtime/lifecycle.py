@@ -139,7 +139,7 @@ def _settle_unknown(
         if release:
             engine.store.append(release)
         return None
-    found = normalize(found, f"verified result of {effect.tool}")
+    found = tool.redacted(normalize(found, f"verified result of {effect.tool}"))
     # An ended run (a parent a rewind compensates) takes nothing but undo records.
     if effect.outcome == "unknown" and writer.state.status not in ("completed", "abandoned"):
         writer.append(
@@ -160,7 +160,9 @@ def _undo(engine: Engine, writer: RunWriter, effect: fx.Effect, tool: ToolDef) -
     writer.append(ev.CompensationStarted(at=ev.now(), call=call, tool=name, key=effect.key))
     kwargs = {"idempotency_key": f"undo:{effect.key}"} if takes_key else {}
     try:
-        undo = normalize(tool.compensate(effect.result, **kwargs), f"compensation of {name}")
+        undo = tool.redacted(
+            normalize(tool.compensate(effect.result, **kwargs), f"compensation of {name}")
+        )
     except Exception as e:
         message = describe(e)
         writer.append(ev.Compensated(at=ev.now(), call=call, tool=name, error=message))
