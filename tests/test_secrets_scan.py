@@ -1,10 +1,11 @@
 """Secret scans: each way a secret reaches the engine (an argument, a nested header, a
-result key, a decision value, a failure's response headers and body, an exception message,
-an agent's own failure, the run's input) is run on SQLite and PostgreSQL, then the secret is
-searched for in the raw SQLite file and its WAL, a ``pg_dump`` of the test's schema,
-``agentlog export``, ``timeline`` (text and --json), ``context`` and the log lines of the
-run and of the commands (at debug level). It is found nowhere, and ``***`` (inside text) or
-``<redacted>`` (a secret-named entry) stands where it was."""
+result key, a decision's value or argument, a failure's response headers and body, an
+exception message, an agent's own failure, the run's input) is run on SQLite and
+PostgreSQL, then the secret is searched for in the raw SQLite file and its WAL, a
+``pg_dump`` of the test's schema, ``agentlog export``, ``timeline`` (text and --json),
+``context`` and the log lines of the run and of the commands (at debug level). It is
+found nowhere, and ``***`` (inside text) or ``<redacted>`` (a secret-named entry) stands
+where it was."""
 
 from __future__ import annotations
 
@@ -100,6 +101,21 @@ def _decision_value(eng: Engine, secret: str) -> Iterator[RunResult | None]:
     yield r
     assert r.status == "completed"
     assert r.output == {"app": {"client_secret": "<redacted>", "id": "a1"}}
+
+
+def _decision_argument(eng: Engine, secret: str) -> Iterator[RunResult | None]:
+    """A decision's ``api_key`` keyword argument, quoted by the model call's exception."""
+
+    def call_model(prompt: str, api_key: str) -> str:
+        raise PermissionError(f"key {api_key} may not use this model")
+
+    @eng.agent
+    def decision_argument(run: Any) -> str:
+        return str(run.decide("plan", call_model, "hello", api_key=secret))
+
+    r = eng.run(decision_argument)
+    yield r
+    assert r.error == "PermissionError: key *** may not use this model"
 
 
 def _httpx_failure(eng: Engine, name: str, headers: dict[str, str], body: Any) -> RunResult:
@@ -222,6 +238,7 @@ SCENARIOS: dict[str, Scenario] = {
     "nested_header": _nested_header,
     "result_key": _result_key,
     "decision_value": _decision_value,
+    "decision_argument": _decision_argument,
     "evidence_headers": _evidence_headers,
     "evidence_json": _evidence_json,
     "evidence_body": _evidence_body,
