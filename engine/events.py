@@ -41,6 +41,9 @@ class AgentStarted(Event, frozen=True, tag="agent_started"):
     # A fork's treatment of its parent's side effects after the fork position: "reuse",
     # "compensate" or "resend" (None: not a fork, or a fork from before the choice).
     effects: str | None = None
+    # engine.secrets.key_check of the replay key its arguments were hashed under (None: a
+    # run from before the check, hashed under the legacy key). A fork keeps its parent's.
+    key_check: str | None = None
 
 
 class AgentResumed(Event, frozen=True, tag="agent_resumed"):

@@ -13,7 +13,10 @@ import logging
 import os
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .secrets import Seen
 
 NAME = "agentlog"
 _STDLIB_LEVELS = (
@@ -42,30 +45,42 @@ def configure(fmt: str | None = None, level: str | None = None) -> None:
 
 
 class Logger:
-    """A logger with bound context that finds its structlog logger on its first line."""
+    """A logger with bound context that finds its structlog logger on its first line. A
+    logger ``masking`` a run's secrets masks them inside every value it is given (no
+    processor of the application's could: agentlog does not configure its logging)."""
 
-    __slots__ = ("_bound", "_real")
+    __slots__ = ("_bound", "_real", "_seen")
 
     def __init__(self, bound: dict[str, Any]) -> None:
         self._bound = bound
         self._real: Any = None
+        self._seen: Seen | None = None
+
+    def masking(self, seen: Seen) -> Logger:
+        """This logger, masking the values ``seen`` holds (now and later) in its lines."""
+        self._seen = seen
+        return self
 
     def _logger(self) -> Any:
         if self._real is None:
             self._real = _resolve().bind(**self._bound)
         return self._real
 
+    def _masked(self, kw: dict[str, Any]) -> dict[str, Any]:
+        seen = self._seen
+        return {k: seen.mask_all(v) for k, v in kw.items()} if seen else kw
+
     def debug(self, event: str, **kw: Any) -> None:
-        self._logger().debug(event, **kw)
+        self._logger().debug(event, **self._masked(kw))
 
     def info(self, event: str, **kw: Any) -> None:
-        self._logger().info(event, **kw)
+        self._logger().info(event, **self._masked(kw))
 
     def warning(self, event: str, **kw: Any) -> None:
-        self._logger().warning(event, **kw)
+        self._logger().warning(event, **self._masked(kw))
 
     def error(self, event: str, **kw: Any) -> None:
-        self._logger().error(event, **kw)
+        self._logger().error(event, **self._masked(kw))
 
 
 def get(**bound: Any) -> Logger:

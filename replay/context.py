@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine import EventView, RunState
+from engine.secrets import redact
 
 from .output import brief, clock, plural
 
@@ -64,7 +65,7 @@ def recovery_context(state: RunState, events: Iterable[EventView]) -> str:
         "",
         "## Goal",
         f"Agent {state.agent} was started with this input:",
-        *(f"  {k}: {brief(v, 400)}" for k, v in state.input.items()),
+        *(f"  {k}: {brief(v, 400)}" for k, v in redact(state.input).items()),
         "",
         "## Status",
         f"Run {state.run_id} is {state.status} after {state.position} recorded events "

@@ -15,6 +15,7 @@ from typing import IO, Any
 import msgspec
 
 from engine import RunResult, RunState, RunSummary
+from engine.secrets import redact
 
 Piece = str | tuple[str, str]  # plain text, or (text, style)
 
@@ -185,4 +186,5 @@ def state_doc(state: RunState) -> dict[str, Any]:
     doc["updated_at"] = when(state.updated_at)
     doc["checkpoints"] = checkpoint_docs(state)
     doc["pending"] = [msgspec.to_builtins(p) for p in state.pending]
+    doc["input"] = redact(state.input)  # secret fields are stored only encrypted
     return doc

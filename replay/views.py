@@ -8,6 +8,7 @@ from typing import Any
 
 from engine import RunResult, RunState, RunSummary
 from engine.effects import Effect
+from engine.secrets import redact
 
 from .output import Piece, brief, clock, plural, seconds
 
@@ -93,7 +94,7 @@ def state_rows(
         rows.append(row("pending", f"call {p.call} {p.tool} ({what}, key {p.key})"))
     if state.waiting:
         rows.append(row("waiting", (state.waiting, "yellow")))
-    rows.append(row("input", brief(state.input, 200)))
+    rows.append(row("input", brief(redact(state.input), 200)))
     if state.status == "completed":
         rows.append(row("output", brief(state.output, 200)))
     if state.error:

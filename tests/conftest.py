@@ -33,6 +33,19 @@ def drop_schema(schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _config_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The replay key file goes to a session directory, never the real home; subprocesses
+    inherit it (a test that wants its own sets XDG_CONFIG_HOME itself)."""
+    before = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CONFIG_HOME", None)
+    else:
+        os.environ["XDG_CONFIG_HOME"] = before
+
+
 @pytest.fixture
 def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A PostgreSQL URL whose schema belongs to this test alone (dropped afterwards).

@@ -54,7 +54,7 @@ def test_redacted_arguments_never_reach_the_store_and_resume_still_matches(
         user: str, password: str, token: str, api_key: str, authorization: str, secret: str
     ) -> dict[str, str]:
         count["login"] += 1
-        return {"session": "s-1"}
+        return {"sid": "s-1"}  # a "session" key would be redacted (a result's secret name)
 
     @eng.tool(side_effect=True, redact=("card_number",))
     def pay(order: str, card_number: str, *, idempotency_key: str) -> str:
@@ -70,7 +70,7 @@ def test_redacted_arguments_never_reach_the_store_and_resume_still_matches(
             user, s["password"], s["token"], s["api_key"], s["authorization"], s["secret"]
         )
         run.checkpoint("logged-in")
-        return {"session": session["session"], "paid": pay(order, s["card_number"])}
+        return {"session": session["sid"], "paid": pay(order, s["card_number"])}
 
     with pytest.raises(Crash):
         eng.run(checkout, run_id="secret-run", order="o1")

@@ -20,11 +20,13 @@ import msgspec
 
 from .. import events as ev
 from .. import failpoints
-from ..errors import RunInterrupt
+from ..errors import RunInterrupt, UsageError
 from ..policy import classify, describe, describe_failure, error_for, http_status
+from ..secrets import Seen, redact
 from ..store import Append, Store, stream_id
 from . import ledger
 from .context import detached, detached_async
+from .defs import normalize
 from .outcomes import Call, record, succeed
 
 RESPONSE_LIMIT = 2048
@@ -128,26 +130,30 @@ def _schedule_retry(c: Call, failed: ev.ToolFailed, kind: str) -> None:
 
 
 def _failed(c: Call, exc: BaseException, kind: str, duration: float) -> ev.ToolFailed:
-    evidence: dict[str, Any] = {"args": c.tool.redacted(c.named), "tool_version": c.tool.version}
+    seen = c.ctx.seen
+    reply = _reply(exc, c.tool.redact, seen)  # first: its secret headers join ``seen``
+    evidence: dict[str, Any] = {"args": c.shown, "tool_version": c.tool.version}
     evidence["agent_version"] = c.ctx.agent.version
-    evidence.update(_reply(exc))
+    evidence.update(reply)
     return ev.ToolFailed(
         at=ev.now(),
         call=c.number,
         tool=c.tool.name,
         kind=kind,
-        message=describe_failure(exc),
+        message=seen.mask(describe_failure(exc)),
         error_type=type(exc).__name__,
         attempt=c.attempts,
         final=False,
         duration=duration,
-        evidence=evidence,
+        evidence=seen.mask_all(evidence),
     )
 
 
-def _reply(exc: BaseException) -> dict[str, Any]:
-    """What the server answered, as far as the exception tells: its HTTP ``status`` and its
-    ``response`` (a client library's response body, or the raw ``response``/``body``)."""
+def _reply(exc: BaseException, words: frozenset[str], seen: Seen) -> dict[str, Any]:
+    """What the server answered, as far as the exception tells: its HTTP ``status``, its
+    ``headers`` (secret ones redacted) and its body as ``response`` (a client library's
+    response body already read, or a raw ``response``/``body`` text). A response object
+    is never stored whole: its repr may hold anything."""
     out: dict[str, Any] = {}
     status = http_status(exc)
     if status is not None and 100 <= status <= 599:
@@ -157,15 +163,46 @@ def _reply(exc: BaseException) -> dict[str, Any]:
         if raw is None:  # not `or`: a requests Response with an error status is falsy
             raw = getattr(exc, "body", None)
         if raw is not None and not isinstance(raw, str | bytes | bytearray):
+            headers = _headers(raw, words, seen)
+            if headers:
+                out["headers"] = headers
             # An httpx or requests Response: the body it already read (reading more
-            # here could block on the network), else the object's repr.
-            content = getattr(raw, "_content", None)
-            raw = content if isinstance(content, bytes) else raw
+            # here could block on the network).
+            raw = _read_body(raw)
         if raw is not None:
-            out["response"] = _truncated(raw)
+            text = _truncated(raw)
+            _secrets_in_body(text, words, seen)
+            out["response"] = text
     except Exception:
         pass
     return out
+
+
+def _headers(response: object, words: frozenset[str], seen: Seen) -> dict[str, str]:
+    """A response object's headers as text, those with secret names redacted."""
+    headers = getattr(response, "headers", None)
+    items = getattr(headers, "items", None)
+    if not callable(items):
+        return {}
+    shown = {str(k): str(v) for k, v in items()}
+    return dict(redact(shown, words, seen))
+
+
+def _read_body(response: object) -> str | bytes | None:
+    """The body a response object holds already (httpx and requests keep it in
+    ``_content``), never read from the network."""
+    held = getattr(response, "__dict__", {})
+    for name in ("_content", "content", "text", "body"):
+        value = held.get(name)
+        if isinstance(value, str | bytes):
+            return value
+    return None
+
+
+def _secrets_in_body(text: str, words: frozenset[str], seen: Seen) -> None:
+    """A JSON body's secret-named values join ``seen`` (so the body is masked as sent)."""
+    with contextlib.suppress(msgspec.DecodeError, RecursionError):
+        redact(msgspec.json.decode(text), words, seen)
 
 
 def _truncated(raw: object) -> str:
@@ -305,13 +342,14 @@ def _keep_late_result(c: Call, future: concurrent.futures.Future[Any], since: fl
     the run's end."""
 
     def keep(f: concurrent.futures.Future[Any]) -> None:
+        seen = c.ctx.seen
         error = None if f.exception() is None else describe(f.exception())  # type: ignore[arg-type]
         event = ev.ToolLateResult(
             at=ev.now(),
             call=c.number,
             tool=c.tool.name,
-            result=None if error else f.result(),
-            error=error,
+            result=None if error else c.tool.redacted(_plain(f.result()), seen),
+            error=None if error is None else seen.mask(error),
             after=time.monotonic() - since,
         )
         try:
@@ -331,6 +369,15 @@ def _keep_late_result(c: Call, future: concurrent.futures.Future[Any], since: fl
             c.ctx.log.warning("late_result_not_recorded", call=c.number, tool=c.tool.name)
 
     future.add_done_callback(keep)
+
+
+def _plain(value: Any) -> Any:
+    """A late result as builtins (one that cannot be encoded is named by its type only:
+    its repr may hold anything)."""
+    try:
+        return normalize(value, "late result")
+    except UsageError:
+        return f"<{type(value).__name__}>"
 
 
 def tool_stream_append(store: Store, tool: str, event: ev.Event) -> bool:

@@ -56,7 +56,10 @@ def call_tool(
     """
     number = ctx.next_call() if number is None else number
     named = normalize(tool.bind(args, kwargs), f"arguments of tool {tool.name}")
-    c = Call(ctx, tool, number, args, kwargs, named, args_hash(tool.name, named), loop=loop)
+    ahash = args_hash(tool.name, named, ctx.hash_key)
+    c = Call(ctx, tool, number, args, kwargs, named, ahash, loop=loop)
+    # On replay too: the secrets of its arguments join the run's set, masked again later.
+    c.shown = ctx.seen.mask_all(tool.redacted(named, ctx.seen))
     if tool.side_effect:
         c.business = tool.key is not None
         c.key = str(tool.key(*args, **kwargs)) if tool.key else f"{ctx.run_id}:{number}"

@@ -21,6 +21,7 @@ from .. import events as ev
 from .. import log
 from ..errors import NonDeterminismError, Paused, RunInterrupt
 from ..history import RunWriter
+from ..secrets import Seen, redact
 from ..store import Append
 from .defs import AgentDef, args_hash, normalize
 from .journal import CallLog, Journal
@@ -72,10 +73,14 @@ class RunContext:
         journal: Journal,
         agent: AgentDef,
         *,
+        hash_key: bytes,
         resumed: bool = False,
         verify: bool = False,
     ) -> None:
         self.engine = engine
+        self.hash_key = hash_key  # the run's replay key (engine.secrets.run_key)
+        # Secret values this execution has seen: masked in its messages, evidence and logs.
+        self.seen = Seen()
         self.writer = writer
         self.journal = journal
         self.agent = agent
@@ -99,7 +104,7 @@ class RunContext:
         # This execution of the run is over: whatever finishes later (a tool abandoned at
         # its timeout) may no longer write to the run's stream.
         self.ended = False
-        self.log = log.get(run_id=writer.state.run_id, agent=agent.name)
+        self.log = log.get(run_id=writer.state.run_id, agent=agent.name).masking(self.seen)
 
     @property
     def run_id(self) -> str:
@@ -211,7 +216,9 @@ class RunContext:
     def decide(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call ``fn`` once and record its value; replays return the recorded value."""
         call = self.next_call()
-        ahash = args_hash(name, normalize([args, kwargs], f"decision {name!r} arguments"))
+        given = normalize([args, kwargs], f"decision {name!r} arguments")
+        ahash = args_hash(name, given, self.hash_key)
+        redact(given, seen=self.seen)  # secret-named arguments: masked in messages and logs
         entry = self.recorded(call, "decide", name, ahash)
         if inspect.iscoroutinefunction(fn):
             return self._decide_async(call, name, ahash, entry, fn, args, kwargs)
@@ -240,7 +247,8 @@ class RunContext:
         return self._decided(call, name, ahash, value, started)
 
     def _decided(self, call: int, name: str, ahash: str, raw: Any, started: float) -> Any:
-        value = normalize(raw, f"decision {name!r}")
+        # Secret-named entries are redacted live too: the agent sees what a replay gives it.
+        value = redact(normalize(raw, f"decision {name!r}"), seen=self.seen)
         self.record(
             ev.LlmDecided(
                 at=ev.now(),

@@ -20,38 +20,21 @@ import msgspec
 
 from ..errors import UsageError
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
+from ..secrets import WORDS, Seen, folded, redact, replay_key
 
-# CONTRACT's secret words: a name containing one (case and "-"/"_" aside) is redacted.
-DEFAULT_REDACT = frozenset(
-    {
-        "password",
-        "passwd",
-        "secret",
-        "token",
-        "apikey",
-        "authorization",
-        "cookie",
-        "credential",
-        "privatekey",
-        "session",
-    }
-)
-REDACTED = "<redacted>"
+DEFAULT_REDACT = WORDS  # CONTRACT's secret words, folded
 _json = msgspec.json.Encoder(order="deterministic")
 _packer = msgspec.msgpack.Encoder()
 
 
-def _hash_key() -> bytes:
-    return os.environ.get("AGENTLOG_HASH_KEY", "agentlog/args/v1").encode()
-
-
-def args_hash(name: str, args: Any) -> str:
-    """A keyed hash of a call's real arguments; stable across processes."""
+def args_hash(name: str, args: Any, key: bytes | None = None) -> str:
+    """A keyed hash of a call's real arguments, stable across processes that share the
+    replay ``key`` (default: this machine's, :func:`engine.secrets.replay_key`)."""
     try:
         blob = _json.encode([name, args])
     except (TypeError, msgspec.EncodeError):
         blob = repr([name, args]).encode()
-    return hmac.new(_hash_key(), blob, hashlib.sha256).hexdigest()[:32]
+    return hmac.new(key or replay_key(), blob, hashlib.sha256).hexdigest()[:32]
 
 
 def normalize(value: Any, what: str) -> Any:
@@ -84,7 +67,7 @@ class ToolDef:
     version: str = ""
 
     def __post_init__(self) -> None:
-        self.redact = frozenset(_folded(n) for n in self.redact)
+        self.redact = frozenset(folded(n) for n in self.redact)
         self.signature = inspect.signature(self.fn)
         self.version = code_version(self.fn)
         self.takes_key = "idempotency_key" in self.signature.parameters
@@ -105,30 +88,12 @@ class ToolDef:
         named.pop("idempotency_key", None)
         return named
 
-    def redacted(self, named: dict[str, Any]) -> dict[str, Any]:
-        """The arguments as persisted and logged: a value whose name contains a word of
-        ``redact`` (ignoring case, ``-`` and ``_``) is replaced, at any depth
-        (``headers={"X-API-Key": ...}`` is redacted too)."""
-        return dict(_scrub(named, self.redact))
-
-
-def _folded(name: str) -> str:
-    return name.lower().replace("-", "").replace("_", "")
-
-
-def _scrub(value: Any, words: frozenset[str]) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: (
-                REDACTED
-                if isinstance(k, str) and any(w in _folded(k) for w in words)
-                else _scrub(v, words)
-            )
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_scrub(v, words) for v in value]
-    return value
+    def redacted(self, value: Any, seen: Seen | None = None) -> Any:
+        """``value`` (the arguments by name, or a normalised result) as persisted and
+        logged: an entry whose name contains a word of ``redact`` (ignoring case, ``-``
+        and ``_``) is replaced, at any depth (``headers={"X-API-Key": ...}`` too), and its
+        value joins ``seen``, the run's secrets masked in messages."""
+        return redact(value, self.redact, seen)
 
 
 @dataclass(eq=False)

@@ -28,8 +28,9 @@ from ..history import (
     state_at,
 )
 from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
+from ..secrets import key_check, redact, refuse_secret_input, replay_key, run_key
 from ..state import RunState
-from ..store import Store
+from ..store import Store, cipher_configured
 from . import calls, lifecycle, registry
 from .catalog import Catalog
 from .context import LogEnd, RunContext, _current, current
@@ -151,6 +152,7 @@ class Engine(Catalog):
         a = agent if isinstance(agent, AgentDef) else self.agent(agent)
         rid = run_id or uuid.uuid4().hex
         data = normalize(input, "the run's input")
+        refuse_secret_input(data, encrypted=cipher_configured(self.url))
         with self.leases.hold(self.store, rid):
             if run_id is not None and self.store.last_position(run_stream(rid)) > 0:
                 return self.resume(rid)
@@ -161,9 +163,10 @@ class Engine(Catalog):
                 import_path=a.import_path,
                 input=data,
                 code_version=a.version,
+                key_check=key_check(replay_key()),
             )
             writer.append(started)
-            return self._drive(a, writer, Journal())
+            return self._drive(a, writer, Journal(), check=started.key_check)
 
     async def arun(self, agent: AgentDef | Callable[..., Any], /, **input: Any) -> RunResult:
         """``run`` from inside an event loop (the run executes in a worker thread)."""
@@ -181,7 +184,7 @@ class Engine(Catalog):
             agent = registry.load_agent(started.agent, started.import_path)
             journal = Journal.from_events(history.recorded)
             writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
-            return self._drive(agent, writer, journal, resumed=True)
+            return self._drive(agent, writer, journal, check=started.key_check, resumed=True)
 
     def recover(self) -> list[RunResult]:
         """Resume every run whose owner died (lease expired, or its process is gone).
@@ -211,11 +214,17 @@ class Engine(Catalog):
         writer: RunWriter,
         journal: Journal,
         *,
+        check: str | None,
         resumed: bool = False,
         verify: bool = False,
     ) -> RunResult:
-        ctx = RunContext(self, writer, journal, agent, resumed=resumed, verify=verify)
-        rid = ctx.run_id
+        """Execute ``agent`` against ``journal`` (the run's recorded calls), whose arguments
+        were hashed under the key that ``check`` names (a different key here is refused
+        before anything replays)."""
+        rid = writer.state.run_id
+        key = run_key(check, rid)
+        ctx = RunContext(self, writer, journal, agent, hash_key=key, resumed=resumed, verify=verify)
+        redact(writer.state.input, seen=ctx.seen)  # secret input (stored encrypted): masked
         token = _current.set(ctx)
         try:
             output = agent.fn(ctx, **writer.state.input)
@@ -239,10 +248,10 @@ class Engine(Catalog):
             ctx.check_diverged()  # agent code swallowed or wrapped a divergence: no record
             if isinstance(e, calls.NonDeterminismError):
                 raise
+            message = ctx.seen.mask(describe(e))
             if verify:
-                return RunResult(rid, "failed", error=describe(e))
+                return RunResult(rid, "failed", error=message)
             kind = e.kind if isinstance(e, ToolError) else "permanent"
-            message = describe(e)
             ctx.record(ev.AgentFailed(at=ev.now(), error=message, kind=kind, call=ctx.failed_call))
             ctx.log.info("run_failed", error=message)
             return RunResult(rid, "failed", error=message)
@@ -281,8 +290,9 @@ class Engine(Catalog):
         state, started = history.state, history.started
         agent = registry.load_agent(started.agent, started.import_path)
         writer = RunWriter(self.store, state)
+        journal = Journal.from_events(history.recorded)
         try:
-            self._drive(agent, writer, Journal.from_events(history.recorded), verify=True)
+            self._drive(agent, writer, journal, check=started.key_check, verify=True)
         except LogEnd as end:
             if state.status == "completed":  # its log is the whole run: nothing may follow
                 raise NonDeterminismError(
@@ -344,6 +354,7 @@ def _tool_def(
     fallback: Callable[..., Any] | None = None,
     classify: Classifier | None = None,
     redact: tuple[str, ...] | list[str] = (),
+    redact_default: bool = True,
 ) -> ToolDef:
     return ToolDef(
         fn,
@@ -357,5 +368,5 @@ def _tool_def(
         breaker=breaker,
         fallback=fallback,
         classify=classify,
-        redact=DEFAULT_REDACT | {r.lower() for r in redact},
+        redact=(DEFAULT_REDACT if redact_default else frozenset()) | set(redact),
     )

@@ -139,7 +139,7 @@ def _settle_unknown(
         if release:
             engine.store.append(release)
         return None
-    found = normalize(found, f"verified result of {effect.tool}")
+    found = tool.redacted(normalize(found, f"verified result of {effect.tool}"))
     # An ended run (a parent a rewind compensates) takes nothing but undo records.
     if effect.outcome == "unknown" and writer.state.status not in ("completed", "abandoned"):
         writer.append(
@@ -160,7 +160,9 @@ def _undo(engine: Engine, writer: RunWriter, effect: fx.Effect, tool: ToolDef) -
     writer.append(ev.CompensationStarted(at=ev.now(), call=call, tool=name, key=effect.key))
     kwargs = {"idempotency_key": f"undo:{effect.key}"} if takes_key else {}
     try:
-        undo = normalize(tool.compensate(effect.result, **kwargs), f"compensation of {name}")
+        undo = tool.redacted(
+            normalize(tool.compensate(effect.result, **kwargs), f"compensation of {name}")
+        )
     except Exception as e:
         message = describe(e)
         writer.append(ev.Compensated(at=ev.now(), call=call, tool=name, error=message))
@@ -246,6 +248,7 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
         code_version=started.code_version,
         inherited=len(inherited),
         effects=effects,
+        key_check=started.key_check,  # the inherited calls were hashed under its key
     )
     _replays(engine, agent, rid, [head, *inherited])
     if effects == forks.COMPENSATE:
@@ -256,7 +259,7 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
         )
         writer.append(head, *inherited)
         journal = Journal.from_events(read_events(engine.store, fork_id))
-        result = engine._drive(agent, writer, journal)
+        result = engine._drive(agent, writer, journal, check=head.key_check)
     return msgspec.structs.replace(result, standing=tuple(standing(engine.store, fork_id)))
 
 
@@ -303,12 +306,13 @@ def _replays(engine: Engine, agent: AgentDef, run_id: str, events: list[ev.Event
     """Replay ``events`` (a fork's inherited prefix, a paused run's log) against the current
     code before writing anything: code that no longer matches raises NonDeterminismError
     and leaves no orphan fork, no recorded answer."""
+    head = events[0]
+    assert isinstance(head, ev.AgentStarted)
     recorded = [Recorded(run_stream(run_id), i + 1, e) for i, e in enumerate(events)]
     state = fold([(r.position, r.event) for r in recorded], RunState(run_id=run_id))
+    writer, journal = RunWriter(engine.store, state), Journal.from_events(recorded)
     with contextlib.suppress(LogEnd):
-        engine._drive(
-            agent, RunWriter(engine.store, state), Journal.from_events(recorded), verify=True
-        )
+        engine._drive(agent, writer, journal, check=head.key_check, verify=True)
 
 
 def _outside_calls(recorded: list[Recorded], target: int) -> int:

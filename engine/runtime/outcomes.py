@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
@@ -33,6 +33,7 @@ class Call:
     maybe_landed: bool = False  # an attempt's outcome was unknown: the effect may exist
     parent_call: int | None = None  # a fork taking over its parent's effect at this call
     loop: asyncio.AbstractEventLoop | None = None
+    shown: dict[str, Any] = field(default_factory=dict)  # the arguments as recorded (redacted)
 
     @property
     def run_id(self) -> str:
@@ -44,7 +45,7 @@ def intent(c: Call) -> ev.ToolInvoked:
         at=ev.now(),
         call=c.number,
         tool=c.tool.name,
-        args=c.tool.redacted(c.named),
+        args=c.shown,
         args_hash=c.ahash,
         key=c.key,
         side_effect=c.tool.side_effect,
@@ -55,7 +56,8 @@ def intent(c: Call) -> ev.ToolInvoked:
 def succeed(
     c: Call, result: Any, *, source: str, intent: bool = False, duration: float = 0.0
 ) -> Any:
-    value = normalize(result, f"result of tool {c.tool.name}")
+    # Secret-named entries are redacted live too: the agent sees what a replay will give it.
+    value = c.tool.redacted(normalize(result, f"result of tool {c.tool.name}"), c.ctx.seen)
     done = ev.ToolSucceeded(
         at=ev.now(),
         call=c.number,

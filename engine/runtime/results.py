@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..effects import Effect
-from ..events import event_data
+from ..events import AgentStarted, event_data
+from ..secrets import redact
 
 if TYPE_CHECKING:
     from ..store import Recorded
@@ -40,10 +41,12 @@ class EventView(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, r: Recorded) -> EventView:
-        """How users see the recorded event ``r``."""
-        return cls(
-            r.position, str(r.event.__struct_config__.tag), utc(r.event.at), event_data(r.event)
-        )
+        """How users see the recorded event ``r`` (an input's secret-named fields, stored
+        only when the store encrypts, shown redacted)."""
+        data = event_data(r.event)
+        if isinstance(r.event, AgentStarted):
+            data["input"] = redact(data["input"])
+        return cls(r.position, str(r.event.__struct_config__.tag), utc(r.event.at), data)
 
 
 class RunSummary(msgspec.Struct, frozen=True):

@@ -22,6 +22,7 @@ from engine import events as ev
 from engine.history import RunWriter
 from engine.runtime import ledger
 from engine.runtime.defs import args_hash, normalize
+from engine.secrets import key_check, replay_key
 from engine.state import RunState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +58,13 @@ def craft_uncertain(
     key = str(t.key(*args)) if t.key else f"{run_id}:1"
     writer = RunWriter(engine.store, RunState(run_id=run_id))
     writer.append(
-        ev.AgentStarted(at=ev.now(), agent=agent.name, import_path=agent.import_path, input=input)
+        ev.AgentStarted(
+            at=ev.now(),
+            agent=agent.name,
+            import_path=agent.import_path,
+            input=input,
+            key_check=key_check(replay_key()),
+        )
     )
     ahash = args_hash(t.name, named)
     intent = ev.ToolInvoked(
