@@ -1,7 +1,7 @@
 """Stores: one URL opens one append-only log (memory, SQLite or PostgreSQL)."""
 
 from .base import Append, BlobRef, Recorded, RunRow, Store, stream_id
-from .url import default_url, mask, open_store
+from .url import cipher_configured, default_url, mask, open_store
 
 __all__ = [
     "Append",
@@ -9,6 +9,7 @@ __all__ = [
     "Recorded",
     "RunRow",
     "Store",
+    "cipher_configured",
     "default_url",
     "mask",
     "open_store",

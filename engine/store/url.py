@@ -10,12 +10,24 @@ from ..errors import StoreUnavailable
 from .base import Store
 
 DEFAULT_URL = "sqlite:///./agentlog.db"
+CIPHER_ENV = "AGENTLOG_CIPHER_KEY"
 _SIZE_OPTIONS = ("blob_threshold", "max_payload")
 
 
 def default_url() -> str:
     """``$AGENTLOG_URL``, else the SQLite file ``./agentlog.db``."""
     return os.environ.get("AGENTLOG_URL") or DEFAULT_URL
+
+
+def cipher_configured(url: str | None = None) -> bool:
+    """Whether the store ``url`` names (default as :func:`default_url`) encrypts what it
+    stores: ``$AGENTLOG_CIPHER_KEY`` is set or the URL says ``?cipher=env``, and the URL
+    does not say ``?cipher=none``. A store that cannot get its key refuses to open."""
+    query = (url or default_url()).partition("?")[2]
+    choice = dict(parse_qsl(query, keep_blank_values=True)).get("cipher")
+    if choice == "env":
+        return True
+    return choice != "none" and bool(os.environ.get(CIPHER_ENV))
 
 
 def mask(url: str) -> str:
