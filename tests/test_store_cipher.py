@@ -227,7 +227,9 @@ def test_cipher_env_without_a_key_is_store_unavailable(
 
 
 @pytest.mark.parametrize(
-    "bad", ["not base64!", "c2hvcnQ=", AESCipher.create_key(32) + "AAAA", "  "]
+    "bad",
+    ["not base64!", "c2hvcnQ=", "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE=AAAA", "  "],
+    ids=["not-base64", "5-bytes", "32-bytes-and-more", "blank"],
 )
 def test_a_key_that_is_not_an_aes_key_is_refused_without_showing_it(
     bad: str, monkeypatch: pytest.MonkeyPatch
