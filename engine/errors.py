@@ -51,6 +51,11 @@ class StoreUnavailable(StoreError):
     retryable = True
 
 
+class CipherError(StoreError):
+    """Stored payloads cannot be opened with the encryption settings: a wrong or missing
+    ``AGENTLOG_CIPHER_KEY``, a key set for a store written in clear, or an altered row."""
+
+
 class ConcurrencyError(StoreError):
     """An append conflicted with one that committed first; nothing was written."""
 

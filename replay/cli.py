@@ -63,14 +63,9 @@ def _url_of(args: list[str]) -> str:
 
 def _fail(message: str, url: str, code: int) -> int:
     """One clear line (three at most) on stderr, any password masked."""
-    from urllib.parse import urlsplit
+    from engine.store.url import scrub
 
-    try:
-        password = urlsplit(url).password if "://" in url else None
-    except ValueError:
-        password = None
-    if password:
-        message = message.replace(password, "***")
+    message = scrub(message, url)
     lines = [ln for ln in message.strip().splitlines() if ln.strip()][:3] or ["failed"]
     lines[0] = f"agentlog: error: {lines[0]}"
     sys.stderr.write("\n".join(ln[:500] for ln in lines) + "\n")

@@ -367,11 +367,6 @@ def test_secret_input_is_accepted_with_encryption_and_never_shown(
     assert started["input"] == {"customer": "c1", "api_token": "<redacted>"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="encryption at rest is built on branch i10-store: once merged this passes; "
-    "then remove this mark",
-)
 @backends("sqlite", "postgres")
 def test_secret_input_accepted_with_encryption_is_not_stored_in_clear(
     store_url: str, monkeypatch: pytest.MonkeyPatch

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
@@ -28,6 +27,7 @@ from .. import log
 from ..errors import ConcurrencyError, CorruptData, PayloadTooLarge, StoreError, UsageError
 from ..events import Event
 from ..state import RunState
+from .cipher import SEALED, ClearRows, Row
 from .codec import decode_event, encode_event
 
 BLOB_THRESHOLD = 256 * 1024
@@ -83,6 +83,9 @@ class RunRow(msgspec.Struct, frozen=True):
 
 
 class BlobRef(msgspec.Struct, frozen=True):
+    """A blob's address (SHA-256 of its content, or a keyed hash in an encrypted store)
+    and size."""
+
     sha256: str
     size: int
 
@@ -107,7 +110,8 @@ def stream_id(name: str) -> uuid.UUID:
 
 
 class Store:
-    """One agentlog store; ``name`` is its URL with any password masked."""
+    """One agentlog store; ``name`` is its URL with any password masked. ``rows`` says
+    how payloads are stored: in clear, or sealed (encryption at rest)."""
 
     def __init__(
         self,
@@ -118,6 +122,7 @@ class Store:
         *,
         blob_threshold: int = BLOB_THRESHOLD,
         max_payload: int = MAX_PAYLOAD,
+        rows: ClearRows | None = None,
     ) -> None:
         if not 0 < blob_threshold <= max_payload:
             raise UsageError("blob_threshold must be positive and at most max_payload")
@@ -127,6 +132,12 @@ class Store:
         self._blobs = blobs
         self.blob_threshold = blob_threshold
         self.max_payload = max_payload
+        self.rows = rows or ClearRows()
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether payloads, snapshots and blobs are stored encrypted."""
+        return self.rows.encrypted
 
     # --- errors --------------------------------------------------------------------
 
@@ -158,6 +169,8 @@ class Store:
             full = inline + len(payload) > MAX_INLINE_BATCH
             row_topic, data = self._out_of_line(topic, payload, force=full)
             inline += len(data)
+            if self.rows.encrypted:  # guarded: the hot path in clear builds no Row
+                data = self.rows.seal(Row("events", a.stream, a.position, row_topic), data)
             stored.append(StoredEvent(a.stream, a.position, row_topic, data))
         with self._translated():
             ids = self._events.insert_events(stored, runs=runs)
@@ -170,9 +183,7 @@ class Store:
         # Decoding many events allocates many objects and nothing cyclic: without the
         # cycle collector running meanwhile, a long run is read about twice as fast.
         with _gc_paused(len(rows) > 1000):
-            return [
-                Recorded(stream, r.originator_version, self._decode(r.topic, r.state)) for r in rows
-            ]
+            return [Recorded(stream, r.originator_version, self._decode(stream, r)) for r in rows]
 
     def last_position(self, stream: uuid.UUID) -> int:
         with self._translated():
@@ -187,7 +198,7 @@ class Store:
             Recorded(
                 _as_uuid(n.originator_id),
                 n.originator_version,
-                self._decode(n.topic, n.state),
+                self._decode(_as_uuid(n.originator_id), n),
                 n.id,
             )
             for n in rows
@@ -197,7 +208,11 @@ class Store:
         with self._translated():
             return self._events.max_notification_id() or 0
 
-    def _decode(self, topic: str, payload: bytes) -> Event:
+    def _decode(self, stream: uuid.UUID, r: StoredEvent) -> Event:
+        topic, payload = r.topic, r.state
+        if self.rows.encrypted or payload[:2] == SEALED:
+            row = Row("events", stream, r.originator_version, topic)
+            payload = self.rows.unseal(self.name, row, payload)
         if topic.endswith(BLOB_SUFFIX):
             topic = topic[: -len(BLOB_SUFFIX)]
             payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
@@ -244,6 +259,7 @@ class Store:
         payload = msgspec.msgpack.encode(state)
         self._check_size(len(payload), None)
         topic, data = self._out_of_line(SNAPSHOT_TOPIC, payload)
+        data = self.rows.seal(Row("snapshots", stream, state.position, topic), data)
         with contextlib.suppress(ConcurrencyError), self._translated():
             self._snapshots.insert_events([StoredEvent(stream, state.position, topic, data)])
 
@@ -254,8 +270,10 @@ class Store:
             with self._translated():
                 rows = self._snapshots.select_events(stream, lte=upto, desc=True, limit=8)
             for r in rows:
+                row = Row("snapshots", stream, r.originator_version, r.topic)
                 try:
-                    payload = r.state
+                    # A CipherError (a key problem, not a damaged row) is not skipped.
+                    payload = self.rows.unseal(self.name, row, r.state)
                     if r.topic.endswith(BLOB_SUFFIX):
                         payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
                     elif r.topic != SNAPSHOT_TOPIC:
@@ -293,7 +311,7 @@ class Store:
 
     def put_blob(self, data: bytes) -> BlobRef:
         """Store ``data`` content-addressed, in chunks, each in its own small commit."""
-        ref = BlobRef(hashlib.sha256(data).hexdigest(), len(data))
+        ref = BlobRef(self.rows.address(data), len(data))
         sid = stream_id("blob:" + ref.sha256)
         chunks = max(1, -(-len(data) // BLOB_CHUNK))
         with self._translated():
@@ -301,16 +319,21 @@ class Store:
         have = present[0].originator_version if present else 0
         for i in range(have, chunks):
             part = data[i * BLOB_CHUNK : (i + 1) * BLOB_CHUNK]
+            part = self.rows.seal(Row("blobs", sid, i + 1, "blob"), part)
             # Another writer storing the same content wins the race harmlessly.
             with contextlib.suppress(ConcurrencyError), self._translated():
                 self._blobs.insert_events([StoredEvent(sid, i + 1, "blob", part)])
         return ref
 
     def get_blob(self, ref: BlobRef) -> bytes:
+        sid = stream_id("blob:" + ref.sha256)
         with self._translated():
-            rows = self._blobs.select_events(stream_id("blob:" + ref.sha256))
-        data = b"".join(r.state for r in rows)
-        if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
+            rows = self._blobs.select_events(sid)
+        data = b"".join(
+            self.rows.unseal(self.name, Row("blobs", sid, r.originator_version, r.topic), r.state)
+            for r in rows
+        )
+        if len(data) != ref.size or self.rows.address(data) != ref.sha256:
             raise CorruptData(f"{self.name}: blob {ref.sha256[:12]} is missing or corrupt")
         return data
 

@@ -18,6 +18,7 @@ from eventsourcing.postgres import (
     PostgresDatastore,
 )
 from psycopg import Cursor
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
@@ -228,23 +229,21 @@ def open_postgres(
     pool_size: int = 2,
     max_overflow: int = 8,
     create: bool = True,
+    libpq: dict[str, str] | None = None,
     **options: Any,
 ) -> Store:
     """Open the PostgreSQL store, creating its schema and tables under an advisory lock.
 
-    ``create=False`` creates nothing: a schema without agentlog's tables reads as empty."""
+    ``create=False`` creates nothing: a schema without agentlog's tables reads as empty.
+    ``libpq`` holds connection parameters (sslmode, ...) given to every connection."""
+    libpq = {"connect_timeout": "5", **(libpq or {})}
     try:
         # A direct probe gives precise errors (no such role/database, refused) and
         # serialises schema creation between processes opening the store at once.
-        with psycopg.connect(
-            host=host,
-            port=port,
-            dbname=dbname,
-            user=user,
-            password=password,
-            connect_timeout=5,
-            autocommit=True,
-        ) as probe:
+        conninfo = make_conninfo(
+            host=host, port=port, dbname=dbname, user=user, password=password, **libpq
+        )
+        with psycopg.connect(conninfo, autocommit=True) as probe:
             if not create and not _has_events_table(probe, schema):
                 from .memory import open_memory
 
@@ -261,8 +260,11 @@ def open_postgres(
                     schema=schema,
                     pool_size=pool_size,
                     max_overflow=max_overflow,
-                    connect_timeout=5,
+                    connect_timeout=max(5.0, float(libpq["connect_timeout"])),
                 )
+                # The pool opens on first use: every connection it makes gets these too.
+                assert isinstance(datastore.pool.kwargs, dict)
+                datastore.pool.kwargs.update(libpq)
                 try:
                     return PostgresStore(name, datastore, **options)
                 except BaseException:

@@ -1,17 +1,49 @@
-"""One URL -> one store: ``memory://``, ``sqlite:///path``, ``postgresql://...``."""
+"""One URL -> one store: ``memory://``, ``sqlite:///path``, ``postgresql://...``.
+
+URLs are strict: a query parameter the store does not know is refused with the list of
+those it accepts, and no message ever shows a password, however malformed the URL.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ..errors import StoreUnavailable
-from .base import Store
+from .cipher import CIPHER_ENV, ClearRows, sealed_rows
+
+if TYPE_CHECKING:
+    from .base import Store
 
 DEFAULT_URL = "sqlite:///./agentlog.db"
-CIPHER_ENV = "AGENTLOG_CIPHER_KEY"
-_SIZE_OPTIONS = ("blob_threshold", "max_payload")
+# libpq connection parameters a PostgreSQL URL passes through to psycopg as they are.
+LIBPQ = (
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "connect_timeout",
+    "application_name",
+    "target_session_attrs",
+)
+_COMMON = ("blob_threshold", "max_payload", "cipher")
+ACCEPTED = {
+    "memory": _COMMON,
+    "sqlite": (*_COMMON, "synchronous"),
+    "postgresql": (*_COMMON, "schema", "pool_size", "max_overflow", *LIBPQ),
+}
+# name -> least accepted value, for the parameters that are integers
+_INTEGERS = {
+    "blob_threshold": 1,
+    "max_payload": 1,
+    "pool_size": 1,
+    "max_overflow": 0,
+    "connect_timeout": 0,
+}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_ENCODE_HINT = "percent-encode special characters in the password (# %23, / %2F, ? %3F, @ %40)"
 
 
 def default_url() -> str:
@@ -30,21 +62,38 @@ def cipher_configured(url: str | None = None) -> bool:
     return choice != "none" and bool(os.environ.get(CIPHER_ENV))
 
 
+def _userinfo(url: str) -> tuple[str, str, str, str] | None:
+    """``(scheme, user, password, rest)`` when ``url`` has a password. The password runs
+    from the first ``:`` after the user to the *last* ``@``, so one holding unencoded
+    ``#``, ``/``, ``?`` or ``@`` is still found whole (at worst more is taken)."""
+    scheme, sep, tail = url.partition("://")
+    if not sep or tail.startswith("/"):
+        return None
+    userinfo, at, rest = tail.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    return (scheme, user, password, rest) if at and colon else None
+
+
 def mask(url: str) -> str:
     """``url`` with any password replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-        if parts.password:
-            netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
-            return parts._replace(netloc=netloc).geturl()
-    except ValueError:
-        # Malformed (say, a bad IPv6 host): still never show what may be a password.
-        scheme, sep, rest = url.partition("://")
-        userinfo, at, host = rest.rpartition("@")
-        user, colon, _ = userinfo.partition(":")
-        if sep and at and colon:
-            return f"{scheme}://{user}:***@{host}"
-    return url
+    found = _userinfo(url)
+    if found is None:
+        return url
+    scheme, user, _, rest = found
+    return f"{scheme}://{user}:***@{rest}"
+
+
+def scrub(message: str, url: str) -> str:
+    """``message`` with ``url`` shown masked and its password, as written or decoded,
+    replaced by ``***`` wherever it appears."""
+    if not url:
+        return message
+    message = message.replace(url, mask(url))
+    found = _userinfo(url)
+    if found is not None and found[2]:
+        for secret in sorted({found[2], unquote(found[2])}, key=len, reverse=True):
+            message = message.replace(secret, "***")
+    return message
 
 
 def open_store(url: str | None = None, *, create: bool = True, **options: Any) -> Store:
@@ -60,15 +109,19 @@ def open_store(url: str | None = None, *, create: bool = True, **options: Any) -
         raise StoreUnavailable(
             f"{name}: not a store URL (try sqlite:///path, memory://, postgresql://...)"
         )
+    scheme = "postgresql" if scheme.lower() == "postgres" else scheme.lower()
+    if scheme not in ACCEPTED:
+        raise StoreUnavailable(
+            f"{name}: unknown store scheme {scheme!r} (memory, sqlite, postgresql)"
+        )
+    if scheme == "postgresql":
+        _check_authority(url, name)  # before the query: it may hold part of a password
     path, _, query = rest.partition("?")
-    params = dict(parse_qsl(query))
-    for key in _SIZE_OPTIONS:
-        if key in params:
-            try:
-                options.setdefault(key, int(params.pop(key)))
-            except ValueError:
-                raise StoreUnavailable(f"{name}: {key} must be an integer") from None
-    scheme = scheme.lower()
+    params = _params(name, scheme, query)
+    for key, value in params.items():
+        if key in _INTEGERS and key not in LIBPQ:
+            options.setdefault(key, value)
+    options.setdefault("rows", _rows(name, params.get("cipher")))
     if scheme == "memory":
         from .memory import open_memory
 
@@ -80,42 +133,95 @@ def open_store(url: str | None = None, *, create: bool = True, **options: Any) -
             raise StoreUnavailable(
                 f"{name}: expected sqlite:///relative/path or sqlite:////abs/path"
             )
-        sync = params.pop("synchronous", "FULL")
+        sync = str(params.get("synchronous", "FULL"))
         return open_sqlite(name, unquote(path[1:]), synchronous=sync, create=create, **options)
-    if scheme in ("postgresql", "postgres"):
-        return _open_pg(url, name, params, create, options)
-    raise StoreUnavailable(f"{name}: unknown store scheme {scheme!r} (memory, sqlite, postgresql)")
+    return _open_pg(url, name, params, create, options)
+
+
+def _params(name: str, scheme: str, query: str) -> dict[str, Any]:
+    """The URL's query parameters, each known to ``scheme`` and given once; integers
+    converted."""
+    accepted = ACCEPTED[scheme]
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise StoreUnavailable(f"{name}: malformed query (expected ?name=value&...)") from None
+    params: dict[str, Any] = {}
+    for key, value in pairs:
+        if key not in accepted:
+            raise StoreUnavailable(
+                f"{name}: unknown parameter {key[:40]!r} for a {scheme} store "
+                f"(accepted: {', '.join(accepted)})"
+            )
+        if key in params:
+            raise StoreUnavailable(f"{name}: parameter {key!r} is given twice")
+        params[key] = _integer(name, key, value) if key in _INTEGERS else value
+    return params
+
+
+def _integer(name: str, key: str, value: str) -> int:
+    least = _INTEGERS[key]
+    try:
+        number = int(value)
+    except ValueError:
+        number = least - 1
+    if number < least:
+        raise StoreUnavailable(f"{name}: {key} must be an integer of at least {least}")
+    return number
+
+
+def _rows(name: str, choice: str | None) -> ClearRows:
+    """How the store writes its rows: sealed under ``$AGENTLOG_CIPHER_KEY`` when it is
+    set (required by ``?cipher=env``), in clear when it is not or ``?cipher=none``."""
+    if choice not in (None, "env", "none"):
+        raise StoreUnavailable(f"{name}: cipher must be env or none")
+    key = os.environ.get(CIPHER_ENV, "")
+    if choice == "none" or (not key and choice is None):
+        return ClearRows()
+    if not key:
+        raise StoreUnavailable(f"{name}: ?cipher=env, but {CIPHER_ENV} is not set")
+    return sealed_rows(name, key)
+
+
+def _check_authority(url: str, name: str) -> None:
+    """Refuse a PostgreSQL URL whose parts cannot be told apart: an ``@`` or ``#`` after
+    the host means a password with unencoded characters, which must not be guessed at."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port
+    except ValueError:
+        raise StoreUnavailable(f"{name}: malformed URL ({_ENCODE_HINT})") from None
+    if parts.fragment or "#" in url or "@" in parts.path + parts.query:
+        raise StoreUnavailable(f"{name}: malformed URL ({_ENCODE_HINT})")
 
 
 def _open_pg(
-    url: str, name: str, params: dict[str, str], create: bool, options: dict[str, Any]
+    url: str, name: str, params: dict[str, Any], create: bool, options: dict[str, Any]
 ) -> Store:
     from .postgres import open_postgres
 
-    try:
-        parts = urlsplit(url)
-        port = parts.port or 5432
-    except ValueError as e:
-        raise StoreUnavailable(f"{name}: malformed URL ({e})") from None
+    parts = urlsplit(url)
     dbname = unquote(parts.path.lstrip("/"))
     if not dbname or not parts.hostname:
         raise StoreUnavailable(
             f"{name}: expected postgresql://user[:password]@host[:port]/database"
         )
-    for key in ("pool_size", "max_overflow"):
-        if key in params:
-            try:
-                options[key] = int(params.pop(key))
-            except ValueError:
-                raise StoreUnavailable(f"{name}: {key} must be an integer") from None
+    schema = str(params.get("schema", "public"))
+    own = schema.lower().startswith("pg_") or schema.lower() == "information_schema"
+    if own or not _IDENTIFIER.fullmatch(schema):
+        raise StoreUnavailable(
+            f"{name}: schema must be an SQL identifier (letters, digits and _, at most 63, "
+            "not PostgreSQL's own pg_... or information_schema)"
+        )
     return open_postgres(
         name,
         host=parts.hostname,
-        port=port,
+        port=parts.port or 5432,
         dbname=dbname,
         user=unquote(parts.username or "postgres"),
         password=unquote(parts.password or ""),
-        schema=params.pop("schema", "public"),
+        schema=schema,
         create=create,
+        libpq={k: str(v) for k, v in params.items() if k in LIBPQ},
         **options,
     )
