@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,19 @@ def evil(run):
 def chatty(run, n: int = 1500):
     return [run.decide("d", lambda i=i: "x" * 40 + str(i)) for i in range(n)]
 """
+
+
+@pytest.fixture(autouse=True)
+def own_modules(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """In-process runs import ``agents`` from this test's directory, not one cached by an
+    earlier test; what they add to sys.path and sys.modules is undone afterwards."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    names = ("agents", "hostile", "broken")
+    for name in names:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    yield
+    for name in names:
+        sys.modules.pop(name, None)
 
 
 @pytest.fixture
