@@ -8,6 +8,7 @@ positions no run can have. Imported by the CLI at start-up, so it stays light.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import typer
@@ -77,16 +78,21 @@ def position(value: str | None, option: str) -> str | None:
 
 
 def json_value(text: str, what: str) -> Any:
-    """``text`` parsed as JSON that the log can hold: integers within 64 bits, nesting at
+    """``text`` parsed as JSON that the log can hold: integers within 64 bits, finite
+    numbers, text that is Unicode (no lone surrogates from ``\\ud800`` escapes), nesting at
     most ``MAX_DEPTH`` levels deep."""
     try:
-        value = json.loads(text, parse_int=lambda digits: _int64(digits, what))
+        value = json.loads(
+            text,
+            parse_int=lambda digits: _int64(digits, what),
+            parse_float=lambda digits: _finite(digits, what),
+            parse_constant=lambda name: _finite(name, what),
+        )
     except RecursionError:
         raise _too_deep(what) from None
-    except ValueError as e:  # the UsageError of _int64 is no ValueError: it passes through
+    except ValueError as e:  # the UsageErrors raised above are no ValueError: they pass
         raise UsageError(f"{what} is not valid JSON ({e})") from None
-    if _depth(value) > MAX_DEPTH:
-        raise _too_deep(what)
+    _check_tree(value, what)
     return value
 
 
@@ -98,18 +104,36 @@ def _int64(digits: str, what: str) -> int:
     return int(digits)
 
 
+def _finite(digits: str, what: str) -> float:
+    number = float(digits)
+    if not math.isfinite(number):
+        raise UsageError(f"{what} holds {shown(digits)}, which is not a finite number")
+    return number
+
+
 def _too_deep(what: str) -> UsageError:
     return UsageError(f"{what} nests deeper than {MAX_DEPTH} levels")
 
 
-def _depth(value: Any) -> int:
-    """How deeply ``value``'s lists and objects nest (0 for a scalar), without recursion."""
-    deepest = 0
-    stack = [(value, 1)]
+def _check_tree(value: Any, what: str) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` and strings (keys too) that are not
+    Unicode, walking the parsed value without recursion."""
+    stack = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, depth)
+        if isinstance(item, str):
+            _unicode(item, what)
+        elif isinstance(item, dict | list):
+            if depth == MAX_DEPTH:
+                raise _too_deep(what)
+            if isinstance(item, dict):
+                stack.extend((key, depth) for key in item)
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
-    return deepest
+
+
+def _unicode(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what} holds {shown(text)}, a lone surrogate, not text") from None

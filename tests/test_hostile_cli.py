@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,6 +113,10 @@ DIGITS = "9" * 5000
         (["answer", "@", "--json-value", BIG], "beyond 64 bits"),
         (["answer", "@", "--json-value", f'{{"a": [{DIGITS}]}}'], "beyond 64 bits"),
         (["answer", "@", "--json-value", DEEP], "deeper than 100"),
+        (["answer", "@", "--json-value", '"\\ud800"'], "lone surrogate"),
+        (["run", "agents:hello", "--input", '{"\\udc00": "x"}'], "lone surrogate"),
+        (["run", "agents:hello", "--input", '{"name": 1e999}'], "not a finite number"),
+        (["answer", "@", "--json-value", "[NaN]"], "not a finite number"),
         (["state", "@", "--at", BIG], "--at"),
         (["state", "@", "--at", str(2**63)], "below 2**63"),
         (["state", "@", "--at", DIGITS], "--at"),
@@ -317,7 +322,7 @@ def test_an_interrupted_export_leaves_the_file_whole(work: Workdir, sig: signal.
         stderr=subprocess.PIPE,
     )
     while proc.poll() is None and not _leftovers(work) and target.read_bytes() == b"precious\n":
-        pass  # until it has begun to write
+        time.sleep(0.001)  # until it has begun to write
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert target.read_bytes() in (b"precious\n", full), target.read_bytes()[:200]
