@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from . import views
+from . import args, views
 from .output import Out, exit_status, result_doc, when
 
 if TYPE_CHECKING:
@@ -104,7 +104,12 @@ Url = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 Run = Annotated[
     str,
-    typer.Argument(metavar="RUN", help="A run id or a unique prefix of one.", show_default=False),
+    typer.Argument(
+        metavar="RUN",
+        help="A run id or a unique prefix of one.",
+        show_default=False,
+        callback=args.run_id_param,
+    ),
 ]
 
 

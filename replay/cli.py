@@ -19,6 +19,8 @@ from engine.errors import AgentlogError
 
 from . import commands, reading
 from .app import app
+from .args import check_argv
+from .output import printable, quiet_stdout
 
 __all__ = ["app", "commands", "main", "reading", "run_cli"]
 
@@ -66,9 +68,10 @@ def _fail(message: str, url: str, code: int) -> int:
     from engine.store.url import scrub
 
     message = scrub(message, url)
-    lines = [ln for ln in message.strip().splitlines() if ln.strip()][:3] or ["failed"]
+    # split on newlines only: a CR or another break inside a line is escaped, not obeyed
+    lines = [ln for ln in message.strip().split("\n") if ln.strip()][:3] or ["failed"]
     lines[0] = f"agentlog: error: {lines[0]}"
-    sys.stderr.write("\n".join(ln[:500] for ln in lines) + "\n")
+    sys.stderr.write("\n".join(printable(ln[:500]) for ln in lines) + "\n")
     return code
 
 
@@ -76,6 +79,10 @@ def run_cli(argv: list[str]) -> int:
     """Run the CLI on ``argv`` (without the program name); returns the exit status."""
     args = hoist(argv)
     url = _url_of(args)
+    try:
+        check_argv(argv)
+    except AgentlogError as e:
+        return _fail(str(e), "", 2)
     command = _command()
     try:
         rv = command.main(args=args, prog_name="agentlog", standalone_mode=False)
@@ -95,8 +102,8 @@ def run_cli(argv: list[str]) -> int:
     except (KeyboardInterrupt, typer.Abort):
         sys.stderr.write("agentlog: interrupted\n")
         return 130
-    except BrokenPipeError:
-        _quiet_stdout()
+    except BrokenPipeError:  # written past Out (the demo's panels): the reader took enough
+        quiet_stdout()
         return 0
     except Exception as e:
         if os.environ.get("AGENTLOG_DEBUG"):
@@ -109,7 +116,7 @@ def run_cli(argv: list[str]) -> int:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        _quiet_stdout()
+        quiet_stdout()
     return rv if isinstance(rv, int) else 0
 
 
@@ -128,12 +135,6 @@ def _command() -> Any:
             local.expose_value = False  # hoist() hands the value to the root command
             sub.params.append(local)
     return group
-
-
-def _quiet_stdout() -> None:
-    """The reader went away (``| head``): stop writing without a second error."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
 
 
 def main() -> NoReturn:

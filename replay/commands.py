@@ -1,7 +1,6 @@
 """The commands that move runs: demo, run, resume, recover, answer, abandon, rewind."""
 
 import importlib
-import json
 import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -10,7 +9,7 @@ import typer
 
 from engine.errors import UsageError
 
-from . import views
+from . import args, views
 from .app import Run, app, session
 from .output import exit_status, result_doc
 
@@ -36,7 +35,12 @@ def run_cmd(
         str, typer.Option("--input", "-i", help="The agent's keyword arguments as a JSON object.")
     ] = "{}",
     run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Use this run id (an existing run continues).")
+        str | None,
+        typer.Option(
+            "--run-id",
+            help="Use this run id (an existing run continues).",
+            callback=args.run_id_param,
+        ),
     ] = None,
 ) -> int:
     """Start MODULE:AGENT as a new run (MODULE is imported with the current directory first)."""
@@ -94,12 +98,7 @@ def answer(
 ) -> int:
     """Answer the question a paused run waits on, and continue it."""
     s = session(ctx)
-    answer_value: Any = value
-    if json_value:
-        try:
-            answer_value = json.loads(value)
-        except ValueError as e:
-            raise UsageError(f"VALUE is not valid JSON ({e})") from None
+    answer_value: Any = args.json_value(value, "VALUE") if json_value else value
     return s.result(s.engine.answer(run, answer_value))
 
 
@@ -130,6 +129,7 @@ def rewind(
 ) -> int:
     """Fork a new run from a checkpoint or position of RUN and continue it."""
     s = session(ctx)
+    args.position(to, "--to")
     parent = s.engine.resolve(run)
     r = s.engine.rewind(parent, to, effects=effects)
     if s.as_json:
@@ -142,10 +142,7 @@ def rewind(
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as e:
-        raise UsageError(f"{what} is not valid JSON ({e})") from None
+    value = args.json_value(text, what)
     if not isinstance(value, dict):
         raise UsageError(f"{what} must be a JSON object of keyword arguments")
     return value

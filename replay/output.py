@@ -7,6 +7,7 @@ timeline prints in well under a second; rich is kept for the few boxed panels.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -39,6 +40,22 @@ def exit_status(status: str) -> int:
     return EXIT.get(status, 1)
 
 
+# What a terminal would act on rather than show: C0 and C1 controls (ESC, CR, BEL, CSI...),
+# DEL, bidirectional overrides, and lone surrogates (bytes that were not UTF-8).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_LINE_BREAKS = re.compile("[^\n\t]+")
+
+
+def printable(text: str, keep_lines: bool = False) -> str:
+    """``text`` safe to show on a terminal: every control character escaped as Python
+    writes it (``\\x1b``, ``\\r``, ``\\u202e``); ``keep_lines`` leaves newlines and tabs."""
+    if text.isprintable():  # the common case, at C speed
+        return text
+    if keep_lines:
+        return _LINE_BREAKS.sub(lambda m: printable(m.group()), text)
+    return _UNSAFE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _ansi(style: str) -> str:
     codes = [_SGR[w] for w in style.split() if w in _SGR]
     return f"\x1b[{';'.join(codes)}m" if codes else ""
@@ -52,43 +69,91 @@ class Out:
         if color is None:
             color = _wants_color(self.stream)
         self.color = color
+        self.gone = False  # the reader went away (``| head``): nothing more is written
         self._codes: dict[str, str] = {}
 
     def text(self, *pieces: Piece) -> str:
+        """One line of pieces; the text of each is escaped with :func:`printable`, so a
+        recorded value can never move the cursor, clear the screen or forge a line."""
         parts: list[str] = []
         for p in pieces:
             if isinstance(p, str):
-                parts.append(p)
+                parts.append(printable(p))
             elif self.color and p[1]:
                 code = self._codes.get(p[1])
                 if code is None:
                     code = self._codes[p[1]] = _ansi(p[1])
-                parts.append(f"{code}{p[0]}\x1b[0m" if code else p[0])
+                parts.append(f"{code}{printable(p[0])}\x1b[0m" if code else printable(p[0]))
             else:
-                parts.append(p[0])
+                parts.append(printable(p[0]))
         return "".join(parts)
 
+    def write(self, text: str) -> None:
+        """Write ``text`` as it is, unless the reader has gone."""
+        if not self.gone:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self.close_quietly()
+
+    def close_quietly(self) -> None:
+        """The reader went away: drop the rest of the output, and let the command finish
+        with its own exit status (no traceback, no complaint when the process exits)."""
+        self.gone = True
+        quiet_stdout()
+
     def line(self, *pieces: Piece) -> None:
-        self.stream.write(self.text(*pieces) + "\n")
+        self.write(self.text(*pieces) + "\n")
 
     def lines(self, rows: Iterable[list[Piece]]) -> None:
-        write = self.stream.write
         for row in rows:
-            write(self.text(*row) + "\n")
+            if self.gone:
+                break
+            self.write(self.text(*row) + "\n")
+
+    def block(self, text: str) -> None:
+        """Several lines of text as they are, control characters but newlines escaped."""
+        self.write(printable(text, keep_lines=True))
 
     def json(self, doc: Any) -> None:
         """One JSON document, indented for people who read ``--json`` too."""
-        self.stream.write(msgspec.json.format(_json.encode(doc).decode(), indent=2) + "\n")
+        self.write(msgspec.json.format(_json.encode(doc).decode(), indent=2) + "\n")
 
     def json_stream(self, items: Iterator[Any]) -> None:
         """A JSON array written one item a line, so long lists stream."""
-        write = self.stream.write
         first = True
-        write("[")
+        self.write("[")
         for item in items:
-            write(("\n  " if first else ",\n  ") + _json.encode(item).decode())
+            if self.gone:
+                return
+            self.write(("\n  " if first else ",\n  ") + _json.encode(item).decode())
             first = False
-        write("]\n" if first else "\n]\n")
+        self.write("]\n" if first else "\n]\n")
+
+    def raw(self, chunks: Iterable[bytes]) -> None:
+        """Bytes straight to the stream's buffer (JSON Lines exports), in order."""
+        if self.gone:
+            return
+        try:
+            self.stream.flush()
+            buffer = getattr(self.stream, "buffer", None) or sys.stdout.buffer
+            for chunk in chunks:
+                buffer.write(chunk)
+            buffer.flush()
+        except BrokenPipeError:
+            self.close_quietly()
+
+
+def quiet_stdout() -> None:
+    """Point the process's stdout at /dev/null, so the bytes still buffered for a reader
+    that went away are dropped rather than raising again at exit."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a real file (tests capture it)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _wants_color(stream: IO[str]) -> bool:

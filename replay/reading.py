@@ -8,7 +8,7 @@ import typer
 
 from engine.errors import UsageError
 
-from . import views
+from . import args, views
 from .app import STATUSES, Run, app, session
 from .output import checkpoint_docs, run_doc, state_doc
 
@@ -97,7 +97,7 @@ def state(
 ) -> int:
     """The folded state of a run at a position, a checkpoint, or now."""
     s = session(ctx)
-    folded = s.engine.state(run, at=at)
+    folded = s.engine.state(run, at=args.position(at, "--at"))
     if s.as_json:
         s.out.json(state_doc(folded))
     else:
@@ -118,7 +118,7 @@ def context(ctx: typer.Context, run: Run) -> int:
     if s.as_json:
         s.out.json({"run_id": rid, "status": folded.status, "context": text})
     else:
-        s.out.stream.write(text)
+        s.out.block(text)
     return 0
 
 
@@ -131,6 +131,10 @@ def diff(
     """What differs between two runs, or two positions of one (AT: a position or checkpoint)."""
     from . import diff as diff_mod
 
+    for spec in (left, right):
+        run, at = diff_mod.parse_spec(spec)
+        args.run_id(run)
+        args.position(at, "AT")
     s = session(ctx)
     doc = diff_mod.compare(diff_mod.side(s.engine, left), diff_mod.side(s.engine, right))
     if s.as_json:
@@ -164,20 +168,18 @@ def export_cmd(
         str | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
     ] = None,
 ) -> int:
-    """The run's events as JSON Lines, one event a line, hash-chained."""
+    """The run's events as JSON Lines, one event a line, hash-chained. With -o, FILE is
+    replaced only once the whole export is written: a failed export leaves it as it was."""
     from . import transfer
 
     s = session(ctx)
     lines = transfer.export_lines(s.engine, run)
     if output is None:
-        sys.stdout.flush()
-        for line in lines:
-            sys.stdout.buffer.write(line)
-        sys.stdout.buffer.flush()
-        return 0
-    with open(output, "wb") as f:
-        for line in lines:
-            f.write(line)
+        s.out.raw(lines)
+    else:
+        from .files import replace_atomically
+
+        replace_atomically(output, lines, "-o")
     return 0
 
 

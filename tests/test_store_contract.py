@@ -316,13 +316,34 @@ def test_run_index_lists_newest_first_and_filters_by_status(store: Store) -> Non
 
 @all_backends
 def test_run_id_prefix_is_literal_not_a_pattern(store: Store) -> None:
-    """run_ids treats '%', '_' and '\\' in the prefix literally."""
-    names = ["x_1", "xy1", "x%2", "xz2", "x\\3"]
+    """run_ids treats LIKE's '%', '_', '\\' and GLOB's '*', '?', '[' in the prefix literally."""
+    names = ["x_1", "xy1", "x%2", "xz2", "x\\3", "x*4", "x?5", "x[6]", "x]7"]
     store.append([], runs=[row(n, "running", T0 + i) for i, n in enumerate(names)])
     assert store.run_ids("x_") == ["x_1"]
     assert store.run_ids("x%") == ["x%2"]
     assert store.run_ids("x\\") == ["x\\3"]
+    assert store.run_ids("x*") == ["x*4"]
+    assert store.run_ids("x?") == ["x?5"]
+    assert store.run_ids("x[6") == ["x[6]"]
+    assert store.run_ids("x]") == ["x]7"]
     assert sorted(store.run_ids("x")) == sorted(names)
+
+
+@all_backends
+def test_run_id_prefix_is_case_sensitive_on_every_store(store: Store) -> None:
+    """Ids that differ only in case are different runs: a prefix matches its own case only,
+    and the ten ids a short prefix lists are the same, in the same order, on every store."""
+    names = ["AbC1", "abc2", "ABC3", "abC4", "Z_1", "z_2"]
+    store.append([], runs=[row(n, "running", T0 + i) for i, n in enumerate(names)])
+    assert store.run_ids("abc") == ["abc2"]
+    assert store.run_ids("Ab") == ["AbC1"]
+    assert store.run_ids("ABC") == ["ABC3"]
+    assert store.run_ids("aB") == []
+    assert store.run_ids("z_") == ["z_2"]
+    assert store.run_ids("AbC1") == ["AbC1"]
+    many = [f"{c}{i}" for i in range(6) for c in "aA"]
+    store.append([], runs=[row(n, "running", T0 + 10) for n in many])
+    assert store.run_ids("") == sorted([*names, *many])[:10]
 
 
 @all_backends

@@ -172,12 +172,14 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             return [RunRow(**row) for row in curs.fetchall()]
 
     def select_run_ids(self, prefix: str) -> list[str]:
-        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        # starts_with compares the text itself: no LIKE wildcards or escapes to get wrong.
+        # ORDER BY in the C collation sorts as SQLite and the memory store do.
         sql = SQL(
-            "SELECT run_id FROM {0}.agentlog_runs WHERE run_id LIKE %s ORDER BY run_id LIMIT 10"
+            "SELECT run_id FROM {0}.agentlog_runs WHERE starts_with(run_id, %s)"
+            ' ORDER BY run_id COLLATE "C" LIMIT 10'
         ).format(Identifier(self.datastore.schema))
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(sql, (like,))
+            curs.execute(sql, (prefix,))
             return [row["run_id"] for row in curs.fetchall()]
 
     def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str:

@@ -90,12 +90,13 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
             return [RunRow(*tuple(row)) for row in c.fetchall()]
 
     def select_run_ids(self, prefix: str) -> list[str]:
-        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        # GLOB, not LIKE: LIKE ignores ASCII case, and ids are case-sensitive everywhere else.
+        # Its metacharacters are matched literally inside brackets.
+        pattern = "".join(f"[{ch}]" if ch in "*?[" else ch for ch in prefix) + "*"
         with self.datastore.transaction(commit=False) as c:
             c.execute(
-                "SELECT run_id FROM agentlog_runs WHERE run_id LIKE ? ESCAPE '\\' "
-                "ORDER BY run_id LIMIT 10",
-                (like,),
+                "SELECT run_id FROM agentlog_runs WHERE run_id GLOB ? ORDER BY run_id LIMIT 10",
+                (pattern,),
             )
             return [row[0] for row in c.fetchall()]
 

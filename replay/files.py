@@ -1,0 +1,61 @@
+"""Writing a file so that a command that fails never destroys what the file held."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterable
+
+from engine.errors import UsageError
+
+from .args import shown
+
+
+def replace_atomically(path: str, chunks: Iterable[bytes], option: str) -> None:
+    """Write ``chunks`` to ``path`` through a temporary file beside it, renamed over ``path``
+    only once every chunk is written and synced. Whatever fails on the way (the chunks'
+    producer raising, an interrupt, a full disk) removes the temporary file and leaves
+    ``path`` as it was; a path that cannot be written is a UsageError naming ``option``."""
+    target = os.path.realpath(path)  # a symlink's target is replaced, not the link
+    folder = _writable_folder(path, target, option)
+    try:
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=".agentlog-", suffix=".tmp")
+    except OSError as e:
+        raise UsageError(f"{option}: cannot write in {shown(folder, 200)}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temp, _mode_for(target))
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _writable_folder(path: str, target: str, option: str) -> str:
+    """The directory ``target`` goes into, after refusing what could never be written."""
+    if os.path.isdir(target):
+        raise UsageError(f"{option}: {shown(path, 200)} is a directory")
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise UsageError(f"{option}: {shown(path, 200)}: no such directory {shown(folder, 200)}")
+    if os.path.exists(target) and not os.access(target, os.W_OK):
+        raise UsageError(f"{option}: cannot write {shown(path, 200)}: permission denied")
+    return folder
+
+
+def _mode_for(target: str) -> int:
+    """The permissions the file would have had if written in place: an existing file's own,
+    else the default for a new file under the process's umask."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
