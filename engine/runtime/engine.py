@@ -22,13 +22,14 @@ from ..errors import AgentlogError, NonDeterminismError, RunBusy, ToolError, Usa
 from ..history import (
     DEFAULT_SNAPSHOT_EVERY,
     RunWriter,
+    checkpoints,
     read_events,
     read_run,
     run_stream,
     state_at,
 )
 from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
-from ..state import RunState
+from ..state import CheckpointRef, RunState
 from ..store import Store
 from . import calls, lifecycle, registry
 from .catalog import Catalog
@@ -163,7 +164,7 @@ class Engine(Catalog):
                 code_version=a.version,
             )
             writer.append(started)
-            return self._drive(a, writer, Journal())
+            return self._drive(a, writer, Journal(), data)
 
     async def arun(self, agent: AgentDef | Callable[..., Any], /, **input: Any) -> RunResult:
         """``run`` from inside an event loop (the run executes in a worker thread)."""
@@ -181,7 +182,7 @@ class Engine(Catalog):
             agent = registry.load_agent(started.agent, started.import_path)
             journal = Journal.from_events(history.recorded)
             writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
-            return self._drive(agent, writer, journal, resumed=True)
+            return self._drive(agent, writer, journal, started.input, resumed=True)
 
     def recover(self) -> list[RunResult]:
         """Resume every run whose owner died (lease expired, or its process is gone).
@@ -210,6 +211,7 @@ class Engine(Catalog):
         agent: AgentDef,
         writer: RunWriter,
         journal: Journal,
+        input: dict[str, Any],
         *,
         resumed: bool = False,
         verify: bool = False,
@@ -218,7 +220,7 @@ class Engine(Catalog):
         rid = ctx.run_id
         token = _current.set(ctx)
         try:
-            output = agent.fn(ctx, **writer.state.input)
+            output = agent.fn(ctx, **input)
             if asyncio.iscoroutine(output):
                 output = _run_async(_settled(ctx, output))
             ctx.finish_check()
@@ -282,7 +284,8 @@ class Engine(Catalog):
         agent = registry.load_agent(started.agent, started.import_path)
         writer = RunWriter(self.store, state)
         try:
-            self._drive(agent, writer, Journal.from_events(history.recorded), verify=True)
+            journal = Journal.from_events(history.recorded)
+            self._drive(agent, writer, journal, started.input, verify=True)
         except LogEnd as end:
             if state.status == "completed":  # its log is the whole run: nothing may follow
                 raise NonDeterminismError(
@@ -295,6 +298,11 @@ class Engine(Catalog):
     def state(self, run_id: str, at: int | str | None = None) -> RunState:
         """The folded state at a position, a checkpoint name, or the latest."""
         return state_at(self.store, self.resolve(run_id), at)
+
+    def checkpoints(self, run_id: str, upto: int | None = None) -> list[CheckpointRef]:
+        """The run's named checkpoints (up to position ``upto``) in log order, each
+        occurrence of a repeated name included; read from the log, not kept in state."""
+        return checkpoints(self.store, self.resolve(run_id), upto)
 
     def events(self, run_id: str) -> list[EventView]:
         """The run's recorded events, in order."""

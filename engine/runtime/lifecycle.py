@@ -228,7 +228,7 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
     if effects not in forks.MODES:
         raise UsageError(f"effects must be one of {', '.join(forks.MODES)}, not {effects!r}")
     rid, recorded, state = _load(engine, run_id)
-    target = resolve_position(state, to)
+    target = resolve_position(state, to, recorded)
     assert target is not None
     target = _outside_calls(recorded, target)
     started = recorded[0].event
@@ -256,7 +256,7 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
         )
         writer.append(head, *inherited)
         journal = Journal.from_events(read_events(engine.store, fork_id))
-        result = engine._drive(agent, writer, journal)
+        result = engine._drive(agent, writer, journal, head.input)
     return msgspec.structs.replace(result, standing=tuple(standing(engine.store, fork_id)))
 
 
@@ -305,10 +305,11 @@ def _replays(engine: Engine, agent: AgentDef, run_id: str, events: list[ev.Event
     and leaves no orphan fork, no recorded answer."""
     recorded = [Recorded(run_stream(run_id), i + 1, e) for i, e in enumerate(events)]
     state = fold([(r.position, r.event) for r in recorded], RunState(run_id=run_id))
+    started = events[0]
+    assert isinstance(started, ev.AgentStarted)
+    writer, journal = RunWriter(engine.store, state), Journal.from_events(recorded)
     with contextlib.suppress(LogEnd):
-        engine._drive(
-            agent, RunWriter(engine.store, state), Journal.from_events(recorded), verify=True
-        )
+        engine._drive(agent, writer, journal, started.input, verify=True)
 
 
 def _outside_calls(recorded: list[Recorded], target: int) -> int:
