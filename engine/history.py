@@ -13,6 +13,7 @@ to its latest occurrence. ``standing`` tells which of a fork's parent's effects 
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -205,7 +206,10 @@ def checkpoint_refs(records: Iterable[Positioned]) -> list[CheckpointRef]:
 def checkpoints(store: Store, run_id: str, upto: int | None = None) -> list[CheckpointRef]:
     """Every checkpoint occurrence of the run (up to position ``upto``), in log order,
     read from its checked log: the index of positions by name is the log itself."""
-    return checkpoint_refs(iter_run(store, run_id, upto=upto))
+    records = iter_run(store, run_id)
+    if upto is not None:  # an ``upto`` past the run's end is the whole run, not a gap
+        records = itertools.takewhile(lambda r: r.position <= upto, records)
+    return checkpoint_refs(records)
 
 
 def resolve_position(

@@ -99,3 +99,4 @@ def test_a_checkpoint_takes_no_snapshot_of_its_own(eng: Engine) -> None:
     at = eng.state(r.run_id, at="step-00003")
     assert (at.position, at.calls, at.status) == (5, 4, "running")
     assert [c.position for c in eng.checkpoints(r.run_id, upto=5)] == [2, 3, 4, 5]
+    assert eng.checkpoints(r.run_id, upto=10**6) == eng.checkpoints(r.run_id)  # past the end
