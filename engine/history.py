@@ -6,21 +6,23 @@ positions, a missing or repeated ``agent_started``, an event after the run ended
 ``CorruptData`` naming the run and the position instead of being answered from.
 ``rebuild`` never calls a tool or a model; it folds recorded facts onto the newest
 snapshot at or before the target. ``RunWriter`` appends a run's events one commit at a
-time, keeps the run index in the same commit, and snapshots every N events and at every
-named checkpoint. ``standing`` tells which of a fork's parent's effects still stand.
+time, keeps the run index in the same commit, and snapshots every N events. Checkpoints
+are not state: ``checkpoints`` reads their occurrences from the log, and a name resolves
+to its latest occurrence. ``standing`` tells which of a fork's parent's effects still stand.
 """
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from . import effects, failpoints, log
 from . import events as ev
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
-from .state import RunState, evolve
+from .state import CheckpointRef, RunState, evolve
 from .store import Append, Recorded, Store
 from .store.base import RunRow
 
@@ -125,10 +127,13 @@ class RunLog:
     @property
     def started(self) -> ev.AgentStarted:
         """The run's ``agent_started`` (``read_run`` checked that it comes first)."""
-        first = self.recorded[0].event
-        if not isinstance(first, ev.AgentStarted):
-            raise RunCheck(self.run_id).corrupt(1, "the log does not begin with agent_started")
-        return first
+        return _as_started(self.run_id, self.recorded[0].event)
+
+
+def _as_started(run_id: str, first: ev.Event) -> ev.AgentStarted:
+    if not isinstance(first, ev.AgentStarted):  # RunCheck refuses this; for the type
+        raise RunCheck(run_id).corrupt(1, "the log does not begin with agent_started")
+    return first
 
 
 def read_events(store: Store, run_id: str) -> list[Recorded]:
@@ -183,8 +188,35 @@ def rebuild(store: Store, run_id: str, upto: int | None = None) -> RunState:
     return state
 
 
-def resolve_position(state: RunState, at: int | str | None) -> int | None:
-    """A position from a number, an all-digit string or a checkpoint name (latest wins)."""
+def started(store: Store, run_id: str) -> ev.AgentStarted:
+    """The run's ``agent_started`` (its agent, input and lineage), read and checked alone:
+    the input is stored there once, never in the state."""
+    return _as_started(run_id, next(iter_run(store, run_id, upto=1)).event)
+
+
+def checkpoint_refs(records: Iterable[Positioned]) -> list[CheckpointRef]:
+    """The checkpoint occurrences among a run's records, in log order."""
+    return [
+        CheckpointRef(r.event.name, r.position, r.event.at)
+        for r in records
+        if isinstance(r.event, ev.Checkpoint)
+    ]
+
+
+def checkpoints(store: Store, run_id: str, upto: int | None = None) -> list[CheckpointRef]:
+    """Every checkpoint occurrence of the run (up to position ``upto``), in log order,
+    read from its checked log: the index of positions by name is the log itself."""
+    records = iter_run(store, run_id)
+    if upto is not None:  # an ``upto`` past the run's end is the whole run, not a gap
+        records = itertools.takewhile(lambda r: r.position <= upto, records)
+    return checkpoint_refs(records)
+
+
+def resolve_position(
+    state: RunState, at: int | str | None, records: Iterable[Positioned] = ()
+) -> int | None:
+    """A position from a number, an all-digit string or a checkpoint name, whose latest
+    occurrence among ``records`` (the run's log, read only for a name) wins."""
     if at is None:
         return None
     if isinstance(at, int) or (isinstance(at, str) and at.isascii() and at.isdigit()):
@@ -192,10 +224,13 @@ def resolve_position(state: RunState, at: int | str | None) -> int | None:
         if not 1 <= pos <= state.position:
             raise UsageError(f"position {pos} is outside the run (1..{state.position})")
         return pos
-    for ref in reversed(state.checkpoints):
+    found = None
+    for ref in checkpoint_refs(records):
         if ref.name == at:
-            return ref.position
-    raise UsageError(f"no checkpoint named {at!r} in run {state.run_id}")
+            found = ref.position
+    if found is None:
+        raise UsageError(f"no checkpoint named {at!r} in run {state.run_id}")
+    return found
 
 
 def state_at(store: Store, run_id: str, at: int | str | None = None) -> RunState:
@@ -203,7 +238,8 @@ def state_at(store: Store, run_id: str, at: int | str | None = None) -> RunState
     latest = rebuild(store, run_id)
     if latest.position == 0:
         raise UsageError(f"run {run_id} has no events")
-    pos = resolve_position(latest, at)
+    # A generator: the log is read only when ``at`` is a checkpoint name.
+    pos = resolve_position(latest, at, iter_run(store, run_id, upto=latest.position))
     return latest if pos is None or pos == latest.position else rebuild(store, run_id, pos)
 
 
@@ -231,8 +267,10 @@ class RunWriter:
         self.store.append(items, runs=runs)
         before = self.state.position
         self.state = state
-        crossed = state.position // self.snapshot_every > before // self.snapshot_every
-        if crossed or any(isinstance(e, ev.Checkpoint) for e in events):
+        # Only the cadence snapshots: a snapshot is a shortcut for rebuilds, and with one
+        # every N events any position (a checkpoint's too) rebuilds from at most N - 1
+        # events. A snapshot per checkpoint would make storage grow with checkpoints.
+        if state.position // self.snapshot_every > before // self.snapshot_every:
             failpoints.hit("in_snapshot")  # events committed, snapshot not yet written
             try:
                 self.store.save_snapshot(self.stream, state)

@@ -1,8 +1,10 @@
 """RunState and the pure fold ``evolve(state, event, position) -> state``.
 
 The fold does no I/O and never raises; tools and models run elsewhere and only their
-recorded results enter it. RunState stays bounded (no call journal) so a snapshot does
-not grow with the run and a rebuild is snapshot + tail.
+recorded results enter it. RunState stays bounded by the run's working state (no call
+journal, no checkpoint list, no copy of the input) so a snapshot does not grow with the
+run and a rebuild is snapshot + tail. Checkpoints are an index of positions by name read
+from the log (``engine.history.checkpoints``); the input lives once, in ``agent_started``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ RECENT_LIMIT = 20
 
 
 class CheckpointRef(msgspec.Struct, frozen=True):
+    """One occurrence of a named checkpoint: its name, position and time."""
+
     name: str
     position: int
     at: float
@@ -41,7 +45,6 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     position: int = 0
     started_at: float | None = None
     updated_at: float | None = None
-    input: dict[str, Any] = {}
     parent_run_id: str | None = None
     fork_position: int | None = None
     calls: int = 0
@@ -51,7 +54,6 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     resumes: int = 0
     plan: list[str] = []
     steps_done: list[str] = []
-    checkpoints: list[CheckpointRef] = []
     pending: list[PendingCall] = []
     waiting: str | None = None
     last_observation: str | None = None
@@ -85,7 +87,6 @@ def evolve(state: RunState, event: ev.Event, position: int) -> RunState:
                 agent=event.agent,
                 status="running",
                 started_at=event.at,
-                input=event.input,
                 parent_run_id=event.parent_run_id,
                 fork_position=event.fork_position,
             )
@@ -121,8 +122,7 @@ def evolve(state: RunState, event: ev.Event, position: int) -> RunState:
             done = [*s.steps_done, event.name][-RECENT_LIMIT:]
             return replace(s, calls=max(s.calls, event.call), steps_done=done)
         case ev.Checkpoint():
-            ref = CheckpointRef(event.name, position, event.at)
-            return replace(s, calls=max(s.calls, event.call), checkpoints=[*s.checkpoints, ref])
+            return replace(s, calls=max(s.calls, event.call))
         case ev.HumanInputRequested():
             return replace(
                 s, calls=max(s.calls, event.call), status="paused", waiting=event.question

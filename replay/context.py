@@ -30,11 +30,14 @@ def recovery_context(state: RunState, events: Iterable[EventView]) -> str:
     failures: dict[int, list[str]] = {}
     questions: dict[int, str] = {}
     last_type = ""
+    given: dict[str, Any] = {}  # the input, stored once in agent_started
     for e in events:
         d = e.data
         last_type = e.type
         item = None
-        if e.type == "tool_invoked":
+        if e.type == "agent_started":
+            given = d.get("input") or {}
+        elif e.type == "tool_invoked":
             intents[d["call"]] = d
         elif e.type == "tool_failed":
             failures.setdefault(d["call"], []).append(d.get("kind", "?"))
@@ -65,7 +68,7 @@ def recovery_context(state: RunState, events: Iterable[EventView]) -> str:
         "",
         "## Goal",
         f"Agent {state.agent} was started with this input:",
-        *(f"  {k}: {brief(v, 400)}" for k, v in redact(state.input).items()),
+        *(f"  {k}: {brief(v, 400)}" for k, v in redact(given).items()),
         "",
         "## Status",
         f"Run {state.run_id} is {state.status} after {state.position} recorded events "

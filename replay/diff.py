@@ -28,6 +28,7 @@ class Side:
     position: int
     state: RunState
     calls: dict[int, dict[str, Any]]
+    beside: dict[str, Any]  # what the log keeps beside the state: input, checkpoints
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
@@ -39,8 +40,12 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 def side(engine: Engine, spec: str) -> Side:
     run, at = parse_spec(spec)
     state = engine.state(run, at=at)
-    events = (e for e in views(engine, state.run_id) if e.position <= state.position)
-    return Side(state.run_id, state.position, state, calls_of(events))
+    events = [e for e in views(engine, state.run_id) if e.position <= state.position]
+    beside = {
+        "input": events[0].data.get("input", {}) if events else {},
+        "checkpoints": [(e.data["name"], e.position) for e in events if e.type == "checkpoint"],
+    }
+    return Side(state.run_id, state.position, state, calls_of(events), beside)
 
 
 def calls_of(events: Iterable[EventView]) -> dict[int, dict[str, Any]]:
@@ -75,16 +80,17 @@ def calls_of(events: Iterable[EventView]) -> dict[int, dict[str, Any]]:
     return calls
 
 
-def _state_fields(state: RunState) -> dict[str, Any]:
+def _state_fields(side: Side) -> dict[str, Any]:
+    state = side.state
     doc = {f: getattr(state, f) for f in state.__struct_fields__ if f not in _SKIP}
-    doc["checkpoints"] = [(c.name, c.position) for c in state.checkpoints]
+    doc.update(side.beside)
     doc["pending"] = [(p.call, p.tool) for p in state.pending]
     return doc
 
 
 def compare(left: Side, right: Side) -> dict[str, Any]:
     """The diff document (also the ``--json`` shape)."""
-    lf, rf = _state_fields(left.state), _state_fields(right.state)
+    lf, rf = _state_fields(left), _state_fields(right)
     fields = {k: {"left": lf[k], "right": rf[k]} for k in lf if lf[k] != rf.get(k)}
     numbers = sorted(set(left.calls) | set(right.calls))
     same = 0

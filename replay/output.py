@@ -17,6 +17,7 @@ import msgspec
 
 from engine import RunResult, RunState, RunSummary
 from engine.secrets import redact
+from engine.state import CheckpointRef
 
 Piece = str | tuple[str, str]  # plain text, or (text, style)
 
@@ -240,16 +241,19 @@ def run_doc(r: RunSummary) -> dict[str, Any]:
     }
 
 
-def checkpoint_docs(state: RunState) -> list[dict[str, Any]]:
-    return [{"name": c.name, "position": c.position, "at": when(c.at)} for c in state.checkpoints]
+def checkpoint_docs(refs: Iterable[CheckpointRef]) -> list[dict[str, Any]]:
+    return [{"name": c.name, "position": c.position, "at": when(c.at)} for c in refs]
 
 
-def state_doc(state: RunState) -> dict[str, Any]:
-    """Every field of the folded state (defaults included), times as ISO-8601 UTC."""
+def state_doc(
+    state: RunState, checkpoints: Iterable[CheckpointRef], input: dict[str, Any]
+) -> dict[str, Any]:
+    """Every field of the folded state (defaults included), times as ISO-8601 UTC, with
+    what the log keeps beside it: the run's input and its checkpoints up to the state."""
     doc: dict[str, Any] = {f: getattr(state, f) for f in state.__struct_fields__}
     doc["started_at"] = when(state.started_at)
     doc["updated_at"] = when(state.updated_at)
-    doc["checkpoints"] = checkpoint_docs(state)
+    doc["input"] = redact(input)  # secret fields are stored only encrypted
+    doc["checkpoints"] = checkpoint_docs(checkpoints)
     doc["pending"] = [msgspec.to_builtins(p) for p in state.pending]
-    doc["input"] = redact(state.input)  # secret fields are stored only encrypted
     return doc

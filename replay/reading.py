@@ -1,16 +1,31 @@
 """The commands that read history (runs, show, timeline, checkpoints, state, context,
 diff, verify) and move it between stores (export, import)."""
 
+from __future__ import annotations
+
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from engine.errors import UsageError
 
 from . import args, views
-from .app import STATUSES, Run, app, session
+from .app import STATUSES, Run, Session, app, session
 from .output import checkpoint_docs, run_doc, state_doc
+
+if TYPE_CHECKING:
+    from engine import RunState
+    from engine.state import CheckpointRef
+
+
+def _beside(s: Session, state: RunState) -> tuple[list[CheckpointRef], dict[str, Any]]:
+    """What the log keeps beside a state: the checkpoints up to it, and the run's input."""
+    from engine.history import started
+
+    marks = s.engine.checkpoints(state.run_id, state.position)
+    return marks, started(s.engine.store, state.run_id).input
+
 
 # --- reading ---------------------------------------------------------------------------
 
@@ -44,14 +59,15 @@ def show(ctx: typer.Context, run: Run) -> int:
     from engine.history import standing
 
     stands = standing(s.engine.store, state.run_id) if state.parent_run_id else []
+    marks, given = _beside(s, state)
     if s.as_json:
-        doc = state_doc(state)
+        doc = state_doc(state, marks, given)
         doc["branches"] = [{"run_id": c, "fork_position": at} for c, at in children]
         doc["owner"] = owner
         doc["standing"] = views.standing_docs(stands)
         s.out.json(doc)
     else:
-        s.out.lines(views.state_rows(state, children))
+        s.out.lines(views.state_rows(state, marks, given, children))
         if state.status == "running":
             s.out.lines([views.owner_row(owner)])
         s.out.lines(views.standing_rows(stands))
@@ -79,11 +95,12 @@ def timeline(ctx: typer.Context, run: Run) -> int:
 def checkpoints(ctx: typer.Context, run: Run) -> int:
     """A run's named checkpoints."""
     s = session(ctx)
-    state = s.engine.state(run)
+    rid = s.engine.resolve(run)
+    marks = s.engine.checkpoints(rid)
     if s.as_json:
-        s.out.json(checkpoint_docs(state))
+        s.out.json(checkpoint_docs(marks))
     else:
-        s.out.lines(views.checkpoint_rows(state))
+        s.out.lines(views.checkpoint_rows(rid, marks))
     return 0
 
 
@@ -98,10 +115,11 @@ def state(
     """The folded state of a run at a position, a checkpoint, or now."""
     s = session(ctx)
     folded = s.engine.state(run, at=args.position(at, "--at"))
+    marks, given = _beside(s, folded)
     if s.as_json:
-        s.out.json(state_doc(folded))
+        s.out.json(state_doc(folded, marks, given))
     else:
-        s.out.lines(views.state_rows(folded))
+        s.out.lines(views.state_rows(folded, marks, given))
     return 0
 
 

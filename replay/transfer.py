@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from engine.errors import CorruptData, UsageError
-from engine.events import UPCASTERS, AnyEvent, Checkpoint, Event, event_type
+from engine.events import UPCASTERS, AnyEvent, Event, event_type
 from engine.history import DEFAULT_SNAPSHOT_EVERY, RunCheck, RunWriter, iter_run, run_stream
 from engine.state import RunState, evolve
 from engine.store import Append
@@ -201,7 +201,7 @@ def import_run(engine: Engine, data: bytes, source: str = "the file") -> tuple[s
     snapshots = []
     for position, e in enumerate(events, start=1):
         state = evolve(state, e, position)
-        if position % DEFAULT_SNAPSHOT_EVERY == 0 or isinstance(e, Checkpoint):
+        if position % DEFAULT_SNAPSHOT_EVERY == 0:
             snapshots.append(state)
     engine.store.append(items, runs=[RunWriter.index_row(state)])
     for snapshot in snapshots:  # as the run's writer would have taken them; harmless twice

@@ -9,6 +9,7 @@ from typing import Any
 from engine import RunResult, RunState, RunSummary
 from engine.effects import Effect
 from engine.secrets import redact
+from engine.state import CheckpointRef
 
 from .output import Piece, brief, clock, plural, seconds
 
@@ -52,9 +53,13 @@ def run_rows(runs: list[RunSummary], store: str) -> list[list[Piece]]:
 
 
 def state_rows(
-    state: RunState, children: Sequence[tuple[str, int | None]] = ()
+    state: RunState,
+    checkpoints: Sequence[CheckpointRef],
+    input: dict[str, Any],
+    children: Sequence[tuple[str, int | None]] = (),
 ) -> list[list[Piece]]:
-    """A run's summary and folded state, one fact a line."""
+    """A run's summary and folded state, one fact a line (with its input and checkpoints,
+    which the log keeps beside the state)."""
 
     def row(label: str, *value: Piece) -> list[Piece]:
         return [(f"{label:<12}", "bold"), *value]
@@ -86,15 +91,15 @@ def state_rows(
         done = set(state.steps_done)
         marks = "  ".join(("[x] " if s in done else "[ ] ") + s for s in state.plan)
         rows.append(row("plan", marks))
-    if state.checkpoints:
-        names = ", ".join(f"{c.name!r} @{c.position}" for c in state.checkpoints)
+    if checkpoints:
+        names = ", ".join(f"{c.name!r} @{c.position}" for c in checkpoints)
         rows.append(row("checkpoints", names))
     for p in state.pending:
         what = "side effect, outcome unknown" if p.side_effect else "in flight"
         rows.append(row("pending", f"call {p.call} {p.tool} ({what}, key {p.key})"))
     if state.waiting:
         rows.append(row("waiting", (state.waiting, "yellow")))
-    rows.append(row("input", brief(redact(state.input), 200)))
+    rows.append(row("input", brief(redact(input), 200)))
     if state.status == "completed":
         rows.append(row("output", brief(state.output, 200)))
     if state.error:
@@ -116,11 +121,11 @@ def owner_row(owner: dict[str, Any] | None) -> list[Piece]:
     return [label, (f"{owner['owner']} is gone; `agentlog recover` resumes it", "yellow")]
 
 
-def checkpoint_rows(state: RunState) -> list[list[Piece]]:
-    if not state.checkpoints:
-        return [[(f"run {state.run_id} has no checkpoints", "dim")]]
+def checkpoint_rows(run_id: str, checkpoints: Sequence[CheckpointRef]) -> list[list[Piece]]:
+    if not checkpoints:
+        return [[(f"run {run_id} has no checkpoints", "dim")]]
     rows: list[list[Piece]] = [[(f"{'POSITION':>8}  {'AT (UTC)':<23}  NAME", "bold")]]
-    for c in state.checkpoints:
+    for c in checkpoints:
         rows.append([f"{c.position:>8}  {clock(c.at, date=True)}.{clock(c.at)[-3:]}  ", c.name])
     return rows
 

@@ -71,10 +71,14 @@ def test_run_show_timeline_checkpoints_state_and_their_json(work: Workdir) -> No
     assert state["position"] == len(timeline)
     assert state["checkpoints"] == cps
     assert state["output"] == doc["output"]
+    assert state["input"] == {"name": "ada"}  # read from agent_started, not the state
 
     at_cp = work.ok("state", rid, "--at", "greeted", "--json").json()
     assert at_cp["position"] == cps[0]["position"] and at_cp["status"] == "running"
     assert at_cp["output"] is None
+    assert at_cp["checkpoints"] == cps  # the checkpoints up to the state's position
+    before = work.ok("state", rid, "--at", str(cps[0]["position"] - 1), "--json").json()
+    assert before["checkpoints"] == [] and before["input"] == {"name": "ada"}
 
     shown = work.ok("show", rid).out
     assert rid in shown and "completed" in shown and "greeted" in shown

@@ -11,7 +11,7 @@ import pytest
 from agents.kit import Crash
 from conftest import all_backends
 
-from engine import Engine, NonDeterminismError, RetryPolicy
+from engine import Engine, NonDeterminismError, RetryPolicy, RunState
 from engine.errors import StoreError
 
 
@@ -121,19 +121,23 @@ def test_a_failed_snapshot_write_does_not_fail_the_committed_append(
         sent[order] += 1
         return {"receipt": order}
 
-    @eng.agent
+    @eng.agent(snapshot_every=2)  # the charge's commit reaches position 4: a snapshot
     def snapshotting(run: Any) -> str:
         charge("o1")  # outcome deferred into the checkpoint's commit
         run.checkpoint("after-charge")
         charge("o2")
         return "done"
 
-    def broken(*_: Any, **__: Any) -> None:
+    failed: list[int] = []
+
+    def broken(_stream: Any, state: RunState) -> None:
+        failed.append(state.position)
         raise StoreError("the store went away while saving a snapshot")
 
     monkeypatch.setattr(eng.store, "save_snapshot", broken)
     r = eng.run(snapshotting)
     assert r.status == "completed", r.error
+    assert failed, "no snapshot was attempted: the test proves nothing"
     types = [e.type for e in eng.events(r.run_id)]
     assert types.count("tool_succeeded") == 2
     assert types.count("checkpoint") == 1

@@ -546,9 +546,10 @@ def test_rewind_to_a_position_inside_a_call_means_just_before_it(eng: Engine) ->
 
 @all_backends
 def test_state_events_and_runs_have_the_contract_shapes(eng: Engine) -> None:
-    """state(): RunState with run_id/status/position/checkpoints/output, at a position or
-    checkpoint name; events(): 1-based positions, snake_case types, UTC datetimes, dict
-    data; runs(): summaries newest first with module:qualname agents, filterable."""
+    """state(): RunState with run_id/status/position/output, at a position or checkpoint
+    name; checkpoints(): the named positions, read from the log; events(): 1-based
+    positions, snake_case types, UTC datetimes, dict data; runs(): summaries newest first
+    with module:qualname agents, filterable."""
 
     @eng.tool
     def echo(x: int) -> int:
@@ -572,13 +573,14 @@ def test_state_events_and_runs_have_the_contract_shapes(eng: Engine) -> None:
     assert (s.run_id, s.status, s.output) == (one.run_id, "completed", {"y": 1})
     events = eng.events(one.run_id)
     assert s.position == len(events) == events[-1].position
-    assert [c.name for c in s.checkpoints] == ["begin", "end"]
-    assert all(isinstance(c.position, int) and c.at > 0 for c in s.checkpoints)
+    marks = eng.checkpoints(one.run_id)
+    assert [c.name for c in marks] == ["begin", "end"]
+    assert [c.position for c in marks] == [e.position for e in events if e.type == "checkpoint"]
+    assert all(c.at > 0 for c in marks)
+    assert eng.checkpoints(one.run_id, upto=marks[1].position - 1) == marks[:1]
     at_begin = eng.state(one.run_id, at="begin")
-    assert at_begin.position == s.checkpoints[0].position and at_begin.status == "running"
-    assert eng.state(one.run_id, at=str(s.checkpoints[1].position)).position == (
-        s.checkpoints[1].position
-    )
+    assert at_begin.position == marks[0].position and at_begin.status == "running"
+    assert eng.state(one.run_id, at=str(marks[1].position)).position == marks[1].position
 
     assert [e.position for e in events] == list(range(1, len(events) + 1))
     assert events[0].type == "agent_started" and events[-1].type == "agent_finished"

@@ -263,7 +263,7 @@ def test_snapshot_above_the_cap_raises_and_saves_nothing(store_url: str) -> None
     store = open_store(store_url, blob_threshold=100, max_payload=1000)
     try:
         stream = uuid.uuid4()
-        state = RunState(run_id=stream.hex, position=3, input={"doc": "z" * 5000})
+        state = RunState(run_id=stream.hex, position=3, output={"doc": "z" * 5000})
         with pytest.raises(PayloadTooLarge, match="snapshot payload"):
             store.save_snapshot(stream, state)
         assert store.snapshot_at_or_before(stream, None) is None
@@ -278,14 +278,16 @@ def test_a_state_too_large_to_snapshot_does_not_fail_the_committed_append(store_
     store = open_store(store_url, blob_threshold=100, max_payload=1000)
     try:
         run_id = uuid.uuid4().hex
-        w = RunWriter(store, RunState(run_id=run_id), snapshot_every=1000)
-        w.append(ev.AgentStarted(at=1.0, agent="a:b", import_path="a", input={"d": "x" * 600}))
-        with capture_logs() as logs:
+        w = RunWriter(store, RunState(run_id=run_id), snapshot_every=4)
+        w.append(ev.AgentStarted(at=1.0, agent="a:b", import_path="a"))
+        with capture_logs() as logs:  # 2..4 crosses 4: a snapshot of result and output
             state = w.append(
-                ev.Checkpoint(at=2.0, call=1, name="cp"), ev.AgentFinished(at=3.0, output="y" * 600)
+                ev.ToolInvoked(at=2.0, call=1, tool="t"),
+                ev.ToolSucceeded(at=3.0, call=1, tool="t", result="x" * 600),
+                ev.AgentFinished(at=4.0, output="y" * 600),
             )
-        assert state.position == 3 == w.state.position
-        assert [r.position for r in store.read(w.stream)] == [1, 2, 3]
+        assert state.position == 4 == w.state.position
+        assert [r.position for r in store.read(w.stream)] == [1, 2, 3, 4]
         assert store.snapshot_at_or_before(w.stream, None) is None
         assert [e["event"] for e in logs] == ["snapshot_too_large"]
         assert rebuild(store, run_id) == state

@@ -19,12 +19,13 @@ from typing import Any
 import msgspec
 import pytest
 from conftest import all_backends, read_raw_rows, write_raw_row
+from structlog.testing import capture_logs
 
 from engine import events as ev
 from engine.errors import CorruptData
-from engine.history import rebuild, run_stream, state_at
+from engine.history import checkpoint_refs, rebuild, run_stream, state_at
 from engine.state import RunState, fold
-from engine.store import Append, Store, codec
+from engine.store import Append, Recorded, Store, codec
 
 GOLDEN = Path(__file__).parent / "golden"
 TAG = "tool_succeeded"
@@ -236,14 +237,34 @@ def test_todays_code_decodes_every_golden_v1_event_to_its_recorded_values() -> N
         assert _as_recorded(event, row["expected"]) == row["expected"], row["position"]
 
 
+# RunState v2 (snapshot topic run_state:2) keeps neither the checkpoint list nor the input:
+# the log holds them (checkpoint events, agent_started). The golden state was recorded by v1.
+MOVED_TO_THE_LOG = ("checkpoints", "input")
+
+
+def _in_state(expected: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in expected.items() if k not in MOVED_TO_THE_LOG}
+
+
+def _from_the_log(recorded: list[Recorded]) -> dict[str, Any]:
+    """The v1 state's checkpoint list and input, as the log gives them today."""
+    started = recorded[0].event
+    assert isinstance(started, ev.AgentStarted)
+    marks = msgspec.to_builtins(checkpoint_refs(recorded))
+    return {"checkpoints": marks, "input": msgspec.to_builtins(started.input)}
+
+
 def test_todays_fold_of_the_golden_run_reaches_the_recorded_state() -> None:
-    """Folding the decoded golden history gives exactly the state recorded with it."""
+    """Folding the decoded golden history gives exactly the state recorded with it; the
+    fields v2 moved out of the state (checkpoints, input) read from the log the same."""
     run_id, expected = _golden_state()
     events = [
         (r["position"], codec.decode_event(r["topic"], base64.b64decode(r["payload"])))
         for r in _golden()
     ]
-    assert _full(fold(events, RunState(run_id=run_id))) == expected
+    assert _full(fold(events, RunState(run_id=run_id))) == _in_state(expected)
+    moved = {k: expected[k] for k in MOVED_TO_THE_LOG}
+    assert _from_the_log([Recorded(uuid.UUID(int=0), p, e) for p, e in events]) == moved
 
 
 @all_backends
@@ -264,7 +285,9 @@ def test_a_golden_run_planted_in_a_store_rebuilds_to_the_recorded_state(
     assert [_as_recorded(e.event, r["expected"]) for e, r in zip(read, rows, strict=True)] == [
         r["expected"] for r in rows
     ]
-    assert _full(fold([(e.position, e.event) for e in read], RunState(run_id=run_id))) == expected
+    full = fold([(e.position, e.event) for e in read], RunState(run_id=run_id))
+    assert _full(full) == _in_state(expected)
+    assert _from_the_log(read) == {k: expected[k] for k in MOVED_TO_THE_LOG}
     with pytest.raises(CorruptData, match=f"run {run_id}.* position 25: agent_finished after"):
         state_at(store, run_id)
     abandoned = len(rows) - 1
@@ -273,4 +296,31 @@ def test_a_golden_run_planted_in_a_store_rebuilds_to_the_recorded_state(
         [(e.position, e.event) for e in read[:abandoned]], RunState(run_id=run_id)
     )
     assert rebuild(store, run_id, abandoned) == until_abandoned
-    assert until_abandoned.checkpoints[-1].position == expected["checkpoints"][-1]["position"]
+    last_mark = checkpoint_refs(read[:abandoned])[-1]
+    assert last_mark.position == expected["checkpoints"][-1]["position"]
+
+
+@all_backends
+def test_a_v1_snapshot_upcasts_and_an_unknown_version_is_skipped(
+    store_url: str, store: Store
+) -> None:
+    """The golden v1 state, stored as a ``run_state:1`` snapshot (checkpoint list and input
+    inside), decodes to today's fold of the golden events: the two fields v2 moved to the
+    log are dropped, the rest keep their meaning. A snapshot of a version this code does
+    not know is skipped with a warning, as a corrupt one is (a snapshot is only a shortcut)."""
+    run_id, expected = _golden_state()
+    stream = run_stream(run_id)
+    v1 = msgspec.msgpack.encode(expected)
+    assert b"checkpoints" in v1 and b"input" in v1
+    write_raw_row(store_url, store, "snapshots", stream, 25, "run_state:1", v1)
+    write_raw_row(store_url, store, "snapshots", stream, 26, "run_state:9", v1)
+    with capture_logs() as logs:
+        snap = store.snapshot_at_or_before(stream, None)
+    assert [e["event"] for e in logs] == ["snapshot_skipped"]
+    assert "run_state:9" in logs[0]["error"] and logs[0]["position"] == 26
+    events = [
+        (r["position"], codec.decode_event(r["topic"], base64.b64decode(r["payload"])))
+        for r in _golden()
+    ]
+    assert snap == fold(events, RunState(run_id=run_id))
+    assert _full(snap) == _in_state(expected)

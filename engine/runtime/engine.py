@@ -22,6 +22,7 @@ from ..errors import AgentlogError, NonDeterminismError, RunBusy, ToolError, Usa
 from ..history import (
     DEFAULT_SNAPSHOT_EVERY,
     RunWriter,
+    checkpoints,
     read_events,
     read_run,
     run_stream,
@@ -29,7 +30,7 @@ from ..history import (
 )
 from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
 from ..secrets import key_check, redact, refuse_secret_input, replay_key, run_key
-from ..state import RunState
+from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
 from . import calls, lifecycle, registry
 from .catalog import Catalog
@@ -166,7 +167,7 @@ class Engine(Catalog):
                 key_check=key_check(replay_key()),
             )
             writer.append(started)
-            return self._drive(a, writer, Journal(), check=started.key_check)
+            return self._drive(a, writer, Journal(), data, check=started.key_check)
 
     async def arun(self, agent: AgentDef | Callable[..., Any], /, **input: Any) -> RunResult:
         """``run`` from inside an event loop (the run executes in a worker thread)."""
@@ -184,7 +185,9 @@ class Engine(Catalog):
             agent = registry.load_agent(started.agent, started.import_path)
             journal = Journal.from_events(history.recorded)
             writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
-            return self._drive(agent, writer, journal, check=started.key_check, resumed=True)
+            return self._drive(
+                agent, writer, journal, started.input, check=started.key_check, resumed=True
+            )
 
     def recover(self) -> list[RunResult]:
         """Resume every run whose owner died (lease expired, or its process is gone).
@@ -213,6 +216,7 @@ class Engine(Catalog):
         agent: AgentDef,
         writer: RunWriter,
         journal: Journal,
+        input: dict[str, Any],
         *,
         check: str | None,
         resumed: bool = False,
@@ -224,10 +228,10 @@ class Engine(Catalog):
         rid = writer.state.run_id
         key = run_key(check, rid)
         ctx = RunContext(self, writer, journal, agent, hash_key=key, resumed=resumed, verify=verify)
-        redact(writer.state.input, seen=ctx.seen)  # secret input (stored encrypted): masked
+        redact(input, seen=ctx.seen)  # secret input (stored encrypted): masked
         token = _current.set(ctx)
         try:
-            output = agent.fn(ctx, **writer.state.input)
+            output = agent.fn(ctx, **input)
             if asyncio.iscoroutine(output):
                 output = _run_async(_settled(ctx, output))
             ctx.finish_check()
@@ -292,7 +296,7 @@ class Engine(Catalog):
         writer = RunWriter(self.store, state)
         journal = Journal.from_events(history.recorded)
         try:
-            self._drive(agent, writer, journal, check=started.key_check, verify=True)
+            self._drive(agent, writer, journal, started.input, check=started.key_check, verify=True)
         except LogEnd as end:
             if state.status == "completed":  # its log is the whole run: nothing may follow
                 raise NonDeterminismError(
@@ -305,6 +309,11 @@ class Engine(Catalog):
     def state(self, run_id: str, at: int | str | None = None) -> RunState:
         """The folded state at a position, a checkpoint name, or the latest."""
         return state_at(self.store, self.resolve(run_id), at)
+
+    def checkpoints(self, run_id: str, upto: int | None = None) -> list[CheckpointRef]:
+        """The run's named checkpoints (up to position ``upto``) in log order, each
+        occurrence of a repeated name included; read from the log, not kept in state."""
+        return checkpoints(self.store, self.resolve(run_id), upto)
 
     def events(self, run_id: str) -> list[EventView]:
         """The run's recorded events, in order."""

@@ -230,7 +230,7 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
     if effects not in forks.MODES:
         raise UsageError(f"effects must be one of {', '.join(forks.MODES)}, not {effects!r}")
     rid, recorded, state = _load(engine, run_id)
-    target = resolve_position(state, to)
+    target = resolve_position(state, to, recorded)
     assert target is not None
     target = _outside_calls(recorded, target)
     started = recorded[0].event
@@ -259,7 +259,7 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
         )
         writer.append(head, *inherited)
         journal = Journal.from_events(read_events(engine.store, fork_id))
-        result = engine._drive(agent, writer, journal, check=head.key_check)
+        result = engine._drive(agent, writer, journal, head.input, check=head.key_check)
     return msgspec.structs.replace(result, standing=tuple(standing(engine.store, fork_id)))
 
 
@@ -312,7 +312,7 @@ def _replays(engine: Engine, agent: AgentDef, run_id: str, events: list[ev.Event
     state = fold([(r.position, r.event) for r in recorded], RunState(run_id=run_id))
     writer, journal = RunWriter(engine.store, state), Journal.from_events(recorded)
     with contextlib.suppress(LogEnd):
-        engine._drive(agent, writer, journal, check=head.key_check, verify=True)
+        engine._drive(agent, writer, journal, head.input, check=head.key_check, verify=True)
 
 
 def _outside_calls(recorded: list[Recorded], target: int) -> int:

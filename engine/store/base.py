@@ -37,7 +37,11 @@ BLOB_CHUNK = 1024 * 1024
 # so the part of a large batch beyond this goes out of line like any large payload.
 MAX_INLINE_BATCH = 2 * 1024 * 1024
 BLOB_SUFFIX = "@blob"
-SNAPSHOT_TOPIC = "run_state:1"
+# Version 2 dropped the checkpoint list and the input from RunState. A version-1 snapshot
+# upcasts by decoding into the current type (msgspec ignores the dropped fields; the rest
+# kept their meaning); any other topic is skipped and the state rebuilt from events.
+SNAPSHOT_TOPIC = "run_state:2"
+SNAPSHOT_TOPICS = frozenset({SNAPSHOT_TOPIC, "run_state:1"})
 _NS = uuid.UUID("6d1f4c1e-8a47-4c39-9a52-6a1f0e0b5a11")
 
 
@@ -274,10 +278,11 @@ class Store:
                 try:
                     # A CipherError (a key problem, not a damaged row) is not skipped.
                     payload = self.rows.unseal(self.name, row, r.state)
-                    if r.topic.endswith(BLOB_SUFFIX):
-                        payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
-                    elif r.topic != SNAPSHOT_TOPIC:
+                    topic = r.topic.removesuffix(BLOB_SUFFIX)
+                    if topic not in SNAPSHOT_TOPICS:
                         raise CorruptData(f"unknown snapshot topic {r.topic!r}")
+                    if topic != r.topic:
+                        payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
                     state = msgspec.msgpack.decode(payload, type=RunState)
                     if state.position != r.originator_version:
                         raise CorruptData("snapshot position does not match its row")

@@ -1,0 +1,102 @@
+"""Bounded storage (issue 10 §6): a snapshot's size follows the run's working state, not its
+history. Checkpoints are read from the log and the input from ``agent_started``, so after
+hundreds of checkpoints (distinct names or one repeated) the snapshots stay within twice
+the bytes of the events, on real SQLite and PostgreSQL stores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+from conftest import all_backends, backends, read_raw_rows
+
+from engine import Engine
+from engine.history import run_stream
+from engine.store import Store
+from engine.store.base import BLOB_SUFFIX, BlobRef
+
+CHECKPOINTS = 500  # the bound is a ratio: 500 shows it as 2,000 does (scripts/bench_snapshots.py)
+
+
+@pytest.fixture
+def eng(store_url: str) -> Iterator[Engine]:
+    e = Engine.open(store_url)
+    yield e
+    e.close()
+
+
+def _sizes(store: Store, table: str, run_id: str) -> list[int]:
+    """The stored payload bytes of each row of the run's stream in ``table`` (a payload
+    moved out of line counts at its full size)."""
+    sizes = []
+    for row in read_raw_rows(store, table, run_stream(run_id)):
+        if row.topic.endswith(BLOB_SUFFIX):
+            sizes.append(msgspec.msgpack.decode(row.state, type=BlobRef).size)
+        else:
+            sizes.append(len(row.state))
+    return sizes
+
+
+def _many(run: Any, n: int, repeat: bool) -> int:
+    for i in range(n):
+        run.checkpoint("again" if repeat else f"step-{i:05d}")
+    return n
+
+
+@backends("sqlite", "postgres")
+@pytest.mark.parametrize("repeat", [False, True], ids=["distinct", "repeated"])
+def test_snapshots_after_many_checkpoints_stay_within_twice_the_event_bytes(
+    eng: Engine, repeat: bool
+) -> None:
+    """500 checkpoints with distinct names, or one name repeated: the run's snapshots
+    take at most 2x the bytes of its events, and the last snapshot is no larger than the
+    first (beyond the width of its counters): none holds the checkpoints seen so far."""
+    r = eng.run(eng.agent(_many, name="bounds:many"), n=CHECKPOINTS, repeat=repeat)
+    assert r.status == "completed"
+    events = _sizes(eng.store, "events", r.run_id)
+    snapshots = _sizes(eng.store, "snapshots", r.run_id)
+    assert len(events) == CHECKPOINTS + 2
+    assert len(snapshots) >= CHECKPOINTS // 100  # the cadence still snapshots
+    assert sum(snapshots) <= 2 * sum(events), (sum(snapshots), sum(events))
+    assert max(snapshots) <= snapshots[0] + 8, snapshots
+    marks = eng.checkpoints(r.run_id)
+    assert len(marks) == CHECKPOINTS  # every occurrence is still listed, read from the log
+    latest = marks[-1] if repeat else marks[0]
+    assert eng.state(r.run_id, at=latest.name).position == latest.position
+
+
+@all_backends
+def test_the_input_is_stored_once_and_rewind_reads_it_from_agent_started(eng: Engine) -> None:
+    """A 20 kB input lives in agent_started alone: no snapshot carries it, and a rewind
+    (which re-executes the agent) still receives it, read from the parent's log."""
+    doc = "x" * 20_000
+
+    def reader(run: Any, doc: str) -> int:
+        for i in range(150):
+            run.checkpoint(f"cp-{i}")
+        return len(doc)
+
+    agent = eng.agent(reader, name="bounds:reader")
+    r = eng.run(agent, doc=doc)
+    assert r.output == len(doc)
+    snapshots = _sizes(eng.store, "snapshots", r.run_id)
+    assert snapshots and max(snapshots) < 1000, snapshots
+    assert _sizes(eng.store, "events", r.run_id)[0] > len(doc)  # agent_started holds it
+    fork = eng.rewind(r.run_id, to="cp-10")
+    assert (fork.status, fork.output) == ("completed", len(doc))
+    assert eng.events(fork.run_id)[0].data["input"] == {"doc": doc}
+
+
+@all_backends
+def test_a_checkpoint_takes_no_snapshot_of_its_own(eng: Engine) -> None:
+    """Snapshots follow the cadence (every N events) alone: a run of checkpoints shorter
+    than N leaves none, and state at any of its names still folds from the log."""
+    agent = eng.agent(_many, name="bounds:short", snapshot_every=10)
+    r = eng.run(agent, n=7, repeat=False)  # positions 1..9: below the first cadence point
+    assert _sizes(eng.store, "snapshots", r.run_id) == []
+    at = eng.state(r.run_id, at="step-00003")
+    assert (at.position, at.calls, at.status) == (5, 4, "running")
+    assert [c.position for c in eng.checkpoints(r.run_id, upto=5)] == [2, 3, 4, 5]
+    assert eng.checkpoints(r.run_id, upto=10**6) == eng.checkpoints(r.run_id)  # past the end
