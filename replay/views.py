@@ -38,6 +38,8 @@ def run_rows(runs: list[RunSummary], store: str) -> list[list[Piece]]:
     ]
     for r in runs:
         parent: list[Piece] = [("  fork of " + r.parent_run_id, "cyan")] if r.parent_run_id else []
+        if r.unreadable:
+            parent.append(("  " + r.unreadable, "red"))
         rows.append(
             [
                 f"{r.run_id:<32}  ",

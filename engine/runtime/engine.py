@@ -22,6 +22,7 @@ from ..errors import AgentlogError, NonDeterminismError, RunBusy, ToolError, Usa
 from ..history import (
     DEFAULT_SNAPSHOT_EVERY,
     RunWriter,
+    check_run_id,
     read_events,
     read_run,
     run_stream,
@@ -30,7 +31,7 @@ from ..history import (
 from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
 from ..state import RunState
 from ..store import Store
-from . import calls, lifecycle, registry
+from . import adoption, calls, lifecycle, registry
 from .catalog import Catalog
 from .context import LogEnd, RunContext, _current, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
@@ -149,7 +150,7 @@ class Engine(Catalog):
         if current() is not None:
             raise UsageError("engine.run inside a run: start child runs from outside")
         a = agent if isinstance(agent, AgentDef) else self.agent(agent)
-        rid = run_id or uuid.uuid4().hex
+        rid = uuid.uuid4().hex if run_id is None else check_run_id(run_id)
         data = normalize(input, "the run's input")
         with self.leases.hold(self.store, rid):
             if run_id is not None and self.store.last_position(run_stream(rid)) > 0:
@@ -177,8 +178,8 @@ class Engine(Catalog):
             state = history.state
             if state.status in ("completed", "abandoned"):
                 return self._result(state)
-            started = history.started
-            agent = registry.load_agent(started.agent, started.import_path)
+            name, path = adoption.runs_as(state, history.recorded, "be resumed")
+            agent = registry.load_agent(name, path)
             journal = Journal.from_events(history.recorded)
             writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
             return self._drive(agent, writer, journal, resumed=True)
@@ -189,12 +190,15 @@ class Engine(Catalog):
         A run that cannot be resumed (a damaged log, changed code, an agent that no longer
         imports, an unexpected error) does not stop the others: its result keeps the run's
         status, says why in ``error`` and sets ``not_resumed`` ("refused" or "unexpected").
+        An imported run nobody adopted is skipped: it has no owner, and it is not code.
         """
         results = []
         for row in self.store.runs("running"):
             if self.leases.dead_holder(self.store, row.run_id) is None:
                 continue  # a live owner is executing it
             try:
+                if adoption.imported(self.store, row.run_id):
+                    continue
                 results.append(self.resume(row.run_id))
             except RunBusy:
                 continue  # another recoverer took it first
@@ -278,8 +282,8 @@ class Engine(Catalog):
         """
         rid = self.resolve(run_id)
         history = read_run(self.store, rid)
-        state, started = history.state, history.started
-        agent = registry.load_agent(started.agent, started.import_path)
+        state = history.state
+        agent = registry.load_agent(*adoption.runs_as(state, history.recorded, "be verified"))
         writer = RunWriter(self.store, state)
         try:
             self._drive(agent, writer, Journal.from_events(history.recorded), verify=True)
@@ -289,6 +293,12 @@ class Engine(Catalog):
                     f"run {rid} completed, but the code now goes on past its log: {end}"
                 ) from None
         return self._result(state)
+
+    def adopt(self, run_id: str, agent: AgentDef | str | None = None) -> RunResult:
+        """Take on an imported run: record who adopted it, when, and which agent runs it
+        (``module:qualname`` or a definition; None keeps the one it names). Until then
+        resume, answer, abandon, rewind and verify refuse it and recover skips it."""
+        return adoption.adopt(self, run_id, agent)
 
     # --- reading ---------------------------------------------------------------------
 
