@@ -281,7 +281,6 @@ def _event(line: Line, where: str) -> Event:
             event = decode_event(f"{line.type}:{line.schema}", _unbase64(line.msgpack))
             if msgspec.json.decode(_enc.encode(event)) != data:
                 raise CorruptData("its event and its msgpack are not the same event")
-        encode_event(event)  # what the store will write: every value must encode
     except (
         ValueError,
         TypeError,
@@ -297,6 +296,10 @@ def _event(line: Line, where: str) -> Event:
     if event.__struct_config__.tag != line.type:
         raise CorruptData(f"{where}: event type differs from the line's type")
     _check_numbers(event, where)
+    try:
+        encode_event(event)  # what the store will write: every value must encode
+    except (OverflowError, TypeError, msgspec.EncodeError) as e:
+        raise CorruptData(f"{where}: its {line.type} event cannot be stored ({e})") from None
     return event
 
 
