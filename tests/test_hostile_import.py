@@ -96,6 +96,12 @@ def _msgpack_lies(docs: list[Doc]) -> list[Doc]:
     return docs
 
 
+def _type_lies(docs: list[Doc]) -> list[Doc]:
+    doc = next(d for d in docs if "msgpack" in d)
+    doc["event"]["type"] = "checkpoint"
+    return docs
+
+
 def _ledger_claims(docs: list[Doc]) -> list[Doc]:
     docs = with_run_id(docs, LEDGER_HEX)
     docs = _insert(docs, 2, "effect_claimed", key="pay:o1", run_id=LEDGER_HEX, call=1)
@@ -111,6 +117,11 @@ FORGERIES: dict[str, tuple[Callable[[list[Doc]], list[Doc]], str]] = {
         "line 3: a effect_released",
     ),
     "event and msgpack differ": (_msgpack_lies, "not the same event"),
+    "event type differs from msgpack's": (_type_lies, "its event's type differs"),
+    "an integer no store can hold": (
+        _set("agent_finished", "output", 2**70),
+        "agent_finished event cannot be stored",
+    ),
     "call 0": (_set("checkpoint", "call", 0), "call 0 is out of range"),
     "call -5": (_set("checkpoint", "call", -5), "call -5 is out of range"),
     "call 2**63": (_set("checkpoint", "call", 2**63), "is out of range"),
