@@ -52,7 +52,7 @@ def show(ctx: typer.Context, run: Run) -> int:
         s.out.json(doc)
     else:
         s.out.lines(views.state_rows(state, children))
-        if state.status == "running":
+        if state.status == "running" and not state.imported:
             s.out.lines([views.owner_row(owner)])
         s.out.lines(views.standing_rows(stands))
     return 0

@@ -95,6 +95,9 @@ def state_rows(
         rows.append(row("pending", f"call {p.call} {p.tool} ({what}, key {p.key})"))
     if state.waiting:
         rows.append(row("waiting", (state.waiting, "yellow")))
+    if state.imported:
+        hint = f"history only: nothing runs it until `agentlog adopt {state.run_id}`"
+        rows.append(row("imported", (hint, "magenta")))
     rows.append(row("input", brief(state.input, 200)))
     if state.status == "completed":
         rows.append(row("output", brief(state.output, 200)))

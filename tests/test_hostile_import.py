@@ -239,8 +239,10 @@ def test_code_a_file_names_is_never_imported_before_adoption(tmp_path: Path) -> 
             (tmp_path / f"{rid}.jsonl").write_bytes(forge(with_run_id(forged, rid)))
             work.ok("import", str(tmp_path / f"{rid}.jsonl"))
     for rid in runs.values():
-        for command in ("show", "timeline", "state", "context", "checkpoints", "export"):
+        for command in ("state", "context", "checkpoints", "export"):
             work.ok(command, rid)
+        assert f"until `agentlog adopt {rid}`" in work.ok("show", rid).out
+        assert "imported from" in work.ok("timeline", rid).out
         for act in (("resume",), ("answer", "yes"), ("abandon",), ("rewind", "--to", "1")):
             one_line_error(work.cli(act[0], rid, *act[1:]), "agentlog adopt")
         one_line_error(work.cli("verify", rid), "agentlog adopt")
