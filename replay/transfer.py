@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,62 +31,27 @@ import msgspec
 
 from engine import events as ev
 from engine.errors import CorruptData, UsageError
-from engine.events import UPCASTERS, AnyEvent, Checkpoint, Event, event_type
+from engine.events import Checkpoint, Event
 from engine.history import (
     DEFAULT_SNAPSHOT_EVERY,
     RunCheck,
     RunWriter,
-    check_run_id,
     iter_run,
     run_stream,
 )
 from engine.state import RunState, evolve
 from engine.store import Append
-from engine.store.codec import decode_event, encode_event
+from engine.store.codec import encode_event
+
+from .lines import FORMAT, decode_line, event_json, first_line, line_event
 
 if TYPE_CHECKING:
     from engine import Engine
 
-FORMAT = 1
 KEY_ENV = "AGENTLOG_EXPORT_KEY"
 _HASH_KEY = b',"hash":"'
 _SIG_KEY = b',"sig":"'
 _enc = msgspec.json.Encoder()
-_event_json: msgspec.json.Decoder[Any] = msgspec.json.Decoder(AnyEvent)
-# Events of the shared ledger and of tools' own streams: a run's stream never holds one.
-FOREIGN = frozenset(
-    t.__struct_config__.tag
-    for t in (
-        ev.EffectClaimed,
-        ev.EffectCommitted,
-        ev.EffectReleased,
-        ev.CircuitOpened,
-        ev.CircuitHalfOpened,
-        ev.CircuitClosed,
-    )
-)
-LIMIT = 2**63  # positions, calls and counts stay below it (a signed 64-bit column)
-# Timestamps a datetime can show: 0001-01-01 to 9999-12-31 UTC.
-EARLIEST, LATEST = -62135596800.0, 253402300799.0
-ONE_BASED = frozenset({"call", "parent_call", "fork_position"})
-
-
-class Line(msgspec.Struct):
-    """One exported line as import reads it (``hash`` and ``sig`` are checked on the raw
-    bytes)."""
-
-    v: int
-    index: int
-    total: int
-    run_id: str
-    position: int
-    type: str
-    schema: int
-    event: msgspec.Raw
-    msgpack: str | None = None
-
-
-_line = msgspec.json.Decoder(Line)
 
 
 def export_key() -> bytes | None:
@@ -144,7 +108,7 @@ def _body(run_id: str, position: int, total: int, event: Event) -> bytes:
 def _exact(as_json: bytes, event: Event) -> bool:
     """Whether the JSON form decodes back to an equal event."""
     try:
-        return bool(_event_json.decode(as_json) == event)
+        return bool(event_json.decode(as_json) == event)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return False
 
@@ -202,14 +166,14 @@ def parse(data: bytes, source: str = "the file", *, require_signature: bool = Fa
                 raise CorruptData(f"{where}: signature does not match {KEY_ENV}")
         if require_signature and sig is None:
             raise CorruptData(f"{where}: not signed (--require-signature)")
-        line = _decode_line(body, where)
+        line = decode_line(body, where)
         if n == 1:
-            run_id, total = _first(line, where)
+            run_id, total = first_line(line, where)
         if line.index != n or line.position != n:
             raise CorruptData(f"{where}: holds event {line.index}, expected {n} (reordered)")
         if line.total != total or line.run_id != run_id:
             raise CorruptData(f"{where}: belongs to another export (run or total differs)")
-        events.append(_event(line, where))
+        events.append(line_event(line, where))
     if len(lines) != total:
         raise CorruptData(
             f"{source} ends after line {len(lines)} of {total}: truncated; nothing imported"
@@ -233,112 +197,6 @@ def _split(raw: bytes, where: str) -> tuple[bytes, str, str | None]:
     if at > 0 and head.endswith(b'"') and head[at : at + len(_SIG_KEY)] == _SIG_KEY:
         return head[:at] + b"}", digest, head[at + len(_SIG_KEY) : -1].decode("ascii", "replace")
     return head + b"}", digest, None
-
-
-def _decode_line(body: bytes, where: str) -> Line:
-    try:
-        line = _line.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
-        raise CorruptData(f"{where}: not an agentlog export line ({e})") from None
-    if line.v != FORMAT:
-        raise CorruptData(f"{where}: export format {line.v} is not supported")
-    return line
-
-
-def _first(line: Line, where: str) -> tuple[str, int]:
-    """The run id and event count the first line announces, checked."""
-    try:
-        run_id = check_run_id(line.run_id)
-    except UsageError as e:
-        raise CorruptData(f"{where}: {e}") from None
-    if not 1 <= line.total < LIMIT:
-        raise CorruptData(f"{where}: total {line.total} is out of range")
-    return run_id, line.total
-
-
-def _event(line: Line, where: str) -> Event:
-    """The line's event: a run event of a schema this code knows, its JSON and msgpack
-    forms the same event, its numbers in range."""
-    try:
-        cls = event_type(line.type)
-    except KeyError:
-        raise CorruptData(f"{where}: unknown event type {line.type[:60]!r}") from None
-    if line.type in FOREIGN:
-        raise CorruptData(f"{where}: a {line.type} event never belongs to a run; refused")
-    if not 1 <= line.schema <= cls.SCHEMA:
-        raise CorruptData(
-            f"{where}: {line.type} schema {line.schema} is not one this version knows "
-            f"(1..{cls.SCHEMA})"
-        )
-    try:
-        event: Event
-        if line.msgpack is None and line.schema == cls.SCHEMA:
-            event = _event_json.decode(line.event)  # the common case: one typed decode
-        elif line.msgpack is None:
-            event = msgspec.convert(_current_form(line, cls), AnyEvent)
-        else:
-            data = _current_form(line, cls)
-            event = decode_event(f"{line.type}:{line.schema}", _unbase64(line.msgpack))
-            if msgspec.json.decode(_enc.encode(event)) != data:
-                raise CorruptData("its event and its msgpack are not the same event")
-    except (
-        ValueError,
-        TypeError,
-        OverflowError,
-        RecursionError,
-        msgspec.DecodeError,
-        msgspec.EncodeError,
-        msgspec.ValidationError,
-    ) as e:
-        raise CorruptData(f"{where}: cannot decode its {line.type} event ({e})") from None
-    except CorruptData as e:
-        raise CorruptData(f"{where}: {e}") from None
-    if event.__struct_config__.tag != line.type:
-        raise CorruptData(f"{where}: event type differs from the line's type")
-    _check_numbers(event, where)
-    try:
-        encode_event(event)  # what the store will write: every value must encode
-    except (OverflowError, TypeError, msgspec.EncodeError) as e:
-        raise CorruptData(f"{where}: its {line.type} event cannot be stored ({e})") from None
-    return event
-
-
-def _current_form(line: Line, cls: type[Event]) -> dict[str, Any]:
-    """The line's readable event as a dict of the current schema (upcast if older)."""
-    data: dict[str, Any] = msgspec.json.decode(line.event)
-    if not isinstance(data, dict):
-        raise CorruptData("its event is not a JSON object")
-    if data.get("type", line.type) != line.type:
-        raise CorruptData("its event's type differs from the line's type")
-    for version in range(line.schema, cls.SCHEMA):
-        up = UPCASTERS.get((line.type, version))
-        data = up(data) if up is not None else data
-    data["type"] = line.type
-    return data
-
-
-def _unbase64(text: str) -> bytes:
-    return base64.b64decode(text, validate=True)
-
-
-def _check_numbers(event: Event, where: str) -> None:
-    """Timestamps finite and within datetime's range, every float finite, positions,
-    calls and counts in range, run ids well formed."""
-    for name in event.__struct_fields__:
-        value = getattr(event, name)
-        if isinstance(value, bool) or value is None:
-            continue
-        if isinstance(value, float):
-            if not math.isfinite(value) or (name == "at" and not EARLIEST <= value <= LATEST):
-                raise CorruptData(f"{where}: {name} {value!r} is out of range")
-        elif isinstance(value, int):
-            if not (1 if name in ONE_BASED else 0) <= value < LIMIT:
-                raise CorruptData(f"{where}: {name} {value} is out of range")
-        elif name in ("parent_run_id", "run_id") and isinstance(value, str):
-            try:
-                check_run_id(value, name.replace("_", " "))
-            except UsageError as e:
-                raise CorruptData(f"{where}: {e}") from None
 
 
 def _same_form(event: Event) -> tuple[str, bytes]:
