@@ -243,7 +243,7 @@ def test_todays_fold_of_the_golden_run_reaches_the_recorded_state() -> None:
         (r["position"], codec.decode_event(r["topic"], base64.b64decode(r["payload"])))
         for r in _golden()
     ]
-    assert _full(fold(events, RunState(run_id=run_id))) == expected
+    assert _as_recorded(fold(events, RunState(run_id=run_id)), expected) == expected
 
 
 @all_backends
@@ -264,7 +264,8 @@ def test_a_golden_run_planted_in_a_store_rebuilds_to_the_recorded_state(
     assert [_as_recorded(e.event, r["expected"]) for e, r in zip(read, rows, strict=True)] == [
         r["expected"] for r in rows
     ]
-    assert _full(fold([(e.position, e.event) for e in read], RunState(run_id=run_id))) == expected
+    folded = fold([(e.position, e.event) for e in read], RunState(run_id=run_id))
+    assert _as_recorded(folded, expected) == expected
     with pytest.raises(CorruptData, match=f"run {run_id}.* position 25: agent_finished after"):
         state_at(store, run_id)
     abandoned = len(rows) - 1
