@@ -142,9 +142,9 @@ def evolve(state: RunState, event: ev.Event, position: int) -> RunState:
         case ev.AgentAbandoned():
             return replace(s, status="abandoned", waiting=None)
         case ev.RunImported():
-            return replace(s, imported=True, updated_at=state.updated_at)
+            return replace(s, imported=True)
         case ev.RunAdopted():
-            return replace(s, imported=False, agent=event.agent, updated_at=state.updated_at)
+            return replace(s, imported=False, agent=event.agent)
         case _:
             return s
 

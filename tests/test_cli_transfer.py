@@ -54,6 +54,7 @@ def test_round_trip_is_lossless_and_reimport_does_nothing(source: Workdir) -> No
     states = [w.ok("state", rid, "--json").json() for w in (target, source)]
     assert states[0].pop("imported") is True and states[1].pop("imported") is False
     assert states[0].pop("position") == states[1].pop("position") + 1
+    assert states[0].pop("updated_at") >= states[1].pop("updated_at")  # the import's time
     assert states[0] == states[1]
     again = target.ok("import", str(path), "--json").json()
     assert again["imported"] is False
