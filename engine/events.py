@@ -65,6 +65,28 @@ class AgentAbandoned(Event, frozen=True, tag="agent_abandoned"):
     reason: str = ""
 
 
+class RunImported(Event, frozen=True, tag="run_imported"):
+    """The run above came from an export file: history to read, not code to run, until
+    a person adopts it. ``chain`` is the file's last hash; ``signed`` whether an
+    ``AGENTLOG_EXPORT_KEY`` signature on it was verified."""
+
+    source: str = ""
+    events: int = 0
+    chain: str = ""
+    signed: bool = False
+    by: str = ""  # user@host that imported it
+
+
+class RunAdopted(Event, frozen=True, tag="run_adopted"):
+    """A person took an imported run on: from here it runs as ``agent`` (imported from
+    ``import_path``), and may be resumed, answered, abandoned, rewound and recovered."""
+
+    agent: str
+    import_path: str
+    by: str = ""  # user@host
+    owner: str = ""  # the adopting engine's owner id (host:pid:nonce)
+
+
 # --- the agent's own durable calls ------------------------------------------------------
 
 
@@ -223,6 +245,8 @@ AnyEvent = (
     | AgentFinished
     | AgentFailed
     | AgentAbandoned
+    | RunImported
+    | RunAdopted
     | PlanCreated
     | StepStarted
     | StepCompleted

@@ -13,7 +13,9 @@ to its latest occurrence. ``standing`` tells which of a fork's parent's effects 
 
 from __future__ import annotations
 
+import functools
 import itertools
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from . import effects, failpoints, log
 from . import events as ev
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from .state import CheckpointRef, RunState, evolve
-from .store import Append, Recorded, Store
+from .store import Append, Recorded, Store, stream_id
 from .store.base import RunRow
 
 DEFAULT_SNAPSHOT_EVERY = 100
@@ -32,23 +34,33 @@ PAGE = 1000  # events per read when a reader streams a run
 ENDS = (ev.AgentFinished, ev.AgentAbandoned)
 ENDED = ("completed", "abandoned")
 # What an ended run's stream may still receive: the record of undoing one of its effects,
-# made by a later act on it (a rewind that compensates the parent's effects).
-AFTER_END = (ev.CompensationStarted, ev.Compensated)
+# made by a later act on it (a rewind that compensates the parent's effects), and the
+# record of its import and of its adoption.
+AFTER_END = (ev.CompensationStarted, ev.Compensated, ev.RunImported, ev.RunAdopted)
 
 
-_RUN_NS = uuid.UUID("0b7f5a2c-3f7e-4d8e-9a7c-2f1d3e4b5a60")
+# A run id: what `agentlog` accepts as RUN, stores in the index and derives a stream from.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 
+def check_run_id(run_id: str, what: str = "run id") -> str:
+    """``run_id`` if it is a run id (1 to 128 of ``A-Z a-z 0-9 . _ : -``, starting with a
+    letter or digit); else ``UsageError``."""
+    if isinstance(run_id, str) and RUN_ID.fullmatch(run_id) is not None:
+        return run_id
+    text = str(run_id)
+    shown = repr(text[:40]) + ("..." if len(text) > 40 else "")
+    raise UsageError(
+        f"not a {what}: {shown} (1 to 128 letters, digits, '.', '_', ':' or '-', "
+        "starting with a letter or digit)"
+    )
+
+
+@functools.lru_cache(maxsize=4096)
 def run_stream(run_id: str) -> uuid.UUID:
-    """The stream of a run: its uuid when the id is 32 hex digits, else derived from it."""
-    if len(run_id) == 32:
-        try:
-            return uuid.UUID(hex=run_id)
-        except ValueError:
-            pass
-    if not run_id or len(run_id) > 200:
-        raise UsageError(f"not a run id: {run_id!r}")
-    return uuid.uuid5(_RUN_NS, run_id)
+    """The stream of a run, derived from the name ``run:<id>`` in the namespace of every
+    named stream: no run id can address a ledger (``effect:``), tool or blob stream."""
+    return stream_id("run:" + check_run_id(run_id))
 
 
 class Positioned(Protocol):

@@ -60,6 +60,8 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     output: Any = None
     error: str | None = None
     compensated: int = 0
+    # Imported from a file and not adopted since: nothing runs it (see engine.adopt).
+    imported: bool = False
 
 
 def observe(value: Any) -> str:
@@ -139,6 +141,10 @@ def evolve(state: RunState, event: ev.Event, position: int) -> RunState:
             return replace(s, status="failed", error=event.error, waiting=None)
         case ev.AgentAbandoned():
             return replace(s, status="abandoned", waiting=None)
+        case ev.RunImported():
+            return replace(s, imported=True)
+        case ev.RunAdopted():
+            return replace(s, imported=False, agent=event.agent)
         case _:
             return s
 

@@ -141,6 +141,32 @@ def rewind(
     return code
 
 
+@app.command()
+def adopt(
+    ctx: typer.Context,
+    run: Run,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            metavar="MODULE:AGENT",
+            help="The agent that runs it from now on (default: the one the run names).",
+        ),
+    ] = None,
+) -> int:
+    """Take on an imported run: record who adopted it and which agent runs it; until then
+    it is history only (resume, answer, abandon, rewind and verify refuse it)."""
+    s = session(ctx)
+    r = s.engine.adopt(run, agent)
+    state = s.engine.state(r.run_id)
+    if s.as_json:
+        s.out.json({**result_doc(r), "agent": state.agent})
+    else:
+        s.out.line("adopted run ", (r.run_id, "bold"), " ", views.status_piece(r.status))
+        s.out.line(f"runs as {state.agent}")
+    return 0
+
+
 def _json_object(text: str, what: str) -> dict[str, Any]:
     value = args.json_value(text, what)
     if not isinstance(value, dict):

@@ -170,15 +170,23 @@ def _wants_color(stream: IO[str]) -> bool:
 
 
 def when(ts: float | None) -> datetime | None:
-    """Epoch seconds as an aware UTC datetime (msgspec writes it as ISO-8601 with Z)."""
-    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
+    """Epoch seconds as an aware UTC datetime (msgspec writes it as ISO-8601 with Z);
+    None for none, and for a stored value no datetime can hold (NaN, 1e300)."""
+    if ts is None:
+        return None
+    try:
+        return datetime.fromtimestamp(ts, tz=UTC)
+    except (ValueError, OverflowError, OSError, TypeError):
+        return None
 
 
 def clock(ts: float | datetime | None, *, date: bool = False) -> str:
-    """A UTC wall-clock rendering for text output."""
+    """A UTC wall-clock rendering for text output ("?" for a time no datetime holds)."""
     if ts is None:
         return "-"
-    d = ts if isinstance(ts, datetime) else datetime.fromtimestamp(ts, tz=UTC)
+    d = ts if isinstance(ts, datetime) else when(ts)
+    if d is None:
+        return "?"
     text = d.strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S.%f")
     return text if date else text[:-3]
 
@@ -231,7 +239,7 @@ def result_doc(r: RunResult) -> dict[str, Any]:
 
 
 def run_doc(r: RunSummary) -> dict[str, Any]:
-    return {
+    doc = {
         "run_id": r.run_id,
         "agent": r.agent,
         "status": r.status,
@@ -239,6 +247,9 @@ def run_doc(r: RunSummary) -> dict[str, Any]:
         "updated_at": r.updated_at,
         "parent_run_id": r.parent_run_id,
     }
+    if r.unreadable:
+        doc["unreadable"] = r.unreadable
+    return doc
 
 
 def checkpoint_docs(refs: Iterable[CheckpointRef]) -> list[dict[str, Any]]:

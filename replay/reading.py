@@ -68,7 +68,7 @@ def show(ctx: typer.Context, run: Run) -> int:
         s.out.json(doc)
     else:
         s.out.lines(views.state_rows(state, marks, given, children))
-        if state.status == "running":
+        if state.status == "running" and not state.imported:
             s.out.lines([views.owner_row(owner)])
         s.out.lines(views.standing_rows(stands))
     return 0
@@ -185,13 +185,18 @@ def export_cmd(
     output: Annotated[
         str | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
     ] = None,
+    sign: Annotated[
+        bool,
+        typer.Option("--sign", help="Add an HMAC chain under $AGENTLOG_EXPORT_KEY."),
+    ] = False,
 ) -> int:
-    """The run's events as JSON Lines, one event a line, hash-chained. With -o, FILE is
-    replaced only once the whole export is written: a failed export leaves it as it was."""
+    """The run's events as JSON Lines, one event a line, hash-chained (and signed with
+    --sign: the hash chain alone shows corruption, not forgery). With -o, FILE is replaced
+    only once the whole export is written: a failed export leaves it as it was."""
     from . import transfer
 
     s = session(ctx)
-    lines = transfer.export_lines(s.engine, run)
+    lines = transfer.export_lines(s.engine, run, sign=sign)
     if output is None:
         s.out.raw(lines)
     else:
@@ -205,8 +210,16 @@ def export_cmd(
 def import_cmd(
     ctx: typer.Context,
     file: Annotated[str, typer.Argument(help="An export file, or - for stdin.")],
+    require_signature: Annotated[
+        bool,
+        typer.Option(
+            "--require-signature",
+            help="Refuse a file not signed under $AGENTLOG_EXPORT_KEY.",
+        ),
+    ] = False,
 ) -> int:
-    """Import an exported run; refuses a corrupt or conflicting file whole."""
+    """Import an exported run as history; refuses a corrupt or conflicting file whole.
+    Nothing runs it until `agentlog adopt RUN`."""
     from . import transfer
 
     s = session(ctx)
@@ -219,12 +232,15 @@ def import_cmd(
         except OSError as e:
             raise UsageError(f"cannot read {file}: {e.strerror}") from None
         source = file
-    run_id, written = transfer.import_run(s.engine, data, source)
+    run_id, written = transfer.import_run(
+        s.engine, data, source, require_signature=require_signature
+    )
     events = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if s.as_json:
         s.out.json({"run_id": run_id, "imported": written, "events": events})
     elif written:
         s.out.line(("imported ", "green"), f"run {run_id} ({events} events)")
+        s.out.line(("next: ", "dim"), f"agentlog adopt {run_id}  (before anything runs it)")
     else:
         s.out.line(("already present: ", "dim"), f"run {run_id} has this history; nothing to do")
     return 0

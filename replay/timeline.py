@@ -259,6 +259,16 @@ def _compensated(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
     return [("↶ undone ", "yellow"), d.get("tool", "?"), " → ", brief(d.get("result"))]
 
 
+def _imported(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
+    signed = "signed" if d.get("signed") else "unsigned"
+    where = f"from {d.get('source') or '?'} by {d.get('by') or '?'} ({signed})"
+    return [("⇣ imported ", "bold magenta"), where, ("  history only until adopted", "dim")]
+
+
+def _adopted(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
+    return [("✓ adopted ", "bold magenta"), f"by {d.get('by') or '?'}: runs as {d.get('agent')}"]
+
+
 def _circuit(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
     return [("⚡ circuit ", "yellow"), d.get("tool", "?"), f" {brief(d)}"]
 
@@ -282,6 +292,8 @@ _RENDER: dict[str, Render] = {
     "retry_scheduled": _retry,
     "compensation_started": _compensating,
     "compensated": _compensated,
+    "run_imported": _imported,
+    "run_adopted": _adopted,
     "circuit_opened": _circuit,
     "circuit_half_opened": _circuit,
     "circuit_closed": _circuit,

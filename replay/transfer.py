@@ -1,69 +1,90 @@
 """Export a run as JSON Lines and import it again, losslessly and all-or-nothing.
 
 Each line is one event: ``{"v", "index", "total", "run_id", "position", "type",
-"schema", "event", ["msgpack"], "hash"}``. ``event`` is the event as JSON; when JSON
-cannot carry it exactly (bytes, non-string keys, NaN) ``msgpack`` holds the stored
-encoding in base64 and is what import decodes. ``hash`` is the SHA-256 of the previous
-line's hash followed by this line's bytes up to the hash (the line with ``hash``
-removed), so an edited, reordered or truncated file (even one cut at a line boundary)
-fails the check at a named line and nothing is written.
+"schema", "event", ["msgpack"], ["sig"], "hash"}``. ``event`` is the event as JSON; when
+JSON cannot carry it exactly (bytes, non-string keys, NaN) ``msgpack`` holds the stored
+encoding in base64, import decodes it and refuses the line unless both say the same.
+``hash`` is the SHA-256 of the previous line's hash followed by this line's bytes up to
+``sig`` (the line without ``sig`` and ``hash``): an edited, reordered or truncated file
+(even one cut at a line boundary) fails at a named line and nothing is written. Anyone
+can recompute that chain, so it proves integrity, not origin. ``sig`` (``export --sign``)
+is an HMAC-SHA256 chain over the same bytes under ``AGENTLOG_EXPORT_KEY``: it proves that
+someone holding the key wrote the file.
+
+A file is untrusted input: import checks the run id, the event types (run events only:
+never a ledger or breaker event), the numbers and the timestamps, writes only the run's
+own stream and index row, and records ``run_imported`` after the file's events, so
+nothing runs the run until a person adopts it.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
+import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from engine import events as ev
 from engine.errors import CorruptData, UsageError
-from engine.events import UPCASTERS, AnyEvent, Event, event_type
-from engine.history import DEFAULT_SNAPSHOT_EVERY, RunCheck, RunWriter, iter_run, run_stream
+from engine.events import Event
+from engine.history import (
+    DEFAULT_SNAPSHOT_EVERY,
+    RunCheck,
+    RunWriter,
+    iter_run,
+    run_stream,
+)
 from engine.state import RunState, evolve
 from engine.store import Append
-from engine.store.codec import decode_event, encode_event
+from engine.store.codec import encode_event
+
+from .lines import FORMAT, decode_line, event_json, first_line, line_event
 
 if TYPE_CHECKING:
     from engine import Engine
 
-FORMAT = 1
+KEY_ENV = "AGENTLOG_EXPORT_KEY"
 _HASH_KEY = b',"hash":"'
+_SIG_KEY = b',"sig":"'
 _enc = msgspec.json.Encoder()
-_event_json: msgspec.json.Decoder[Any] = msgspec.json.Decoder(AnyEvent)
 
 
-class Line(msgspec.Struct):
-    """One exported line as import reads it (``hash`` is checked on the raw bytes)."""
-
-    v: int
-    index: int
-    total: int
-    run_id: str
-    position: int
-    type: str
-    schema: int
-    event: msgspec.Raw
-    msgpack: str | None = None
-
-
-_line = msgspec.json.Decoder(Line)
+def export_key() -> bytes | None:
+    """The signing key from ``$AGENTLOG_EXPORT_KEY``, or None when it is unset or empty."""
+    key = os.environ.get(KEY_ENV, "")
+    return key.encode() if key else None
 
 
 def _chain(previous: str, body: bytes) -> str:
     return hashlib.sha256(previous.encode() + body).hexdigest()
 
 
-def export_lines(engine: Engine, run_id: str) -> Iterator[bytes]:
-    """The run's events as hash-chained JSON lines (each ends with a newline)."""
+def _sign(key: bytes, previous: str, body: bytes) -> str:
+    return hmac.new(key, previous.encode() + body, hashlib.sha256).hexdigest()
+
+
+def export_lines(engine: Engine, run_id: str, *, sign: bool = False) -> Iterator[bytes]:
+    """The run's events as hash-chained JSON lines (each ends with a newline); with
+    ``sign``, each also carries the HMAC chain under ``$AGENTLOG_EXPORT_KEY``."""
+    key = export_key()
+    if sign and key is None:
+        raise UsageError(f"--sign needs the signing key in ${KEY_ENV}")
     rid = engine.resolve(run_id)
     total = engine.store.last_position(run_stream(rid))
-    previous = ""
+    previous = signed = ""
     for r in iter_run(engine.store, rid, upto=total):  # a damaged log is not exported
         body = _body(rid, r.position, total, r.event)
         previous = _chain(previous, body)
-        yield body[:-1] + _HASH_KEY + previous.encode() + b'"}\n'
+        sig = b""
+        if sign and key is not None:
+            signed = _sign(key, signed, body)
+            sig = _SIG_KEY + signed.encode() + b'"'
+        yield body[:-1] + sig + _HASH_KEY + previous.encode() + b'"}\n'
 
 
 def _body(run_id: str, position: int, total: int, event: Event) -> bytes:
@@ -87,7 +108,7 @@ def _body(run_id: str, position: int, total: int, event: Event) -> bytes:
 def _exact(as_json: bytes, event: Event) -> bool:
     """Whether the JSON form decodes back to an equal event."""
     try:
-        return bool(_event_json.decode(as_json) == event)
+        return bool(event_json.decode(as_json) == event)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return False
 
@@ -95,39 +116,64 @@ def _exact(as_json: bytes, event: Event) -> bool:
 # --- import ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Parsed:
+    """A checked export file: its run, its events, its last hash and whether a signature
+    was verified on it."""
+
+    run_id: str
+    events: list[Event]
+    chain: str
+    signed: bool
+
+
 def read_lines(data: bytes, source: str = "the file") -> tuple[str, list[Event]]:
     """Check every line and its hash chain; the run id and its events, or CorruptData
     naming the first line that fails."""
+    parsed = parse(data, source)
+    return parsed.run_id, parsed.events
+
+
+def parse(data: bytes, source: str = "the file", *, require_signature: bool = False) -> Parsed:
+    """Check the whole file: hash chain, signature (verified when ``$AGENTLOG_EXPORT_KEY``
+    is set; required with ``require_signature``), every line's fields, numbers and event.
+    Raises CorruptData (UsageError for a missing key) naming the first line that fails."""
+    key = export_key()
+    if require_signature and key is None:
+        raise UsageError(f"--require-signature needs the signing key in ${KEY_ENV}")
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     if not lines:
         raise CorruptData(f"{source} is empty: no events to import")
-    previous = ""
-    run_id = ""
-    total = 0
+    previous = signed = ""
+    has_sig: bool | None = None
+    run_id, total = "", 0
     events: list[Event] = []
     for n, raw in enumerate(lines, start=1):
         where = f"{source} line {n}"
-        raw = raw.removesuffix(b"\r")
-        body = _unhashed(raw, where)
-        digest = raw[len(body) - 1 + len(_HASH_KEY) : -2].decode()
+        body, digest, sig = _split(raw.removesuffix(b"\r"), where)
         previous = _chain(previous, body)
         if digest != previous:
             raise CorruptData(f"{where}: hash does not match (the line or one before it changed)")
-        try:
-            line = _line.decode(body)
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            raise CorruptData(f"{where}: not an agentlog export line ({e})") from None
-        if line.v != FORMAT:
-            raise CorruptData(f"{where}: export format {line.v} is not supported")
+        if has_sig is None:
+            has_sig = sig is not None
+        if (sig is not None) != has_sig:
+            raise CorruptData(f"{where}: signed and unsigned lines are mixed")
+        if sig is not None and key is not None:
+            signed = _sign(key, signed, body)
+            if not hmac.compare_digest(sig, signed):
+                raise CorruptData(f"{where}: signature does not match {KEY_ENV}")
+        if require_signature and sig is None:
+            raise CorruptData(f"{where}: not signed (--require-signature)")
+        line = decode_line(body, where)
         if n == 1:
-            run_id, total = line.run_id, line.total
+            run_id, total = first_line(line, where)
         if line.index != n or line.position != n:
             raise CorruptData(f"{where}: holds event {line.index}, expected {n} (reordered)")
         if line.total != total or line.run_id != run_id:
             raise CorruptData(f"{where}: belongs to another export (run or total differs)")
-        events.append(_event(line, where))
+        events.append(line_event(line, where))
     if len(lines) != total:
         raise CorruptData(
             f"{source} ends after line {len(lines)} of {total}: truncated; nothing imported"
@@ -136,38 +182,21 @@ def read_lines(data: bytes, source: str = "the file") -> tuple[str, list[Event]]
         RunCheck(run_id)([Append(run_stream(run_id), i, e) for i, e in enumerate(events, 1)])
     except CorruptData as bad:
         raise CorruptData(f"{source}: {bad}; nothing imported") from None
-    return run_id, events
+    return Parsed(run_id, events, previous, bool(has_sig) and key is not None)
 
 
-def _unhashed(raw: bytes, where: str) -> bytes:
-    """The line without its trailing ``,"hash":"<hex>"`` (with the closing brace kept)."""
+def _split(raw: bytes, where: str) -> tuple[bytes, str, str | None]:
+    """``(body, hash, sig)`` of a line: the line without its trailing ``,"sig":"<hex>"``
+    and ``,"hash":"<hex>"`` (the closing brace kept), and the two digests."""
     cut = len(raw) - 2 - 64 - len(_HASH_KEY)
     if cut < 1 or not raw.endswith(b'"}') or raw[cut : cut + len(_HASH_KEY)] != _HASH_KEY:
         raise CorruptData(f"{where}: no hash at the end of the line (not an agentlog export)")
-    return raw[:cut] + b"}"
-
-
-def _event(line: Line, where: str) -> Event:
-    try:
-        if line.msgpack is not None:
-            return decode_event(f"{line.type}:{line.schema}", base64.b64decode(line.msgpack))
-        cls = event_type(line.type)
-        if line.schema == cls.SCHEMA:
-            event: Event = _event_json.decode(line.event)
-        else:
-            data = msgspec.json.decode(line.event)
-            for version in range(line.schema, cls.SCHEMA):
-                up = UPCASTERS.get((line.type, version))
-                data = up(data) if up is not None else data
-            data["type"] = line.type
-            event = msgspec.convert(data, AnyEvent)
-    except (KeyError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise CorruptData(f"{where}: cannot decode its {line.type} event ({e})") from None
-    except CorruptData as e:
-        raise CorruptData(f"{where}: {e}") from None
-    if event.__struct_config__.tag != line.type:
-        raise CorruptData(f"{where}: event type differs from the line's type")
-    return event
+    digest = raw[cut + len(_HASH_KEY) : -2].decode("ascii", "replace")
+    head = raw[:cut]
+    at = len(head) - len(_SIG_KEY) - 64 - 1
+    if at > 0 and head.endswith(b'"') and head[at : at + len(_SIG_KEY)] == _SIG_KEY:
+        return head[:at] + b"}", digest, head[at + len(_SIG_KEY) : -1].decode("ascii", "replace")
+    return head + b"}", digest, None
 
 
 def _same_form(event: Event) -> tuple[str, bytes]:
@@ -175,35 +204,71 @@ def _same_form(event: Event) -> tuple[str, bytes]:
     return encode_event(event)
 
 
-def import_run(engine: Engine, data: bytes, source: str = "the file") -> tuple[str, bool]:
-    """Write the exported run in one transaction; ``(run_id, written)``.
+def import_run(
+    engine: Engine,
+    data: bytes,
+    source: str = "the file",
+    *,
+    require_signature: bool = False,
+) -> tuple[str, bool]:
+    """Write the exported run and its ``run_imported`` record in one transaction, into
+    the run's own stream and index row only; ``(run_id, written)``.
 
     Importing an identical run again writes nothing; a run already present with a
-    different history is refused with ``UsageError``.
+    different history is refused with ``UsageError``. The imported run is not run by
+    anything until adopted (``engine.adopt``).
     """
-    run_id, events = read_lines(data, source)
+    from engine.runtime.adoption import who
+
+    parsed = parse(data, source, require_signature=require_signature)
+    run_id, events = parsed.run_id, parsed.events
     stream = run_stream(run_id)
-    items = [Append(stream, i, e) for i, e in enumerate(events, start=1)]
     existing = [_same_form(r.event) for r in engine.store.read(stream)]
     if existing:
-        imported = [_same_form(e) for e in events]
-        if existing == imported:
+        if _already(existing, [_same_form(e) for e in events]):
             return run_id, False
-        differ = next(
-            (i + 1 for i, (a, b) in enumerate(zip(existing, imported, strict=False)) if a != b),
-            min(len(existing), len(imported)) + 1,
-        )
         raise UsageError(
             f"run {run_id} already exists with a different history "
-            f"(they differ at position {differ}); nothing imported"
+            f"(they differ at position {_differ(existing, events)}); nothing imported"
         )
+    mark = ev.RunImported(
+        at=ev.now(),
+        source=source[-200:],
+        events=len(events),
+        chain=parsed.chain,
+        signed=parsed.signed,
+        by=who(),
+    )
     state = RunState(run_id=run_id)
     snapshots = []
-    for position, e in enumerate(events, start=1):
+    for position, e in enumerate([*events, mark], start=1):
         state = evolve(state, e, position)
         if position % DEFAULT_SNAPSHOT_EVERY == 0:
             snapshots.append(state)
+    items = [Append(stream, i, e) for i, e in enumerate([*events, mark], start=1)]
     engine.store.append(items, runs=[RunWriter.index_row(state)])
     for snapshot in snapshots:  # as the run's writer would have taken them; harmless twice
         engine.store.save_snapshot(stream, snapshot)
     return run_id, True
+
+
+def _already(existing: list[tuple[str, bytes]], imported: list[tuple[str, bytes]]) -> bool:
+    """Whether the present run is this file's run: the same events, as exported here or
+    as imported here before (followed by its ``run_imported`` record)."""
+    if existing == imported:
+        return True
+    tag = ev.RunImported.__struct_config__.tag
+    return (
+        len(existing) == len(imported) + 1
+        and existing[:-1] == imported
+        and (existing[-1][0].startswith(f"{tag}:"))
+    )
+
+
+def _differ(existing: list[tuple[str, bytes]], events: list[Event]) -> int:
+    imported = [_same_form(e) for e in events]
+    pairs = zip(existing, imported, strict=False)
+    return next(
+        (i + 1 for i, (a, b) in enumerate(pairs) if a != b),
+        min(len(existing), len(imported)) + 1,
+    )

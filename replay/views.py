@@ -40,6 +40,8 @@ def run_rows(runs: list[RunSummary], store: str) -> list[list[Piece]]:
     ]
     for r in runs:
         parent: list[Piece] = [("  fork of " + r.parent_run_id, "cyan")] if r.parent_run_id else []
+        if r.unreadable:
+            parent.append(("  " + r.unreadable, "red"))
         rows.append(
             [
                 f"{r.run_id:<32}  ",
@@ -99,6 +101,9 @@ def state_rows(
         rows.append(row("pending", f"call {p.call} {p.tool} ({what}, key {p.key})"))
     if state.waiting:
         rows.append(row("waiting", (state.waiting, "yellow")))
+    if state.imported:
+        hint = f"history only: nothing runs it until `agentlog adopt {state.run_id}`"
+        rows.append(row("imported", (hint, "magenta")))
     rows.append(row("input", brief(redact(input), 200)))
     if state.status == "completed":
         rows.append(row("output", brief(state.output, 200)))

@@ -52,7 +52,7 @@ import psycopg
 from msgspec.structs import replace
 
 from engine import events as ev
-from engine.history import rebuild
+from engine.history import rebuild, run_stream
 from engine.state import RunState, evolve
 from engine.store import Append, Store, open_store
 from engine.store.codec import encode_event
@@ -467,7 +467,7 @@ def populate(store: Store, sizes: list[int], every: int) -> dict[int, RunData]:
 def write_run(store: Store, run_id: str, events: list[ev.Event], snaps: list[RunState]) -> None:
     """Write ``events`` in 1000-event commits, then each snapshot (what
     ``RunWriter(snapshot_every=100)`` leaves behind, written faster)."""
-    stream = uuid.UUID(hex=run_id)
+    stream = run_stream(run_id)
     for start in range(0, len(events), 1000):
         chunk = events[start : start + 1000]
         store.append([Append(stream, start + k + 1, e) for k, e in enumerate(chunk)])
@@ -612,7 +612,7 @@ def bench_bytes(env: Env, kinds: list[str], n: int, repeat: int, every: int) -> 
                     ]
                 ours_size, snap_size, raw_size = measure
                 o0, s0, w0 = ours_size(), snap_size(), raw_size()
-                stream = uuid.UUID(hex=state.run_id)
+                stream = run_stream(state.run_id)
                 for start in range(0, n, 100):
                     chunk = events[start : start + 100]
                     store.append([Append(stream, start + k + 1, e) for k, e in enumerate(chunk)])

@@ -150,6 +150,12 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
     "compensated": st.builds(
         ev.Compensated, at=ats, call=calls, tool=tools, result=values, error=maybe_short
     ),
+    "run_imported": st.builds(
+        ev.RunImported, at=ats, source=short, events=calls, chain=short, signed=st.booleans()
+    ),
+    "run_adopted": st.builds(
+        ev.RunAdopted, at=ats, agent=st.sampled_from(["shop:refund"]), import_path=short, by=short
+    ),
     "circuit_opened": st.builds(ev.CircuitOpened, at=ats, tool=tools, failures=st.integers(0, 10)),
     "circuit_half_opened": st.builds(ev.CircuitHalfOpened, at=ats, tool=tools),
     "circuit_closed": st.builds(ev.CircuitClosed, at=ats, tool=tools),

@@ -87,6 +87,8 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
         ev.EffectReleased(at=t + 20, key=k, run_id=r, call=6, reason="compensated"),
         ev.AgentFailed(at=t + 21, error="boom", kind="logical", call=7),
         ev.AgentAbandoned(at=t + 22, reason="operator"),
+        ev.RunImported(at=t + 22.2, source="r.jsonl", events=22, chain="c" * 64, signed=True),
+        ev.RunAdopted(at=t + 22.4, agent="shop:fix", import_path="shop", by="ann@h", owner="h:1"),
         ev.AgentFinished(at=t + 23, output={"refunded": 30.5}),
     ]
 

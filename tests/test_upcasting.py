@@ -262,7 +262,8 @@ def test_todays_fold_of_the_golden_run_reaches_the_recorded_state() -> None:
         (r["position"], codec.decode_event(r["topic"], base64.b64decode(r["payload"])))
         for r in _golden()
     ]
-    assert _full(fold(events, RunState(run_id=run_id))) == _in_state(expected)
+    in_state = _in_state(expected)
+    assert _as_recorded(fold(events, RunState(run_id=run_id)), in_state) == in_state
     moved = {k: expected[k] for k in MOVED_TO_THE_LOG}
     assert _from_the_log([Recorded(uuid.UUID(int=0), p, e) for p, e in events]) == moved
 
@@ -285,8 +286,8 @@ def test_a_golden_run_planted_in_a_store_rebuilds_to_the_recorded_state(
     assert [_as_recorded(e.event, r["expected"]) for e, r in zip(read, rows, strict=True)] == [
         r["expected"] for r in rows
     ]
-    full = fold([(e.position, e.event) for e in read], RunState(run_id=run_id))
-    assert _full(full) == _in_state(expected)
+    folded = fold([(e.position, e.event) for e in read], RunState(run_id=run_id))
+    assert _as_recorded(folded, _in_state(expected)) == _in_state(expected)
     assert _from_the_log(read) == {k: expected[k] for k in MOVED_TO_THE_LOG}
     with pytest.raises(CorruptData, match=f"run {run_id}.* position 25: agent_finished after"):
         state_at(store, run_id)

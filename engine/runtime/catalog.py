@@ -10,8 +10,9 @@ from __future__ import annotations
 import threading
 
 from ..errors import RunNotFound
+from ..history import check_run_id
 from ..store import Store, open_store
-from .results import RunSummary, utc
+from .results import RunSummary
 
 
 class Catalog:
@@ -43,6 +44,7 @@ class Catalog:
         """The full id of the run ``run_id`` names (an id or a unique prefix)."""
         if not run_id:
             raise RunNotFound("no run id given")
+        check_run_id(run_id, "run id or prefix")
         found = self.store.run_ids(run_id)
         if run_id in found:
             return run_id
@@ -53,16 +55,5 @@ class Catalog:
         raise RunNotFound(f"{run_id!r} is ambiguous: it matches {', '.join(found[:3])}, ...")
 
     def runs(self, status: str | None = None) -> list[RunSummary]:
-        """Summaries of runs, newest first."""
-        return [
-            RunSummary(
-                r.run_id,
-                r.agent,
-                r.status,
-                utc(r.started_at),
-                utc(r.updated_at),
-                r.parent_run_id,
-                r.position,
-            )
-            for r in self.store.runs(status)
-        ]
+        """Summaries of runs, newest first (a damaged index row as an unreadable one)."""
+        return [RunSummary.of(r) for r in self.store.runs(status)]

@@ -22,6 +22,7 @@ from ..errors import AgentlogError, NonDeterminismError, RunBusy, ToolError, Usa
 from ..history import (
     DEFAULT_SNAPSHOT_EVERY,
     RunWriter,
+    check_run_id,
     checkpoints,
     read_events,
     read_run,
@@ -32,7 +33,7 @@ from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
 from ..secrets import key_check, redact, refuse_secret_input, replay_key, run_key
 from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
-from . import calls, lifecycle, registry
+from . import adoption, calls, lifecycle, registry
 from .catalog import Catalog
 from .context import LogEnd, RunContext, _current, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
@@ -151,7 +152,7 @@ class Engine(Catalog):
         if current() is not None:
             raise UsageError("engine.run inside a run: start child runs from outside")
         a = agent if isinstance(agent, AgentDef) else self.agent(agent)
-        rid = run_id or uuid.uuid4().hex
+        rid = uuid.uuid4().hex if run_id is None else check_run_id(run_id)
         data = normalize(input, "the run's input")
         refuse_secret_input(data, encrypted=cipher_configured(self.url))
         with self.leases.hold(self.store, rid):
@@ -181,10 +182,11 @@ class Engine(Catalog):
             state = history.state
             if state.status in ("completed", "abandoned"):
                 return self._result(state)
-            started = history.started
-            agent = registry.load_agent(started.agent, started.import_path)
+            name, path = adoption.runs_as(state, history.recorded, "be resumed")
+            agent = registry.load_agent(name, path)
             journal = Journal.from_events(history.recorded)
             writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
+            started = history.started
             return self._drive(
                 agent, writer, journal, started.input, check=started.key_check, resumed=True
             )
@@ -195,12 +197,15 @@ class Engine(Catalog):
         A run that cannot be resumed (a damaged log, changed code, an agent that no longer
         imports, an unexpected error) does not stop the others: its result keeps the run's
         status, says why in ``error`` and sets ``not_resumed`` ("refused" or "unexpected").
+        An imported run nobody adopted is skipped: it has no owner, and it is not code.
         """
         results = []
         for row in self.store.runs("running"):
             if self.leases.dead_holder(self.store, row.run_id) is None:
                 continue  # a live owner is executing it
             try:
+                if adoption.imported(self.store, row.run_id):
+                    continue
                 results.append(self.resume(row.run_id))
             except RunBusy:
                 continue  # another recoverer took it first
@@ -291,9 +296,9 @@ class Engine(Catalog):
         """
         rid = self.resolve(run_id)
         history = read_run(self.store, rid)
-        state, started = history.state, history.started
-        agent = registry.load_agent(started.agent, started.import_path)
-        writer = RunWriter(self.store, state)
+        state = history.state
+        agent = registry.load_agent(*adoption.runs_as(state, history.recorded, "be verified"))
+        writer, started = RunWriter(self.store, state), history.started
         journal = Journal.from_events(history.recorded)
         try:
             self._drive(agent, writer, journal, started.input, check=started.key_check, verify=True)
@@ -303,6 +308,12 @@ class Engine(Catalog):
                     f"run {rid} completed, but the code now goes on past its log: {end}"
                 ) from None
         return self._result(state)
+
+    def adopt(self, run_id: str, agent: AgentDef | str | None = None) -> RunResult:
+        """Take on an imported run: record who adopted it, when, and which agent runs it
+        (``module:qualname`` or a definition; None keeps the one it names). Until then
+        resume, answer, abandon, rewind and verify refuse it and recover skips it."""
+        return adoption.adopt(self, run_id, agent)
 
     # --- reading ---------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from ..history import RunWriter, read_events, read_run, resolve_position, run_st
 from ..policy import describe
 from ..state import RunState, fold
 from ..store import Append, Recorded
-from . import calls, forks, ledger, registry
+from . import adoption, calls, forks, ledger, registry
 from .context import LogEnd
 from .defs import AgentDef, ToolDef, normalize
 from .journal import Journal
@@ -47,6 +47,7 @@ def answer(engine: Engine, run_id: str, value: object) -> RunResult:
 
 def _answer(engine: Engine, run_id: str, value: object) -> RunResult:
     rid, recorded, state = _load(engine, run_id)
+    adoption.refuse_imported(state, "be answered")
     if state.status != "paused" or state.waiting is None:
         raise UsageError(f"run {rid} is not waiting for an answer (it is {state.status})")
     asked = [r.event for r in recorded if isinstance(r.event, ev.HumanInputRequested)]
@@ -54,9 +55,7 @@ def _answer(engine: Engine, run_id: str, value: object) -> RunResult:
     value = normalize(value, "the answer")
     if asked[-1].reason == "uncertain":
         calls.check_uncertain_answer(value)  # nothing is recorded for an unclear answer
-    started = recorded[0].event
-    assert isinstance(started, ev.AgentStarted)
-    agent = registry.load_agent(started.agent, started.import_path)
+    agent = registry.load_agent(*adoption.runs_as(state, recorded, "be answered"))
     _replays(engine, agent, rid, [r.event for r in recorded])  # changed code: record nothing
     writer = RunWriter(engine.store, state)
     writer.append(ev.HumanInputProvided(at=ev.now(), call=call, value=value))
@@ -72,13 +71,14 @@ def abandon(engine: Engine, run_id: str) -> RunResult:
 
 def _abandon(engine: Engine, run_id: str) -> RunResult:
     rid, recorded, state = _load(engine, run_id)
+    name, path = adoption.runs_as(state, recorded, "be abandoned")
     if state.status == "completed":
         raise UsageError(f"run {rid} has completed; there is nothing to abandon")
     if state.status == "abandoned":
         return RunResult(rid, "abandoned", error=state.error)
     started = recorded[0].event
     assert isinstance(started, ev.AgentStarted)
-    agent = registry.load_agent(started.agent, started.import_path)
+    agent = registry.load_agent(name, path)
     writer = RunWriter(engine.store, state, snapshot_every=agent.snapshot_every)
     # Effects a previous abandon flagged as unknowable: abandoning again is a person's
     # word that they were checked by hand, so they are skipped (recorded as such).
@@ -230,18 +230,19 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
     if effects not in forks.MODES:
         raise UsageError(f"effects must be one of {', '.join(forks.MODES)}, not {effects!r}")
     rid, recorded, state = _load(engine, run_id)
+    name, path = adoption.runs_as(state, recorded, "be rewound")
     target = resolve_position(state, to, recorded)
     assert target is not None
     target = _outside_calls(recorded, target)
     started = recorded[0].event
     assert isinstance(started, ev.AgentStarted)
-    agent = registry.load_agent(started.agent, started.import_path)
+    agent = registry.load_agent(name, path)
     fork_id = uuid.uuid4().hex
     inherited = [r.event for r in recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
     head = ev.AgentStarted(
         at=ev.now(),
-        agent=started.agent,
-        import_path=started.import_path,
+        agent=name,
+        import_path=path,
         input=started.input,
         parent_run_id=rid,
         fork_position=target,

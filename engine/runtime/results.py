@@ -13,6 +13,7 @@ from ..secrets import redact
 
 if TYPE_CHECKING:
     from ..store import Recorded
+    from ..store.base import RunRow
 
 
 class RunResult(msgspec.Struct, frozen=True):
@@ -50,14 +51,58 @@ class EventView(msgspec.Struct, frozen=True):
 
 
 class RunSummary(msgspec.Struct, frozen=True):
+    """A row of the run index. ``unreadable`` says why a row the store holds cannot be
+    shown as it is (a value planted behind the store's back); its times are then None."""
+
     run_id: str
     agent: str
     status: str
-    started_at: datetime
-    updated_at: datetime
+    started_at: datetime | None
+    updated_at: datetime | None
     parent_run_id: str | None = None
     position: int = 0
+    unreadable: str | None = None
+
+    @classmethod
+    def of(cls, row: RunRow) -> RunSummary:
+        """The summary of an index row; a row with values out of range or of the wrong
+        type becomes an unreadable summary instead of an error (the rest still list)."""
+        try:
+            return cls(
+                _text(row.run_id),
+                _text(row.agent),
+                _text(row.status),
+                utc(row.started_at),
+                utc(row.updated_at),
+                None if row.parent_run_id is None else _text(row.parent_run_id),
+                _count(row.position),
+            )
+        except (TypeError, ValueError, OverflowError, OSError) as e:
+            return cls(
+                str(row.run_id)[:128],
+                str(row.agent)[:200],
+                str(row.status)[:20],
+                None,
+                None,
+                unreadable=f"unreadable index row ({type(e).__name__}: {str(e)[:80]})",
+            )
 
 
 def utc(ts: float) -> datetime:
+    """Epoch seconds as an aware UTC datetime; ValueError/OverflowError/TypeError when it
+    is not one (NaN, infinite, beyond year 9999, not a number)."""
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        raise TypeError(f"not a timestamp: {ts!r}"[:80])
     return datetime.fromtimestamp(ts, tz=UTC)
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"not text: {value!r}"[:80])
+    return value
+
+
+def _count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise ValueError(f"not a position: {value!r}"[:80])
+    return value
