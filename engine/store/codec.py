@@ -37,6 +37,15 @@ def _parse_topic(topic: str) -> tuple[str, int, bool]:
         v = int(version)
     except (KeyError, ValueError):
         raise CorruptData(f"unknown event topic {topic!r}") from None
+    # A version the upcasters cannot walk from (below 1) or to (newer than this code):
+    # refused at once, never looped over or decoded as if it were current.
+    if v < 1:
+        raise CorruptData(f"event topic {topic!r} has an impossible schema version")
+    if v > cls.SCHEMA:
+        raise CorruptData(
+            f"event topic {topic!r} was written by a newer agentlog (this one knows "
+            f"{tag!r} up to schema {cls.SCHEMA})"
+        )
     return tag, v, v == cls.SCHEMA
 
 
