@@ -6,7 +6,8 @@ positions, a missing or repeated ``agent_started``, an event after the run ended
 ``CorruptData`` naming the run and the position instead of being answered from.
 ``rebuild`` never calls a tool or a model; it folds recorded facts onto the newest
 snapshot at or before the target. ``RunWriter`` appends a run's events one commit at a
-time, keeps the run index in the same commit, and snapshots every N events. Checkpoints
+time, keeps the run index in the same commit, and snapshots every N events and at a
+checkpoint unless a snapshot is fewer than ``CHECKPOINT_GAP`` events back. Checkpoints
 are not state: ``checkpoints`` reads their occurrences from the log, and a name resolves
 to its latest occurrence. ``standing`` tells which of a fork's parent's effects still stand.
 """
@@ -29,6 +30,10 @@ from .store import Append, Recorded, Store, stream_id
 from .store.base import RunRow
 
 DEFAULT_SNAPSHOT_EVERY = 100
+# A checkpoint snapshots unless the newest snapshot is fewer than this many events back:
+# its state then rebuilds from at most CHECKPOINT_GAP - 1 events, and a checkpoint-only
+# run stores one ~150 B snapshot per 4 events of ~50 B (docs/bench_snapshots.md).
+CHECKPOINT_GAP = 4
 PAGE = 1000  # events per read when a reader streams a run
 # A run ends with one of these; nothing of its own life may follow.
 ENDS = (ev.AgentFinished, ev.AgentAbandoned)
@@ -256,7 +261,9 @@ def state_at(store: Store, run_id: str, at: int | str | None = None) -> RunState
 
 
 class RunWriter:
-    """Appends one run's events; each ``append`` is one commit of the log."""
+    """Appends one run's events; each ``append`` is one commit of the log. After the
+    commit it snapshots every ``snapshot_every`` events, and at a checkpoint unless the
+    newest snapshot is fewer than ``CHECKPOINT_GAP`` events back."""
 
     def __init__(
         self, store: Store, state: RunState, *, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
@@ -265,33 +272,48 @@ class RunWriter:
         self.state = state
         self.stream = run_stream(state.run_id)
         self.snapshot_every = max(1, snapshot_every)
+        # The position of the newest snapshot this writer knows of. A state folded or
+        # loaded elsewhere may have none near it (a cadence snapshot can fail, another
+        # writer may have used another cadence), so count from the run's start, which
+        # always rebuilds: at worst the first checkpoint here takes one extra snapshot.
+        self.snapshot_at = 0
 
     def append(self, *events: ev.Event, extra: Sequence[Append] = ()) -> RunState:
         """Record ``events`` (and ``extra`` events of other streams) in one transaction."""
         state = self.state
         items = list(extra)
+        due: list[RunState] = []  # the checkpoints' states to snapshot once committed
+        last = self.snapshot_at
         for e in events:
             state = evolve(state, e, state.position + 1)
             items.append(Append(self.stream, state.position, e))
+            if isinstance(e, ev.Checkpoint) and state.position - last >= CHECKPOINT_GAP:
+                due.append(state)
+                last = state.position
         # The index row rides in every commit of the run, so `runs` shows its live
         # position and last activity, not just its last change of status.
         runs = (self.index_row(state),) if events else ()
         self.store.append(items, runs=runs)
         before = self.state.position
         self.state = state
-        # Only the cadence snapshots: a snapshot is a shortcut for rebuilds, and with one
-        # every N events any position (a checkpoint's too) rebuilds from at most N - 1
-        # events. A snapshot per checkpoint would make storage grow with checkpoints.
-        if state.position // self.snapshot_every > before // self.snapshot_every:
-            failpoints.hit("in_snapshot")  # events committed, snapshot not yet written
-            try:
-                self.store.save_snapshot(self.stream, state)
-            except (PayloadTooLarge, StoreError) as e:
-                # The events are committed; a snapshot is only a shortcut for rebuilds.
-                # Raising here would report a committed append as failed (and its caller
-                # would write the same events again).
-                log.get().warning("snapshot_too_large", stream=str(self.stream), error=str(e))
+        cadence = state.position // self.snapshot_every > before // self.snapshot_every
+        if cadence and (not due or due[-1] is not state):  # a checkpoint may end the batch
+            due.append(state)
+        for snap in due:
+            self._snapshot(snap)
         return state
+
+    def _snapshot(self, state: RunState) -> None:
+        failpoints.hit("in_snapshot")  # events committed, snapshot not yet written
+        try:
+            self.store.save_snapshot(self.stream, state)
+        except (PayloadTooLarge, StoreError) as e:
+            # The events are committed; a snapshot is only a shortcut for rebuilds.
+            # Raising here would report a committed append as failed (and its caller
+            # would write the same events again).
+            log.get().warning("snapshot_too_large", stream=str(self.stream), error=str(e))
+            return
+        self.snapshot_at = state.position
 
     @staticmethod
     def index_row(state: RunState) -> RunRow:

@@ -13,7 +13,9 @@ import pytest
 from conftest import all_backends, backends, read_raw_rows
 
 from engine import Engine
-from engine.history import run_stream
+from engine import events as ev
+from engine.history import CHECKPOINT_GAP, RunWriter, run_stream
+from engine.state import RunState
 from engine.store import Store
 from engine.store.base import BLOB_SUFFIX, BlobRef
 
@@ -43,6 +45,14 @@ def _many(run: Any, n: int, repeat: bool) -> int:
     for i in range(n):
         run.checkpoint("again" if repeat else f"step-{i:05d}")
     return n
+
+
+def _started(run_id: str) -> ev.AgentStarted:
+    return ev.AgentStarted(at=1.0, agent=f"bounds:{run_id}", import_path="bounds")
+
+
+def _mark(name: str) -> ev.Checkpoint:
+    return ev.Checkpoint(at=1.0, call=0, name=name)
 
 
 @backends("sqlite", "postgres")
@@ -89,14 +99,43 @@ def test_the_input_is_stored_once_and_rewind_reads_it_from_agent_started(eng: En
     assert eng.events(fork.run_id)[0].data["input"] == {"doc": doc}
 
 
+def _snapshot_positions(store: Store, run_id: str) -> list[int]:
+    return [row.originator_version for row in read_raw_rows(store, "snapshots", run_stream(run_id))]
+
+
 @all_backends
-def test_a_checkpoint_takes_no_snapshot_of_its_own(eng: Engine) -> None:
-    """Snapshots follow the cadence (every N events) alone: a run of checkpoints shorter
-    than N leaves none, and state at any of its names still folds from the log."""
+def test_a_checkpoint_snapshots_unless_one_is_fewer_than_checkpoint_gap_events_back(
+    eng: Engine,
+) -> None:
+    """Checkpoints at positions 2..13 with a cadence of 10: a checkpoint snapshots when the
+    newest snapshot is CHECKPOINT_GAP (4) or more events back (4, 8), the cadence still
+    snapshots (10) and counts as the newest, so 11..13 take none; state at any name folds
+    from at most CHECKPOINT_GAP - 1 events past a snapshot."""
+    assert CHECKPOINT_GAP == 4  # the positions below are worked out for a gap of 4
     agent = eng.agent(_many, name="bounds:short", snapshot_every=10)
-    r = eng.run(agent, n=7, repeat=False)  # positions 1..9: below the first cadence point
-    assert _sizes(eng.store, "snapshots", r.run_id) == []
+    r = eng.run(agent, n=12, repeat=False)  # agent_started 1, checkpoints 2..13, finished 14
+    assert _snapshot_positions(eng.store, r.run_id) == [4, 8, 10]
     at = eng.state(r.run_id, at="step-00003")
     assert (at.position, at.calls, at.status) == (5, 4, "running")
     assert [c.position for c in eng.checkpoints(r.run_id, upto=5)] == [2, 3, 4, 5]
     assert eng.checkpoints(r.run_id, upto=10**6) == eng.checkpoints(r.run_id)  # past the end
+    for ref in eng.checkpoints(r.run_id):
+        snap = eng.store.snapshot_at_or_before(run_stream(r.run_id), ref.position)
+        assert ref.position - (snap.position if snap else 0) < CHECKPOINT_GAP, ref
+
+
+@all_backends
+def test_a_writer_resumed_from_a_loaded_state_snapshots_at_its_first_due_checkpoint(
+    eng: Engine,
+) -> None:
+    """A writer built from a state it did not write cannot know where the newest snapshot
+    is, so it counts from the run's start: its first checkpoint CHECKPOINT_GAP or more
+    events in snapshots even one event after the first writer's snapshot, then the gap
+    rule holds again."""
+    rid = "bounds-resumed"
+    w1 = RunWriter(eng.store, RunState(run_id=rid), snapshot_every=1000)
+    w1.append(_started(rid), *(_mark(f"a{i}") for i in range(3)))  # 1..4: snapshot at 4
+    w2 = RunWriter(eng.store, w1.state, snapshot_every=1000)
+    for i in range(5):
+        w2.append(_mark(f"b{i}"))  # 5..9: 5 (counted from 0), then 9
+    assert _snapshot_positions(eng.store, rid) == [4, 5, 9]

@@ -16,7 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import events as ev
-from engine.history import AFTER_END, ENDS, RunWriter, rebuild, run_stream, state_at
+from engine.history import (
+    AFTER_END,
+    CHECKPOINT_GAP,
+    ENDS,
+    RunWriter,
+    rebuild,
+    run_stream,
+    state_at,
+)
 from engine.state import OBSERVATION_LIMIT, RECENT_LIMIT, RunState, evolve, fold, observe
 from engine.store import Store, open_store
 
@@ -247,14 +255,20 @@ def test_evolve_is_total_and_always_moves_position(
 
 
 def _expected_snapshots(batches: list[list[ev.Event]], every: int, extra: list[bool]) -> set[int]:
-    """Where RunWriter (every N events; a checkpoint takes none) and the test's own saves
-    put snapshots."""
+    """Where RunWriter (every N events, and at a checkpoint unless its newest snapshot is
+    fewer than CHECKPOINT_GAP events back) and the test's own saves put snapshots."""
     positions: set[int] = set()
-    pos = 0
+    pos = last = 0  # ``last``: the writer's own newest snapshot (it never sees the test's)
     for batch, save in zip(batches, extra, strict=True):
-        before, pos = pos, pos + len(batch)
+        before = pos
+        for e in batch:
+            pos += 1
+            if isinstance(e, ev.Checkpoint) and pos - last >= CHECKPOINT_GAP:
+                positions.add(pos)
+                last = pos
         if pos // every > before // every:
             positions.add(pos)
+            last = pos
         if save:
             positions.add(pos)
     return positions
