@@ -69,6 +69,24 @@ def test_an_imported_running_run_is_skipped_by_recover_until_adopted(
         eng.close()
 
 
+@backends("memory", "sqlite")
+def test_a_completed_imported_run_is_refused_by_resume_until_adopted(
+    store_url: str, honest: bytes
+) -> None:
+    """An imported run that completed is history too: resume refuses it naming adopt
+    (it printed the file's recorded result and exited 0); adopted, resume shows it."""
+    eng = Engine(store_url)
+    try:
+        rid, _ = import_run(eng, honest, "paid.jsonl")
+        assert eng.state(rid).status == "completed"
+        with pytest.raises(UsageError, match=f"agentlog adopt {rid}"):
+            eng.resume(rid)
+        eng.adopt(rid, agent=payer)
+        assert eng.resume(rid).status == "completed"
+    finally:
+        eng.close()
+
+
 @backends("sqlite")
 def test_adopt_with_an_agent_replaces_the_code_the_file_names(
     store_url: str, honest: bytes

@@ -180,6 +180,7 @@ class Engine(Catalog):
         with self.leases.hold(self.store, rid):
             history = read_run(self.store, rid)
             state = history.state
+            adoption.refuse_imported(state, "be resumed")  # finished or not: history only
             if state.status in ("completed", "abandoned"):
                 return self._result(state)
             name, path = adoption.runs_as(state, history.recorded, "be resumed")
