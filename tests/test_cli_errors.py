@@ -118,6 +118,15 @@ def test_bad_usage_and_bad_input_exit_2(work: Workdir, args: list[str], needle: 
     one_line_error(work.cli(*args), needle)
 
 
+def test_input_that_does_not_fit_the_agent_exits_2_and_writes_nothing(work: Workdir) -> None:
+    """A missing or unknown keyword in --input is bad input (exit 2, naming the agent),
+    caught before the run is written; it was a failed run (exit 4)."""
+    one_line_error(work.cli("run", "agents:asker", "--input", '{"nope": 1}'), "does not fit")
+    extra = '{"name": "x", "n": 2}'
+    one_line_error(work.cli("run", "agents:hello", "--input", extra), "does not fit")
+    assert not list(work.path.glob("agentlog.db*"))  # not even the store was created
+
+
 def test_bad_positions_values_and_states_exit_2(work: Workdir) -> None:
     """Out-of-range positions, unknown checkpoints and bad answers change nothing."""
     rid = work.run_id("agents:asker", code=3)

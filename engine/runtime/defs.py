@@ -114,6 +114,16 @@ class AgentDef:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
+    def check_input(self, input: dict[str, Any]) -> None:
+        """UsageError if ``input`` does not fit the agent's parameters (a missing or an
+        unknown keyword): caught before the run is written, not as a failed run."""
+        try:
+            inspect.signature(self.fn).bind(None, **input)
+        except TypeError as e:
+            raise UsageError(f"input does not fit agent {self.name}: {e}") from None
+        except ValueError:  # no signature to check (a builtin): the call decides
+            pass
+
 
 def code_version(fn: Callable[..., Any]) -> str:
     """A short hash of a function's source (its bytecode when the source is unavailable)."""

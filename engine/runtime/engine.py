@@ -154,6 +154,7 @@ class Engine(Catalog):
         a = agent if isinstance(agent, AgentDef) else self.agent(agent)
         rid = uuid.uuid4().hex if run_id is None else check_run_id(run_id)
         data = normalize(input, "the run's input")
+        a.check_input(data)
         refuse_secret_input(data, encrypted=cipher_configured(self.url))
         with self.leases.hold(self.store, rid):
             if run_id is not None and self.store.last_position(run_stream(rid)) > 0:
