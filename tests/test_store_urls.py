@@ -252,3 +252,22 @@ def test_scrub_removes_the_password_as_written_and_decoded() -> None:
     url = "postgresql://u:pw1%23pw2@h/db"
     text = scrub(f"failed for {url}: password pw1#pw2 or pw1%23pw2 rejected", url)
     assert "pw1" not in text and "u:***@h/db" in text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://u@{HOST}/db?password=pw1pw2",
+        f"postgresql://u@{HOST}/db?sslmode=disable&PASSWORD=pw1%23pw2",
+        "sqlite:///./x.db?password=pw1pw2",
+        "sqlite:///./x.db?api_token=pw1pw2&synchronous=FULL",
+    ],
+)
+def test_a_secret_query_parameter_is_never_shown(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A password (or any secret-named value) passed as a query parameter is refused like
+    any unknown parameter, and shown masked, as written and decoded."""
+    assert run_cli(["runs", "--url", url]) == 2
+    err = capsys.readouterr().err
+    assert "=***" in err and "pw1" not in err and "pw2" not in err, err

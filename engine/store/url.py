@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ..errors import StoreUnavailable
+from ..secrets import is_secret
 from .cipher import CIPHER_ENV, ClearRows, sealed_rows
 
 if TYPE_CHECKING:
@@ -75,12 +76,21 @@ def _userinfo(url: str) -> tuple[str, str, str, str] | None:
 
 
 def mask(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
+    """``url`` with any password replaced by ``***``: the userinfo's, and the value of any
+    query parameter with a secret name (``?password=``, ``?token=``)."""
+    url = _QUERY_SECRET.sub(_masked_param, url)
     found = _userinfo(url)
     if found is None:
         return url
     scheme, user, _, rest = found
     return f"{scheme}://{user}:***@{rest}"
+
+
+_QUERY_SECRET = re.compile(r"([?&;])([^=&;#]*)=([^&;#]*)")
+
+
+def _masked_param(m: re.Match[str]) -> str:
+    return f"{m[1]}{m[2]}=***" if is_secret(unquote(m[2])) and m[3] else m[0]
 
 
 def scrub(message: str, url: str) -> str:
@@ -89,6 +99,10 @@ def scrub(message: str, url: str) -> str:
     if not url:
         return message
     message = message.replace(url, mask(url))
+    for m in _QUERY_SECRET.finditer(url):
+        if is_secret(unquote(m[2])) and m[3]:
+            for secret in sorted({m[3], unquote(m[3])}, key=len, reverse=True):
+                message = message.replace(secret, "***")
     found = _userinfo(url)
     if found is not None and found[2]:
         for secret in sorted({found[2], unquote(found[2])}, key=len, reverse=True):
