@@ -3,6 +3,7 @@ session every command shares (store URL, output mode, a lazily opened engine).""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -47,7 +48,7 @@ class Session:
         if self._catalog is None:
             from engine.runtime.catalog import Catalog
 
-            self._catalog = Catalog(self.url, create=self.create)
+            self._catalog = Catalog(self._reading_url(), create=self.create)
         return self._catalog
 
     @property
@@ -56,8 +57,29 @@ class Session:
 
         if not isinstance(self._catalog, Engine):
             opened = self._catalog.store if self._catalog is not None else None
-            self._catalog = Engine(self.url, opened, create=self.create)
+            self._catalog = Engine(self._reading_url(), opened, create=self.create)
         return self._catalog
+
+    @property
+    def store_name(self) -> str:
+        """The store as the user named it (a default store not created yet says so)."""
+        if self._reading_url() == "memory://" and self.url is None:
+            from engine.store.url import DEFAULT_URL
+
+            return f"{DEFAULT_URL} (not created yet)"
+        name: str = self.catalog.store.name
+        return name
+
+    def _reading_url(self) -> str | None:
+        """The URL a command opens. The default store (no --url, no $AGENTLOG_URL) not
+        created yet is a new, empty store to a command that creates nothing: an empty
+        in-memory one stands in (a typo'd --url still says "no store at")."""
+        if self.create or self.url or os.environ.get("AGENTLOG_URL"):
+            return self.url
+        from engine.store.url import DEFAULT_URL
+
+        path = DEFAULT_URL.removeprefix("sqlite:///")
+        return self.url if os.path.exists(path) else "memory://"
 
     def close(self) -> None:
         if self._catalog is not None:

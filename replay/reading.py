@@ -45,7 +45,7 @@ def runs(
     if s.as_json:
         s.out.json_stream(run_doc(r) for r in found)
     else:
-        s.out.lines(views.run_rows(found, s.catalog.store.name))
+        s.out.lines(views.run_rows(found, s.store_name))
     return 0
 
 

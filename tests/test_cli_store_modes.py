@@ -149,3 +149,16 @@ def test_every_help_lists_url_and_json_correctly(
         else:
             assert JSON_LINE.search(page.out), (name, page.out)
     assert all(name in pages[""].out for name in COMMANDS)
+
+
+def test_the_default_store_not_created_yet_reads_as_a_new_empty_store(tmp_path: Path) -> None:
+    """With no --url and no $AGENTLOG_URL, a ./agentlog.db not created yet is a new store
+    (CONTRACT: reading commands on a new store succeed with empty results): `runs` lists
+    nothing (exit 0), a run id matches nothing (exit 2), and no file is created. A --url
+    naming a missing file is still refused (a typo is not an empty store)."""
+    listed = agentlog("runs", cwd=tmp_path)
+    assert listed.code == 0 and "not created yet" in listed.out, listed
+    assert agentlog("runs", "--json", cwd=tmp_path).out.strip() == "[]"
+    one_line_error(agentlog("show", "abc", cwd=tmp_path), "no run matches")
+    one_line_error(agentlog("runs", "--url", "sqlite:///typo.db", cwd=tmp_path), "no store at")
+    assert list(tmp_path.iterdir()) == []
