@@ -297,3 +297,41 @@ def test_async_tool_past_its_timeout_is_cancelled_and_retried(eng: Engine, agent
     assert (failed["kind"], failed["error_type"]) == ("transient", "TimeoutError")
     assert count["n"] == 2
     assert of_type(eng, r.run_id, "tool_late_result") == []
+
+
+HUNG_TOOL = """
+import threading
+from engine import Engine
+
+engine = Engine.open({url!r})
+
+
+@engine.tool(side_effect=True, timeout=0.3)
+def post_forever(order: str) -> dict:
+    threading.Event().wait()  # the server never answers
+    return {{"order": order}}
+
+
+@engine.agent
+def pay(run, order: str) -> dict:
+    return post_forever(order)
+
+
+print(engine.run(pay, order="o1").status, flush=True)
+"""
+
+
+def test_a_process_whose_tool_hung_past_its_timeout_still_exits(tmp_path: Any) -> None:
+    """A sync tool abandoned past its timeout runs in a daemon thread: the run pauses
+    (an unknown outcome, no verifier, no key) and the process exits, instead of waiting
+    forever at interpreter exit for a worker that never returns."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "hung.py"
+    script.write_text(HUNG_TOOL.format(url=f"sqlite:///{tmp_path}/a.db"))
+    # The limit only turns a hang into a failure; the process needs well under a second.
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "paused"), done.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +31,6 @@ from .defs import normalize
 from .outcomes import Call, record, succeed
 
 RESPONSE_LIMIT = 2048
-_pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="agentlog-tool")
 
 
 class _Fail(Exception):
@@ -303,7 +303,7 @@ def _invoke(c: Call) -> Any:
     elif seconds is None:
         return detached(c.tool.fn, *c.args, **kwargs)
     else:
-        future = _pool.submit(c.tool.fn, *c.args, **kwargs)
+        future = _in_daemon_thread(c.tool.fn, *c.args, **kwargs)
     try:
         return future.result(timeout=seconds)
     except concurrent.futures.CancelledError:
@@ -319,6 +319,26 @@ def _invoke(c: Call) -> Any:
         if not future.cancel():
             _keep_late_result(c, future, time.monotonic())
         raise TimeoutError(f"no result within {seconds:.3g} s") from None
+
+
+def _in_daemon_thread(
+    fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+) -> concurrent.futures.Future[Any]:
+    """Call ``fn`` in a daemon thread of its own (outside any run). A tool abandoned past
+    its timeout may never return: a pool's worker would keep the process from exiting
+    (concurrent.futures joins its threads at exit), a daemon thread does not."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # handed to the waiting caller, as a pool would
+            future.set_exception(e)
+
+    threading.Thread(target=work, name="agentlog-tool", daemon=True).start()
+    return future
 
 
 async def _bounded(coro: Any, seconds: float | None) -> Any:
