@@ -278,7 +278,7 @@ def _compensate_after(engine: Engine, run_id: str, target: int, snapshot_every: 
         except _CannotUndo as stop:
             raise UsageError(
                 f"rewind stopped, nothing forked: {stop.message} (run {rid}); "
-                "rewind with --effects reuse or resend, or undo it by hand"
+                "rewind with effects 'reuse' or 'resend' (CLI --effects), or undo it by hand"
             ) from None
 
 
