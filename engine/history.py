@@ -160,7 +160,18 @@ def read_events(store: Store, run_id: str) -> list[Recorded]:
     if not recorded:
         raise RunCheck(run_id).corrupt(1, "the run has no events")
     RunCheck(run_id)(recorded)
+    check_tail(store, run_id, recorded[-1].position)
     return recorded
+
+
+def check_tail(store: Store, run_id: str, last: int) -> None:
+    """CorruptData if the run index, written in the same commit as the run's events, saw
+    the run reach past ``last``: events at the end of the stream are gone."""
+    indexed = store.indexed_position(run_id)
+    if indexed is not None and indexed > last:
+        raise RunCheck(run_id).corrupt(
+            last + 1, f"it is missing (the run index recorded the run at position {indexed})"
+        )
 
 
 def read_run(store: Store, run_id: str) -> RunLog:
@@ -189,6 +200,7 @@ def iter_run(
         if len(batch) < end - start:  # the stream ends here, unless rows after a gap remain
             if upto is not None or store.last_position(stream) > check.position:
                 raise check.corrupt(check.position + 1, "it is missing")
+            check_tail(store, run_id, check.position)
             return
 
 
@@ -202,6 +214,8 @@ def rebuild(store: Store, run_id: str, upto: int | None = None) -> RunState:
         state = evolve(state, r.event, r.position)
     if upto is not None and 0 < state.position < upto:
         raise RunCheck(run_id).corrupt(state.position + 1, "it is missing")
+    if upto is None and state.position > 0:
+        check_tail(store, run_id, state.position)
     return state
 
 

@@ -36,6 +36,7 @@ from engine.history import (
     DEFAULT_SNAPSHOT_EVERY,
     RunCheck,
     RunWriter,
+    check_tail,
     iter_run,
     run_stream,
 )
@@ -76,6 +77,8 @@ def export_lines(engine: Engine, run_id: str, *, sign: bool = False) -> Iterator
         raise UsageError(f"--sign needs the signing key in ${KEY_ENV}")
     rid = engine.resolve(run_id)
     total = engine.store.last_position(run_stream(rid))
+    if total:  # (an empty stream is named as such by iter_run)
+        check_tail(engine.store, rid, total)  # a stream that lost its last events is damaged
     previous = signed = ""
     for r in iter_run(engine.store, rid, upto=total):  # a damaged log is not exported
         body = _body(rid, r.position, total, r.event)

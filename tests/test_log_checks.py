@@ -140,6 +140,19 @@ def test_a_deleted_row_is_a_gap_every_reader_names(eng: Engine, store_url: str) 
             read(eng, r.run_id)
 
 
+@backends("sqlite", "postgres")
+def test_a_deleted_last_row_is_missing_by_the_run_index(eng: Engine, store_url: str) -> None:
+    """The run index is written in the same commit as the run's events: a stream that ends
+    before the position the index recorded lost its last events, and every reader names
+    the first missing position (a truncated tail read as a shorter, finished-looking log)."""
+    r = eng.run(_flow(eng), x="a")
+    end = len(eng.events(r.run_id))
+    _delete_row(store_url, r.run_id, end)
+    for read in READERS.values():
+        with pytest.raises(CorruptData, match=f"run {r.run_id}.* position {end}: it is missing"):
+            read(eng, r.run_id)
+
+
 @all_backends
 def test_state_from_a_snapshot_checks_that_the_tail_continues_it(
     eng: Engine, store_url: str

@@ -101,6 +101,8 @@ class RunIndex(Protocol):
 
     def select_run_ids(self, prefix: str) -> list[str]: ...
 
+    def select_run_position(self, run_id: str) -> int | None: ...
+
     def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str: ...
 
     def drop_lease(self, run_id: str, owner: str) -> None: ...
@@ -229,6 +231,12 @@ class Store:
         index: RunIndex = self._events  # type: ignore[assignment]
         with self._translated():
             return index.select_runs(status)
+
+    def indexed_position(self, run_id: str) -> int | None:
+        """The last position the run index recorded for ``run_id`` (None: not indexed)."""
+        index: RunIndex = self._events  # type: ignore[assignment]
+        with self._translated():
+            return index.select_run_position(run_id)
 
     def run_ids(self, prefix: str) -> list[str]:
         """Ids of runs that start with ``prefix`` (at most a few)."""

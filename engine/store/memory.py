@@ -81,6 +81,11 @@ class MemoryEventRecorder(_Bisected, POPOApplicationRecorder):
         rows.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
         return rows
 
+    def select_run_position(self, run_id: str) -> int | None:
+        with self._database_lock:
+            row = self._runs.get(run_id)
+            return None if row is None else row.position
+
     def select_run_ids(self, prefix: str) -> list[str]:
         with self._database_lock:
             return sorted(k for k in self._runs if k.startswith(prefix))[:10]

@@ -89,6 +89,9 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             "updated_at=excluded.updated_at, position=excluded.position"
         ).format(schema)
         self._select_runs = SQL("SELECT " + _RUN_COLUMNS + " FROM {0}.agentlog_runs").format(schema)
+        self._select_position = SQL(
+            "SELECT position FROM {0}.agentlog_runs WHERE run_id = %s"
+        ).format(schema)
         self.sql_create_statements.append(
             SQL(_APPEND_FUNCTION).format(
                 schema=schema,
@@ -170,6 +173,12 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(sql, params)
             return [RunRow(**row) for row in curs.fetchall()]
+
+    def select_run_position(self, run_id: str) -> int | None:
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._select_position, (run_id,))
+            row = curs.fetchone()
+            return None if row is None else int(row["position"])
 
     def select_run_ids(self, prefix: str) -> list[str]:
         # starts_with compares the text itself: no LIKE wildcards or escapes to get wrong.

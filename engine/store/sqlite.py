@@ -89,6 +89,12 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
             c.execute(sql, params)
             return [RunRow(*tuple(row)) for row in c.fetchall()]
 
+    def select_run_position(self, run_id: str) -> int | None:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT position FROM agentlog_runs WHERE run_id=?", (run_id,))
+            row = c.fetchone()
+            return None if row is None else int(row[0])
+
     def select_run_ids(self, prefix: str) -> list[str]:
         # GLOB, not LIKE: LIKE ignores ASCII case, and ids are case-sensitive everywhere else.
         # Its metacharacters are matched literally inside brackets.
