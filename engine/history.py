@@ -345,9 +345,8 @@ class RunWriter:
 def standing(store: Store, run_id: str) -> list[effects.Effect]:
     """For a fork, its parent's effects after the fork's position that still stand;
     empty for a run that is not a fork."""
-    first = store.read(run_stream(run_id), upto=1)  # most runs are not forks: one read
-    head = first[0].event if first else None
-    if not isinstance(head, ev.AgentStarted) or head.parent_run_id is None:
+    head = started(store, run_id)  # most runs are not forks: one event read
+    if head.parent_run_id is None:
         return []
     fork = read_events(store, run_id)
     parent = read_events(store, head.parent_run_id)

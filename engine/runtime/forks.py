@@ -12,9 +12,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from .. import events as ev
 from ..effects import Effect, effects
-from ..history import read_events, run_stream
+from ..history import read_events, started
 
 if TYPE_CHECKING:
     from .context import RunContext
@@ -54,20 +53,19 @@ def inheritance(ctx: RunContext) -> Inheritance:
 
 
 def _read(ctx: RunContext) -> Inheritance:
-    head = ctx.store.read(run_stream(ctx.run_id), upto=1)
-    started = head[0].event if head else None
-    if not isinstance(started, ev.AgentStarted) or started.effects != REUSE:
+    head = started(ctx.store, ctx.run_id)
+    if head.effects != REUSE:
         return NOTHING
-    assert started.parent_run_id is not None
+    assert head.parent_run_id is not None
     taken = {
         entry.intent.parent_call
         for entry in ctx.journal.calls.values()
         if entry.intent is not None and entry.intent.parent_call is not None
     }
-    parent = read_events(ctx.store, started.parent_run_id)
+    parent = read_events(ctx.store, head.parent_run_id)
     left = [
         fx
-        for fx in effects(parent, after=started.fork_position or 0)
+        for fx in effects(parent, after=head.fork_position or 0)
         if fx.call not in taken and reusable(fx)
     ]
     return Inheritance(left)

@@ -89,8 +89,12 @@ def mask(url: str) -> str:
 _QUERY_SECRET = re.compile(r"([?&;])([^=&;#]*)=([^&;#]*)")
 
 
+def _is_secret_param(m: re.Match[str]) -> bool:
+    return bool(m[3]) and is_secret(unquote(m[2]))
+
+
 def _masked_param(m: re.Match[str]) -> str:
-    return f"{m[1]}{m[2]}=***" if is_secret(unquote(m[2])) and m[3] else m[0]
+    return f"{m[1]}{m[2]}=***" if _is_secret_param(m) else m[0]
 
 
 def scrub(message: str, url: str) -> str:
@@ -100,7 +104,7 @@ def scrub(message: str, url: str) -> str:
         return message
     message = message.replace(url, mask(url))
     for m in _QUERY_SECRET.finditer(url):
-        if is_secret(unquote(m[2])) and m[3]:
+        if _is_secret_param(m):
             for secret in sorted({m[3], unquote(m[3])}, key=len, reverse=True):
                 message = message.replace(secret, "***")
     found = _userinfo(url)
