@@ -101,10 +101,6 @@ class Logical(ToolError):
     kind = "logical"
 
 
-class RunFailed(AgentlogError):
-    """Raised inside the engine when a run ends failed; carries the one-line reason."""
-
-
 # --- control flow ----------------------------------------------------------------------
 
 
@@ -131,7 +127,6 @@ __all__ = [
     "PayloadTooLarge",
     "Permanent",
     "RunBusy",
-    "RunFailed",
     "RunInterrupt",
     "RunNotFound",
     "StoreError",

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from . import effects, failpoints, log
+from . import effects, failpoints, observe
 from . import events as ev
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from .state import CheckpointRef, RunState, evolve
@@ -325,7 +325,7 @@ class RunWriter:
             # The events are committed; a snapshot is only a shortcut for rebuilds.
             # Raising here would report a committed append as failed (and its caller
             # would write the same events again).
-            log.get().warning("snapshot_too_large", stream=str(self.stream), error=str(e))
+            observe.get().warning("snapshot_too_large", stream=str(self.stream), error=str(e))
             return
         self.snapshot_at = state.position
 

@@ -20,8 +20,9 @@ from typing import NamedTuple
 import msgspec
 
 from .errors import Indeterminate, Logical, Permanent, ToolError, Transient
+from .kinds import TOOL_KINDS
 
-KINDS = ("transient", "permanent", "indeterminate", "logical")
+KINDS = TOOL_KINDS
 KIND_CLASSES: dict[str, type[ToolError]] = {
     "transient": Transient,
     "permanent": Permanent,
@@ -308,7 +309,3 @@ def describe_failure(exc: BaseException) -> str:
     if isinstance(exc, ToolError) and str(exc).strip():
         return str(exc).strip().splitlines()[0]
     return describe(exc)
-
-
-def is_retryable(kind: str) -> bool:
-    return kind == "transient"

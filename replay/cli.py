@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from engine import log
+from engine import observe
 from engine.errors import AgentlogError
 
 from . import commands, reading
@@ -139,7 +139,7 @@ def _command() -> Any:
 
 def main() -> NoReturn:
     """The ``agentlog`` console script: the one place agentlog configures logging."""
-    log.configure()
+    observe.configure()
     sys.exit(run_cli(sys.argv[1:]))
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import EventView, RunState
 
-from .output import Piece, brief, short
+from .output import Piece, brief
 from .timeline import views
 
 if TYPE_CHECKING:
@@ -147,7 +147,3 @@ def _call(c: dict[str, Any] | None) -> str:
         return "(no such call)"
     rest = {k: v for k, v in c.items() if k not in ("kind", "name")}
     return f"{c['kind']} {c['name']!r} {brief(rest, 90) if rest else ''}".rstrip()
-
-
-def describe(left: Side, right: Side) -> str:
-    return f"{short(left.run_id)}@{left.position} vs {short(right.run_id)}@{right.position}"

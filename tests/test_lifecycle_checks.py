@@ -24,7 +24,7 @@ from test_cli_kit import make_workdir, sqlite_url
 
 from engine import Engine, RetryPolicy
 from engine import events as ev
-from engine import log as engine_log
+from engine import observe as engine_log
 from engine.history import RunWriter, run_stream
 from engine.runtime.context import RunContext
 from engine.runtime.leases import HOST, alive

@@ -125,8 +125,8 @@ def test_secrets_never_reach_the_debug_logs_nor_the_store_across_a_kill(
         assert killed.returncode == -9, killed.stderr[-2000:]
         p = python(
             "-c",
-            "import sys, json; from engine import Engine, log\n"
-            "log.configure()\n"
+            "import sys, json; from engine import Engine, observe\n"
+            "observe.configure()\n"
             "r = Engine.open(sys.argv[1]).resume('secret-run')\n"
             "print(json.dumps([r.status, r.output]))",
             store_url,

@@ -25,7 +25,7 @@ from test_cli_kit import make_workdir, one_line_error, sqlite_url
 
 from engine import Engine, NonDeterminismError
 from engine import events as ev
-from engine import log as agentlog_log
+from engine import observe as agentlog_log
 from engine.errors import UsageError
 from engine.history import RunWriter
 from engine.runtime.defs import args_hash

@@ -33,17 +33,9 @@ from .outcomes import Call, record, succeed
 RESPONSE_LIMIT = 2048
 
 
-class _Fail(Exception):
-    """The call fails for good with ``kind`` and ``message`` (budget, breaker, policy)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind, self.message = kind, message
-
-
 def run(c: Call, uncertain: Callable[[Call, str], Any]) -> Any:
     """Attempt the call until it succeeds, fails for good, or its outcome is uncertain."""
-    tool, policy, guards = c.tool, c.tool.retry, c.ctx.engine.guards
+    tool, policy, guards = c.tool, c.tool.retry, c.ctx.guards
     first = guards.clock()
     while True:
         if tool.breaker is not None:
@@ -114,7 +106,7 @@ def run(c: Call, uncertain: Callable[[Call, str], Any]) -> Any:
 
 def _schedule_retry(c: Call, failed: ev.ToolFailed, kind: str) -> None:
     """Record the failed attempt and the next one's jittered delay, then wait it out."""
-    guards = c.ctx.engine.guards
+    guards = c.ctx.guards
     delay = c.tool.retry.delay(c.attempts, guards.rng)
     retry = ev.RetryScheduled(
         at=ev.now(),
@@ -251,7 +243,7 @@ def _final(
 
 
 def _budget_exhausted(c: Call) -> str | None:
-    guards = c.ctx.engine.guards
+    guards = c.ctx.guards
     if c.ctx.writer.state.retries >= guards.run_retry_budget:
         return f"the run's retry budget ({guards.run_retry_budget} retries) is exhausted"
     if not guards.bucket(c.tool.name).take():
@@ -266,7 +258,7 @@ def _circuit(c: Call, change: str | None) -> None:
     event: ev.Event
     if change == "open":
         assert c.tool.breaker is not None
-        failures = c.ctx.engine.guards.breaker(c.tool.name, c.tool.breaker).failures
+        failures = c.ctx.guards.breaker(c.tool.name, c.tool.breaker).failures
         event = ev.CircuitOpened(at=ev.now(), tool=c.tool.name, failures=failures)
     elif change == "half_open":
         event = ev.CircuitHalfOpened(at=ev.now(), tool=c.tool.name)
@@ -279,7 +271,7 @@ def _circuit(c: Call, change: str | None) -> None:
 def timeout_of(c: Call) -> float | None:
     timeout = c.tool.timeout
     if timeout == "adaptive":
-        latency, fresh = c.ctx.engine.guards.latency(c.tool.name)
+        latency, fresh = c.ctx.guards.latency(c.tool.name)
         if fresh:  # seed from this run's recorded durations of the tool
             for call in c.ctx.journal.calls.values():
                 out = call.outcome
@@ -378,7 +370,7 @@ def _keep_late_result(c: Call, future: concurrent.futures.Future[Any], since: fl
         except (Exception, RunInterrupt) as e:  # e.g. this owner lost the run's lease
             c.ctx.log.warning("late_result_not_recorded_in_run", call=c.number, error=str(e))
         elsewhere = msgspec.structs.replace(event, run_id=c.ctx.run_id)
-        with c.ctx.engine.kept_open(c.ctx.store) as still_open:
+        with c.ctx.kept_open() as still_open:
             if not still_open:  # its connections are gone: touching them can crash
                 c.ctx.log.warning("late_result_dropped", call=c.number, tool=c.tool.name)
                 return

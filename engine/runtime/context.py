@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import events as ev
-from .. import log
+from .. import observe
 from ..errors import NonDeterminismError, Paused, RunInterrupt
 from ..history import RunWriter
 from ..secrets import Seen, redact
@@ -78,6 +78,8 @@ class RunContext:
         verify: bool = False,
     ) -> None:
         self.engine = engine
+        self.config = engine.config
+        self.guards = engine.guards  # breakers, budgets, latencies: the engine's
         self.hash_key = hash_key  # the run's replay key (engine.secrets.run_key)
         # Secret values this execution has seen: masked in its messages, evidence and logs.
         self.seen = Seen()
@@ -104,7 +106,7 @@ class RunContext:
         # This execution of the run is over: whatever finishes later (a tool abandoned at
         # its timeout) may no longer write to the run's stream.
         self.ended = False
-        self.log = log.get(run_id=writer.state.run_id, agent=agent.name).masking(self.seen)
+        self.log = observe.get(run_id=writer.state.run_id, agent=agent.name).masking(self.seen)
 
     @property
     def run_id(self) -> str:
@@ -113,6 +115,11 @@ class RunContext:
     @property
     def store(self) -> Any:
         return self.writer.store
+
+    def kept_open(self) -> contextlib.AbstractContextManager[bool]:
+        """Whether the run's store is still open; its engine's ``close`` waits until the
+        block ends (a thread outliving its run, such as a late tool result, writes safely)."""
+        return self.engine.kept_open(self.store)
 
     # --- recording ---------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, overload
 
 from .. import events as ev
-from .. import log
+from .. import observe
 from ..errors import AgentlogError, NonDeterminismError, RunBusy, ToolError, UsageError
 from ..history import (
     DEFAULT_SNAPSHOT_EVERY,
@@ -35,6 +35,7 @@ from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
 from . import adoption, calls, lifecycle, registry
 from .catalog import Catalog
+from .config import EngineConfig
 from .context import LogEnd, RunContext, _current, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
 from .guards import Guards
@@ -47,15 +48,19 @@ class Engine(Catalog):
     """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store."""
 
     def __init__(
-        self, url: str | None = None, store: Store | None = None, *, create: bool = True
+        self,
+        url: str | None = None,
+        store: Store | None = None,
+        *,
+        create: bool = True,
+        config: EngineConfig | None = None,
     ) -> None:
         super().__init__(url, store, create=create)
+        self.config = config = EngineConfig() if config is None else config
         self._closing = threading.Lock()
         self.owner = new_owner()
-        self.guards = Guards()
-        # Defer a self-resolving side effect's outcome into the run's next commit.
-        self.defer_outcomes = True
-        self.leases = Leases(self.owner)
+        self.guards = Guards.of(config)
+        self.leases = Leases(self.owner, ttl=config.lease_ttl)
 
     @classmethod
     def open(cls, url: str | None = None) -> Engine:
@@ -214,7 +219,8 @@ class Engine(Catalog):
             except Exception as e:
                 why = "refused" if isinstance(e, AgentlogError) else "unexpected"
                 message = f"not resumed: {describe(e)}"
-                log.get(run_id=row.run_id).error("recover_skipped_run", reason=why, error=message)
+                logger = observe.get(run_id=row.run_id)
+                logger.error("recover_skipped_run", reason=why, error=message)
                 results.append(RunResult(row.run_id, row.status, error=message, not_resumed=why))
         return results
 

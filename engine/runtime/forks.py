@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 
 from ..effects import Effect, effects
 from ..history import read_events, started
+from ..kinds import Effects
 
 if TYPE_CHECKING:
     from .context import RunContext
 
-REUSE, COMPENSATE, RESEND = "reuse", "compensate", "resend"
-MODES = (REUSE, COMPENSATE, RESEND)
+REUSE, COMPENSATE, RESEND = Effects.REUSE, Effects.COMPENSATE, Effects.RESEND
+MODES = tuple(Effects)
 
 
 class Inheritance:

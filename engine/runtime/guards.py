@@ -13,8 +13,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..policy import CircuitBreaker
+
+if TYPE_CHECKING:
+    from .config import EngineConfig
 
 Clock = Callable[[], float]
 
@@ -144,6 +148,18 @@ class Guards:
     buckets: dict[str, TokenBucket] = field(default_factory=dict)
     latencies: dict[str, Latency] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def of(cls, config: EngineConfig) -> Guards:
+        """The guards an engine built with ``config`` starts with."""
+        return cls(
+            run_retry_budget=config.run_retry_budget,
+            tool_retry_capacity=config.tool_retry_capacity,
+            tool_retry_rate=config.tool_retry_rate,
+            clock=config.clock,
+            sleep=config.sleep,
+            rng=config.rng,
+        )
 
     def breaker(self, tool: str, settings: CircuitBreaker) -> Breaker:
         with self._lock:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .. import log
+from .. import observe
 from ..errors import RunBusy, RunInterrupt
 from ..store import Store
 
@@ -172,10 +172,10 @@ class Leases:
             try:
                 holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
             except Exception as e:  # a missed beat is retried at the next one
-                log.get(run_id=run_id).warning("lease_heartbeat_failed", error=str(e))
+                observe.get(run_id=run_id).warning("lease_heartbeat_failed", error=str(e))
                 continue
             if holder != self.owner:
-                log.get(run_id=run_id).error("lease_lost", holder=holder)
+                observe.get(run_id=run_id).error("lease_lost", holder=holder)
                 with self._lock:
                     self._lost[run_id] = holder
                 return

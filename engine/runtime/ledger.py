@@ -28,10 +28,6 @@ class KeyState:
         return self.claim is not None and (self.claim.run_id, self.claim.call) == (run_id, call)
 
 
-def effect_stream(key: str) -> object:
-    return stream_id("effect:" + key)
-
-
 def read(store: Store, key: str) -> KeyState:
     recs = store.read(stream_id("effect:" + key))
     claim: ev.EffectClaimed | None = None

@@ -88,7 +88,7 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
     own_from = 2 + started.inherited
     todo = [e for e in found if e.own and e.position >= own_from]
     for effect in found:
-        tool = registry.TOOLS.get(effect.tool)
+        tool = registry.tool_for(agent, effect.tool)
         if effect.outcome != "unknown" or tool is None or tool.compensate is None:
             continue
         try:
@@ -99,7 +99,7 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
             continue
         todo += [settled] if settled is not None else []
     for effect in sorted(todo, key=lambda e: e.call, reverse=True):
-        tool = registry.TOOLS.get(effect.tool)
+        tool = registry.tool_for(agent, effect.tool)
         if effect.undone or tool is None or tool.compensate is None:
             continue
         try:
@@ -253,7 +253,7 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
     )
     _replays(engine, agent, rid, [head, *inherited])
     if effects == forks.COMPENSATE:
-        _compensate_after(engine, rid, target, agent.snapshot_every)
+        _compensate_after(engine, rid, target, agent)
     with engine.leases.hold(engine.store, fork_id):
         writer = RunWriter(
             engine.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every
@@ -264,15 +264,15 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
     return msgspec.structs.replace(result, standing=tuple(standing(engine.store, fork_id)))
 
 
-def _compensate_after(engine: Engine, run_id: str, target: int, snapshot_every: int) -> None:
+def _compensate_after(engine: Engine, run_id: str, target: int, agent: AgentDef) -> None:
     """Undo the parent's own effects after ``target`` in reverse order, each recorded in
     the parent. One that cannot be undone safely raises UsageError naming it (before any
     undo when that is known up front); the parent's log shows what was undone."""
     with engine.leases.hold(engine.store, run_id):
         rid, recorded, state = _load(engine, run_id)
-        writer = RunWriter(engine.store, state, snapshot_every=snapshot_every)
+        writer = RunWriter(engine.store, state, snapshot_every=agent.snapshot_every)
         try:
-            todo = _undoable(engine, writer, fx.effects(recorded, after=target)[::-1])
+            todo = _undoable(engine, agent, writer, fx.effects(recorded, after=target)[::-1])
             for effect, tool in todo:
                 _undo(engine, writer, effect, tool)
         except _CannotUndo as stop:
@@ -283,7 +283,7 @@ def _compensate_after(engine: Engine, run_id: str, target: int, snapshot_every: 
 
 
 def _undoable(
-    engine: Engine, writer: RunWriter, after: list[fx.Effect]
+    engine: Engine, agent: AgentDef, writer: RunWriter, after: list[fx.Effect]
 ) -> list[tuple[fx.Effect, ToolDef]]:
     """Of the parent's effects ``after`` the target (last first), those to undo, with
     their tools; raises _CannotUndo for the first that cannot be undone safely (no
@@ -292,7 +292,7 @@ def _undoable(
     for effect in after:
         if effect.undone or not (effect.own or effect.uncertain):
             continue  # undone already, or not the parent's own (ledger, its own parent)
-        tool = registry.TOOLS.get(effect.tool)
+        tool = registry.tool_for(agent, effect.tool)
         if tool is None or tool.compensate is None:
             raise _CannotUndo(effect, f"{effect.tool} (call {effect.call}) has no compensation")
         settled = _settle_unknown(engine, writer, effect, tool) if effect.uncertain else effect

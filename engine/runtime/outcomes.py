@@ -83,7 +83,7 @@ def succeed(
         and not extra
         and tool.side_effect
         and (tool.verify is not None or tool.takes_key)
-        and c.ctx.engine.defer_outcomes
+        and c.ctx.config.defer_outcomes
     ):
         c.ctx.defer(done)  # a crash before the next commit leaves it uncertain: self-resolving
     else:

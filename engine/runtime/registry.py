@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 
-from .. import log
+from .. import observe
 from ..errors import UsageError
 from .defs import AgentDef, ToolDef
 
@@ -27,7 +27,7 @@ def add_tool(tool: ToolDef) -> None:
         before = TOOLS.get(tool.name)
         TOOLS[tool.name] = tool
     if before is not None and _origin(before.fn) != _origin(tool.fn):
-        log.get().warning(
+        observe.get().warning(
             "tool_name_reused",
             tool=tool.name,
             was=_origin(before.fn),
@@ -38,6 +38,12 @@ def add_tool(tool: ToolDef) -> None:
 
 def _origin(fn: object) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
+
+
+def tool_for(agent: AgentDef, name: str) -> ToolDef | None:
+    """The tool named ``name`` that ``agent``'s calls recorded (its compensation undoes
+    them), or None if it is not defined in this process."""
+    return TOOLS.get(name)
 
 
 def add_agent(agent: AgentDef) -> None:

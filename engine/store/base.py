@@ -23,7 +23,7 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 
-from .. import log
+from .. import observe
 from ..errors import ConcurrencyError, CorruptData, PayloadTooLarge, StoreError, UsageError
 from ..events import Event
 from ..state import RunState
@@ -296,7 +296,7 @@ class Store:
                         raise CorruptData("snapshot position does not match its row")
                     return state
                 except (msgspec.DecodeError, msgspec.ValidationError, CorruptData) as e:
-                    log.get().warning(
+                    observe.get().warning(
                         "snapshot_skipped",
                         stream=str(stream),
                         position=r.originator_version,

@@ -68,8 +68,3 @@ def decode_event(topic: str, payload: bytes) -> Event:
         return upcast
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise CorruptData(f"cannot decode a stored {tag!r} event: {e}") from e
-
-
-def encode(value: Any) -> bytes:
-    """Encode plain data (snapshots, blobs' references) with msgpack."""
-    return _encoder.encode(value)

@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from engine import Engine, log
+from engine import Engine, observe
 
 from . import service
 
@@ -100,5 +100,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    log.configure()  # an application configures logging (the engine never does)
+    observe.configure()  # an application configures logging (the engine never does)
     main(sys.argv[1:])

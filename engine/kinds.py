@@ -1,0 +1,67 @@
+"""The closed vocabularies of the log: run statuses, failure kinds, outcome sources and
+rewind modes.
+
+Each is a ``StrEnum``: a member *is* its stored string (``RunStatus.COMPLETED ==
+"completed"``), so events, snapshots and exports keep plain strings and logs written
+before these types existed read the same.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    """Where a run stands (``RunState.status``)."""
+
+    NEW = "new"  # nothing recorded yet
+    RUNNING = "running"
+    PAUSED = "paused"  # waiting for a person's answer
+    COMPLETED = "completed"
+    FAILED = "failed"  # resumable: resume re-attempts the failed call
+    ABANDONED = "abandoned"
+
+    @property
+    def ended(self) -> bool:
+        """Completed or abandoned: nothing more runs in it."""
+        return self in (RunStatus.COMPLETED, RunStatus.ABANDONED)
+
+
+class FailureKind(StrEnum):
+    """How a failure is handled (``tool_failed.kind``, ``agent_failed.kind``)."""
+
+    TRANSIENT = "transient"  # retry with backoff
+    PERMANENT = "permanent"  # fail the call
+    INDETERMINATE = "indeterminate"  # a side effect may have happened: resolve, never resend blind
+    LOGICAL = "logical"  # the output is invalid: re-plan, never retry
+    UNDO_UNKNOWN = "undo_unknown"  # abandon stopped at an effect nobody can tell the state of
+
+
+TOOL_KINDS = (
+    FailureKind.TRANSIENT,
+    FailureKind.PERMANENT,
+    FailureKind.INDETERMINATE,
+    FailureKind.LOGICAL,
+)
+
+
+class Source(StrEnum):
+    """Where a call's recorded outcome came from (``tool_succeeded.source``)."""
+
+    EXECUTED = "executed"  # the tool ran and returned it
+    LEDGER = "ledger"  # another run's effect under the same business key
+    VERIFIED = "verified"  # the tool's verifier found the effect
+    HUMAN = "human"  # a person said the effect happened
+    FALLBACK = "fallback"  # the circuit was open: the degraded path, not the effect
+    PARENT = "parent"  # a rewound fork took over its parent's effect
+
+
+class Effects(StrEnum):
+    """What a rewind does with the parent's side effects after the fork position."""
+
+    REUSE = "reuse"
+    COMPENSATE = "compensate"
+    RESEND = "resend"
+
+
+__all__ = ["TOOL_KINDS", "Effects", "FailureKind", "RunStatus", "Source"]

@@ -1,0 +1,31 @@
+"""An engine's settings, given when it is built: ``Engine(url, config=EngineConfig(...))``.
+
+Tests pass a fake clock, sleep and random source here instead of patching an engine
+afterwards; nothing reads a setting from a module global.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .leases import LEASE_TTL
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Settings of one engine (every field has the production default)."""
+
+    clock: Callable[[], float] = time.monotonic  # for breakers, budgets, latencies
+    sleep: Callable[[float], None] = time.sleep  # waits out a retry's backoff
+    rng: random.Random = field(default_factory=random.Random)  # a retry delay's jitter
+    run_retry_budget: int = 50  # retries one run may make, all tools together
+    tool_retry_capacity: float = 100.0  # a tool's global retry budget (token bucket)...
+    tool_retry_rate: float = 10.0  # ...refilled at this many retries a second
+    # A self-resolving side effect's outcome (its tool verifies or takes the key) rides
+    # with the run's next commit: one commit a step; a crash leaves it uncertain, and
+    # it resolves itself on resume.
+    defer_outcomes: bool = True
+    lease_ttl: float = LEASE_TTL  # seconds a run's lease lasts without a heartbeat
