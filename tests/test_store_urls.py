@@ -111,7 +111,7 @@ def test_libpq_parameters_reach_every_connection(pg_url: str) -> None:
     assert {p.split("=")[0] for p in query.strip("&").split("&")} == set(LIBPQ)
     store = open_store(pg_url + query)
     try:
-        with store._datastore.get_connection() as conn:  # type: ignore[attr-defined]
+        with store._events.datastore.get_connection() as conn:  # type: ignore[attr-defined]
             row = conn.execute("SELECT current_setting('application_name') AS a").fetchone()
         assert row["a"] == name
     finally:
