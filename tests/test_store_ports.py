@@ -7,6 +7,7 @@ directly, below the :class:`Store` facade (whose own contract is test_store_cont
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Iterator
 
@@ -15,6 +16,7 @@ from conftest import backends
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from engine.store import LeaseStore, RunIndex, RunRecorder, RunRow, Store, open_store
+from engine.store.memory import MemoryAggregateRecorder
 
 T0 = 1_700_000_000.0
 
@@ -148,3 +150,24 @@ class TestSQLiteRunRecorder(RunRecorderContract):
 @backends("postgres")
 class TestPostgresRunRecorder(RunRecorderContract):
     """The PostgreSQL events recorder keeps its run index atomic with the events."""
+
+
+def test_memory_reads_match_a_plain_filter_whatever_the_insert_order() -> None:
+    """The memory recorder's bisected select_events returns exactly the rows a plain
+    filter over the sorted positions would, for random gt/lte/desc/limit."""
+    rng = random.Random(11)
+    recorder = MemoryAggregateRecorder()
+    stream = uuid.uuid4()
+    positions = list(range(1, 60))
+    rng.shuffle(positions)
+    for i in range(0, len(positions), 7):
+        recorder.insert_events(
+            [StoredEvent(stream, p, "t", b"%d" % p) for p in positions[i : i + 7]]
+        )
+    for _ in range(500):
+        gt, lte = rng.choice([None, rng.randint(0, 62)]), rng.choice([None, rng.randint(0, 62)])
+        desc, limit = rng.random() < 0.5, rng.choice([None, rng.randint(1, 10)])
+        want = [p for p in range(1, 60) if (gt is None or p > gt) and (lte is None or p <= lte)]
+        want = (want[::-1] if desc else want)[:limit]
+        got = recorder.select_events(stream, gt=gt, lte=lte, desc=desc, limit=limit)
+        assert [(r.originator_version, r.state) for r in got] == [(p, b"%d" % p) for p in want]

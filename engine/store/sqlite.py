@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.sqlite import (
     SQLiteAggregateRecorder,
     SQLiteApplicationRecorder,
@@ -69,7 +69,11 @@ class _Pool(SQLiteConnectionPool):
     ) -> SQLiteConnection:
         conn = super().get_connection(timeout, is_writer=is_writer)
         if conn not in self.tuned:
-            conn.cursor().execute(f"PRAGMA synchronous={self.synchronous}")
+            try:
+                conn.cursor().execute(f"PRAGMA synchronous={self.synchronous}")
+            except sqlite3.Error as e:  # outside eventsourcing's transaction, which translates
+                self.put_connection(conn)
+                raise OperationalError(str(e)) from e
             self.tuned.add(conn)
         return conn
 
