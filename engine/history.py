@@ -20,11 +20,12 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from . import effects, failpoints, observe
 from . import events as ev
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
+from .events import Positioned
 from .state import CheckpointRef, RunState, evolve
 from .store import Append, Recorded, Store, stream_id
 from .store.base import RunRow
@@ -66,15 +67,6 @@ def run_stream(run_id: str) -> uuid.UUID:
     """The stream of a run, derived from the name ``run:<id>`` in the namespace of every
     named stream: no run id can address a ledger (``effect:``), tool or blob stream."""
     return stream_id("run:" + check_run_id(run_id))
-
-
-class Positioned(Protocol):
-    """A run's event with its position: a record read, or an append about to be written."""
-
-    @property
-    def position(self) -> int: ...
-    @property
-    def event(self) -> ev.Event: ...
 
 
 _P = TypeVar("_P", bound=Positioned)
