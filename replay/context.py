@@ -149,10 +149,15 @@ def _plan(state: RunState) -> list[str]:
 
 
 def _pending(state: RunState, unsure: list[Effect]) -> list[str]:
-    # The uncertain side effects and the read-only calls that were running, in the order
-    # of their intents. A completed run has nothing left to resume.
-    open_calls = [] if state.status == RunStatus.COMPLETED else unsure
-    found = [(fx.position, _unsure_line(fx)) for fx in open_calls]
+    # The uncertain side effects with no outcome and the read-only calls that were
+    # running, in the order of their intents (a completed run has nothing left to resume).
+    # An effect that failed after an attempt of unknown outcome is told by the failure
+    # line below, as it always was.
+    found = [
+        (fx.position, _unsure_line(fx))
+        for fx in unsure
+        if fx.outcome == Outcome.UNKNOWN and state.status != RunStatus.COMPLETED
+    ]
     found += [
         (p.position, f"  - {p.tool} (call {p.call}) was running; it will run again.")
         for p in state.pending
@@ -174,14 +179,8 @@ def _pending(state: RunState, unsure: list[Effect]) -> list[str]:
 
 
 def _unsure_line(fx: Effect) -> str:
-    if fx.outcome == Outcome.UNKNOWN:
-        return (
-            f"  - {fx.tool} (call {fx.call}, key {fx.key}): the request was recorded as "
-            "intended but its outcome is unknown. Resolve it by verifying or re-sending "
-            "with the same key; never with a new key."
-        )
     return (
-        f"  - {fx.tool} (call {fx.call}, key {fx.key}): it failed after an attempt whose "
-        "outcome is unknown, so the effect may exist. Verify it before sending it again, "
-        "and only with the same key."
+        f"  - {fx.tool} (call {fx.call}, key {fx.key}): the request was recorded as "
+        "intended but its outcome is unknown. Resolve it by verifying or re-sending "
+        "with the same key; never with a new key."
     )

@@ -1,6 +1,6 @@
-"""The one reader of "which calls are uncertain" (engine.effects.uncertain) and the typed
-vocabularies in snapshots: each case is the smallest log that makes a call uncertain or
-settles it."""
+"""The one reader of "which calls are uncertain" (engine.effects.uncertain; each case the
+smallest log that makes a call uncertain or settles it), statuses as enums in snapshots
+written with bare strings, and the writer's snapshot cadence as an import replays it."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 
 from engine import events as ev
 from engine.effects import Outcome, answered, uncertain
+from engine.history import RunWriter, run_stream, snapshots_along
 from engine.kinds import RunStatus
 from engine.state import RunState
-from engine.store import Append, stream_id
+from engine.store import Append, open_store, stream_id
 
 AT = 1.7e9
 STREAM = stream_id("run:test")
@@ -112,3 +113,34 @@ def test_a_snapshot_with_a_plain_status_string_decodes_to_its_run_status(status:
     assert state.status is RunStatus(status)
     again: dict[str, Any] = msgspec.msgpack.decode(msgspec.msgpack.encode(state))
     assert again.get("status", "new") == status  # and it is stored as the same string
+
+
+# --- an import snapshots where the run's writer would have ------------------------------
+
+
+def _snapshot_positions(store: Any, stream: Any, top: int) -> list[int]:
+    found, upto = [], top
+    while (snap := store.snapshot_at_or_before(stream, upto)) is not None:
+        found.append(snap.position)
+        upto = snap.position - 1
+    return sorted(found)
+
+
+@pytest.mark.parametrize("every", [1, 3, 5, 100])
+def test_snapshots_along_takes_the_writers_snapshots_of_one_event_commits(every: int) -> None:
+    events: list[ev.Event] = [ev.AgentStarted(at=AT, agent="m:f", import_path="m")]
+    for n in range(1, 24):
+        name = f"c{n}" if n % 2 else "again"
+        events.append(ev.Checkpoint(at=AT, call=n, name=name) if n % 3 else _intent(n))
+    run_id = "ab" * 16
+    store = open_store("memory://")
+    try:
+        writer = RunWriter(store, RunState(run_id=run_id), snapshot_every=every)
+        for e in events:
+            writer.append(e)
+        expected = _snapshot_positions(store, run_stream(run_id), len(events))
+    finally:
+        store.close()
+    state, due = snapshots_along(RunState(run_id=run_id), events, every)
+    assert [s.position for s in due] == expected
+    assert state == writer.state
