@@ -68,3 +68,19 @@ def decode_event(topic: str, payload: bytes) -> Event:
         return upcast
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise CorruptData(f"cannot decode a stored {tag!r} event: {e}") from e
+
+
+def topic(tag: str, version: int) -> str:
+    """The stored topic of a ``tag`` event written at schema ``version``."""
+    return f"{tag}:{version}"
+
+
+def upcast(tag: str, version: int, data: dict[str, Any]) -> dict[str, Any]:
+    """``data``, a ``tag`` event as written at schema ``version`` (a dict), lifted to the
+    current schema by the upcasters registered beside the event (a version without one
+    keeps its shape). For readers of other encodings, such as an export file."""
+    for v in range(version, event_type(tag).SCHEMA):
+        up = UPCASTERS.get((tag, v))
+        if up is not None:
+            data = up(data)
+    return data
