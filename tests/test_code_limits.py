@@ -19,10 +19,7 @@ MAX_FUNCTION_LINES = 60
 ALLOWED = {
     "engine/runtime/attempts.py",  # 405 lines
     "engine/runtime/attempts.py::run",  # 69 lines
-    "engine/state.py::evolve",  # 68 lines
     "engine/store/postgres.py::open_postgres",  # 61 lines
-    "replay/context.py::recovery_context",  # 68 lines
-    "replay/tour.py::_tour",  # 86 lines
 }
 
 
