@@ -22,6 +22,7 @@ from .. import events as ev
 from .. import observe
 from ..errors import NonDeterminismError, Paused, RunInterrupt
 from ..history import RunWriter
+from ..kinds import RunStatus
 from ..secrets import Seen, redact
 from ..store import Append
 from .defs import AgentDef, args_hash, normalize
@@ -189,7 +190,7 @@ class RunContext:
         once it ended, finished, paused or failed. The check and the append hold the lock
         every append takes, so the run cannot end between them."""
         with self._lock:
-            if self.ended or self.verify or self.writer.state.status != "running":
+            if self.ended or self.verify or self.writer.state.status != RunStatus.RUNNING:
                 return False
             self.record(event)
             return True
@@ -358,7 +359,7 @@ class RunContext:
             if waiting is None or self.verify:
                 return reason
             state = self.writer.state
-            if state.status != "paused" or state.waiting != waiting.question:
+            if state.status != RunStatus.PAUSED or state.waiting != waiting.question:
                 self.record(
                     ev.HumanInputRequested(
                         at=ev.now(),

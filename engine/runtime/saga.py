@@ -16,7 +16,7 @@ import msgspec
 
 from .. import events as ev
 from .. import failpoints
-from ..effects import Effect, effects
+from ..effects import Effect, Outcome, effects
 from ..errors import UsageError
 from ..history import RunWriter
 from ..kinds import FailureKind, RunStatus, Source
@@ -60,7 +60,7 @@ def plan(
         tool = tool_of(effect.tool)
         if tool is None or tool.compensate is None:
             continue
-        if effect.outcome == "unknown":
+        if effect.outcome == Outcome.UNKNOWN:
             settle.append((effect, tool))
         elif effect.own and effect.position >= own_from:
             undo.append((effect, tool))
@@ -105,7 +105,7 @@ class Saga:
         found = tool.redacted(normalize(found, f"verified result of {effect.tool}"))
         # An ended run (a parent a rewind compensates) takes nothing but undo records.
         ended = self.writer.state.status in (RunStatus.COMPLETED, RunStatus.ABANDONED)
-        if effect.outcome == "unknown" and not ended:
+        if effect.outcome == Outcome.UNKNOWN and not ended:
             self.writer.append(
                 ev.ToolSucceeded(
                     at=ev.now(),
@@ -116,7 +116,7 @@ class Saga:
                 )
             )
         replace = msgspec.structs.replace
-        return replace(effect, outcome="committed", result=found, source=Source.VERIFIED)
+        return replace(effect, outcome=Outcome.COMMITTED, result=found, source=Source.VERIFIED)
 
     def undo(self, effect: Effect, tool: ToolDef) -> None:
         """Run one compensation, recorded in the run (``compensation_started``, then
