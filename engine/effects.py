@@ -1,22 +1,38 @@
 """One reader for a run's side effects: which calls sent something, what came of each,
 and whether it was undone. Abandon, rewind and the CLI all answer "which effects came
-after position N" and "which of a parent's effects still stand" with it."""
+after position N", "which of a parent's effects still stand" and "which calls are
+uncertain" with it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import Any
 
 import msgspec
 
 from . import events as ev
-
-if TYPE_CHECKING:
-    from .store import Recorded
+from .kinds import FailureKind, Source
 
 # Outcome sources that are not the run's own effect: taken from the shared ledger (another
 # run sent it), from a fork's parent, or a degraded path that sent nothing of the tool.
-NOT_OWN = frozenset({"ledger", "parent", "fallback"})
+NOT_OWN = frozenset({Source.LEDGER, Source.PARENT, Source.FALLBACK})
+
+
+class Outcome(StrEnum):
+    """What a side-effecting call's log says came of it (``Effect.outcome``)."""
+
+    COMMITTED = "committed"  # a recorded result
+    UNKNOWN = "unknown"  # an intent with no outcome
+    FAILED = "failed"  # a final failure
+
+
+def answered(event: ev.Event) -> int | None:
+    """The call whose latest intent ``event`` answers (a success, or a failure with no
+    attempt left); None for any other event. An intent no event answers is open."""
+    if isinstance(event, ev.ToolSucceeded) or (isinstance(event, ev.ToolFailed) and event.final):
+        return event.call
+    return None
 
 
 class Effect(msgspec.Struct, frozen=True):
@@ -30,8 +46,8 @@ class Effect(msgspec.Struct, frozen=True):
     tool: str
     key: str | None = None
     result: Any = None
-    outcome: str = "unknown"
-    source: str = ""  # of the outcome: executed, verified, ledger, parent, human, fallback
+    outcome: Outcome = Outcome.UNKNOWN
+    source: str = ""  # a Source once the outcome is committed, "" before
     args_hash: str = ""
     position: int = 0  # of the latest intent
     maybe_landed: bool = False
@@ -42,15 +58,17 @@ class Effect(msgspec.Struct, frozen=True):
     @property
     def own(self) -> bool:
         """Committed by this run itself: its own to undo."""
-        return self.outcome == "committed" and self.source not in NOT_OWN
+        return self.outcome == Outcome.COMMITTED and self.source not in NOT_OWN
 
     @property
     def uncertain(self) -> bool:
         """It may have happened, and nobody recorded whether it did."""
-        return self.outcome == "unknown" or (self.outcome == "failed" and self.maybe_landed)
+        return self.outcome == Outcome.UNKNOWN or (
+            self.outcome == Outcome.FAILED and self.maybe_landed
+        )
 
 
-def effects(recorded: Iterable[Recorded], after: int = 0) -> list[Effect]:
+def effects(recorded: Iterable[ev.Positioned], after: int = 0) -> list[Effect]:
     """The side-effecting calls whose latest intent comes after position ``after``, in
     call order."""
     found: dict[int, Effect] = {}
@@ -75,10 +93,11 @@ def effects(recorded: Iterable[Recorded], after: int = 0) -> list[Effect]:
             continue
         fx = found[call]
         if isinstance(e, ev.ToolSucceeded):
-            found[call] = replace(fx, outcome="committed", result=e.result, source=e.source)
+            found[call] = replace(fx, outcome=Outcome.COMMITTED, result=e.result, source=e.source)
         elif isinstance(e, ev.ToolFailed):
-            landed = fx.maybe_landed or e.kind == "indeterminate"
-            outcome = "failed" if e.final and fx.outcome == "unknown" else fx.outcome
+            landed = fx.maybe_landed or e.kind == FailureKind.INDETERMINATE
+            ends = answered(e) is not None and fx.outcome == Outcome.UNKNOWN
+            outcome = Outcome.FAILED if ends else fx.outcome
             found[call] = replace(fx, maybe_landed=landed, outcome=outcome)
         elif isinstance(e, ev.CompensationStarted):
             found[call] = replace(fx, undo_open=True)
@@ -87,19 +106,26 @@ def effects(recorded: Iterable[Recorded], after: int = 0) -> list[Effect]:
     return sorted((fx for fx in found.values() if fx.position > after), key=lambda fx: fx.call)
 
 
+def uncertain(recorded: Iterable[ev.Positioned]) -> list[Effect]:
+    """The side-effecting calls that may have happened with nobody recording whether: an
+    intent with no outcome, or a final failure after an attempt whose outcome was unknown
+    (``indeterminate``: the effect may have landed). In call order."""
+    return [fx for fx in effects(recorded) if fx.uncertain]
+
+
 def standing_after(
-    parent: Iterable[Recorded], target: int, fork: Iterable[Recorded] = ()
+    parent: Iterable[ev.Positioned], target: int, fork: Iterable[ev.Positioned] = ()
 ) -> list[Effect]:
     """The parent's effects after ``target`` that still stand in the world: committed,
     not undone, and not taken over by the fork (by reuse, or through the ledger's key)."""
     mine = effects(fork)
     taken = {fx.parent_call for fx in mine if fx.parent_call is not None}
-    keys = {fx.key for fx in mine if fx.outcome == "committed" and fx.source == "ledger"}
+    keys = {fx.key for fx in mine if fx.outcome == Outcome.COMMITTED and fx.source == Source.LEDGER}
     return [
         fx
         for fx in effects(parent, after=target)
-        if fx.outcome == "committed"
-        and fx.source != "fallback"
+        if fx.outcome == Outcome.COMMITTED
+        and fx.source != Source.FALLBACK
         and not fx.undone
         and fx.call not in taken
         and not (fx.key is not None and fx.key in keys)

@@ -8,6 +8,8 @@ code cannot eat it.
 
 from __future__ import annotations
 
+from .kinds import FailureKind
+
 
 class AgentlogError(Exception):
     """Root of every error agentlog raises."""
@@ -73,32 +75,32 @@ class NonDeterminismError(AgentlogError):
 class ToolError(AgentlogError):
     """A tool failure of a known kind. ``kind`` is what timelines and policies see."""
 
-    kind: str = "permanent"
+    kind: str = FailureKind.PERMANENT
 
 
 class Transient(ToolError):
     """Passes with time (timeout, rate limit, 5xx): retry with backoff."""
 
-    kind = "transient"
+    kind = FailureKind.TRANSIENT
     retryable = True
 
 
 class Permanent(ToolError):
     """Will never pass (bad arguments, no permission): fail fast."""
 
-    kind = "permanent"
+    kind = FailureKind.PERMANENT
 
 
 class Indeterminate(ToolError):
     """The request may or may not have taken effect: only a key or a verifier can tell."""
 
-    kind = "indeterminate"
+    kind = FailureKind.INDETERMINATE
 
 
 class Logical(ToolError):
     """The output is invalid (a model's answer failed validation): re-plan, never retry."""
 
-    kind = "logical"
+    kind = FailureKind.LOGICAL
 
 
 # --- control flow ----------------------------------------------------------------------

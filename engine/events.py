@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import msgspec
 
@@ -284,6 +284,16 @@ def upcaster(tag: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
         return fn
 
     return register
+
+
+class Positioned(Protocol):
+    """A run's event with its position: a record read, or an append about to be written.
+    Every typed reader folds these."""
+
+    @property
+    def position(self) -> int: ...
+    @property
+    def event(self) -> Event: ...
 
 
 def event_type(tag: str) -> type[Event]:

@@ -20,11 +20,13 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from . import effects, failpoints, observe
 from . import events as ev
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
+from .events import Positioned
+from .kinds import RunStatus
 from .state import CheckpointRef, RunState, evolve
 from .store import Append, Recorded, Store, stream_id
 from .store.base import RunRow
@@ -37,7 +39,7 @@ CHECKPOINT_GAP = 4
 PAGE = 1000  # events per read when a reader streams a run
 # A run ends with one of these; nothing of its own life may follow.
 ENDS = (ev.AgentFinished, ev.AgentAbandoned)
-ENDED = ("completed", "abandoned")
+ENDED = (RunStatus.COMPLETED, RunStatus.ABANDONED)
 # What an ended run's stream may still receive: the record of undoing one of its effects,
 # made by a later act on it (a rewind that compensates the parent's effects), and the
 # record of its import and of its adoption.
@@ -66,15 +68,6 @@ def run_stream(run_id: str) -> uuid.UUID:
     """The stream of a run, derived from the name ``run:<id>`` in the namespace of every
     named stream: no run id can address a ledger (``effect:``), tool or blob stream."""
     return stream_id("run:" + check_run_id(run_id))
-
-
-class Positioned(Protocol):
-    """A run's event with its position: a record read, or an append about to be written."""
-
-    @property
-    def position(self) -> int: ...
-    @property
-    def event(self) -> ev.Event: ...
 
 
 _P = TypeVar("_P", bound=Positioned)
@@ -274,6 +267,34 @@ def state_at(store: Store, run_id: str, at: int | str | None = None) -> RunState
     return latest if pos is None or pos == latest.position else rebuild(store, run_id, pos)
 
 
+def checkpoint_due(event: ev.Event, position: int, last: int) -> bool:
+    """Whether ``event``, a checkpoint recorded at ``position``, is snapshotted: unless
+    the newest snapshot (at ``last``) is fewer than ``CHECKPOINT_GAP`` events back."""
+    return isinstance(event, ev.Checkpoint) and position - last >= CHECKPOINT_GAP
+
+
+def cadence_due(before: int, after: int, every: int) -> bool:
+    """Whether a commit taking a run from position ``before`` to ``after`` crosses a
+    multiple of ``every``: the writer's regular snapshot."""
+    return after // every > before // every
+
+
+def snapshots_along(
+    state: RunState, events: Iterable[ev.Event], every: int = DEFAULT_SNAPSHOT_EVERY
+) -> tuple[RunState, list[RunState]]:
+    """Fold ``events`` onto ``state`` one commit each, as a writer appending them one at
+    a time would: the final state and the states it would have snapshotted."""
+    due: list[RunState] = []
+    last = 0
+    for e in events:
+        before = state.position
+        state = evolve(state, e, before + 1)
+        if checkpoint_due(e, state.position, last) or cadence_due(before, state.position, every):
+            due.append(state)
+            last = state.position
+    return state, due
+
+
 class RunWriter:
     """Appends one run's events; each ``append`` is one commit of the log. After the
     commit it snapshots every ``snapshot_every`` events, and at a checkpoint unless the
@@ -301,7 +322,7 @@ class RunWriter:
         for e in events:
             state = evolve(state, e, state.position + 1)
             items.append(Append(self.stream, state.position, e))
-            if isinstance(e, ev.Checkpoint) and state.position - last >= CHECKPOINT_GAP:
+            if checkpoint_due(e, state.position, last):
                 due.append(state)
                 last = state.position
         # The index row rides in every commit of the run, so `runs` shows its live
@@ -310,7 +331,7 @@ class RunWriter:
         self.store.append(items, runs=runs)
         before = self.state.position
         self.state = state
-        cadence = state.position // self.snapshot_every > before // self.snapshot_every
+        cadence = cadence_due(before, state.position, self.snapshot_every)
         if cadence and (not due or due[-1] is not state):  # a checkpoint may end the batch
             due.append(state)
         for snap in due:

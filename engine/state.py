@@ -9,12 +9,15 @@ from the log (``engine.history.checkpoints``); the input lives once, in ``agent_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 from msgspec.structs import replace
 
 from . import events as ev
+from .effects import answered
+from .kinds import RunStatus
 
 OBSERVATION_LIMIT = 2048
 RECENT_LIMIT = 20
@@ -41,7 +44,7 @@ class PendingCall(msgspec.Struct, frozen=True):
 class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     run_id: str = ""
     agent: str = ""
-    status: str = "new"  # new, running, paused, completed, failed, abandoned
+    status: RunStatus = RunStatus.NEW
     position: int = 0
     started_at: float | None = None
     updated_at: float | None = None
@@ -79,74 +82,105 @@ def _without(pending: list[PendingCall], call: int) -> list[PendingCall]:
     return [p for p in pending if p.call != call]
 
 
+# One small handler per event type, found by the event's exact type: a dict lookup, not a
+# chain of isinstance tests. Each takes the state with position and time already moved.
+_Handler = Callable[[RunState, Any, int], RunState]
+
+
+def _started(s: RunState, e: ev.AgentStarted, position: int) -> RunState:
+    return replace(
+        s,
+        agent=e.agent,
+        status=RunStatus.RUNNING,
+        started_at=e.at,
+        parent_run_id=e.parent_run_id,
+        fork_position=e.fork_position,
+    )
+
+
+def _resumed(s: RunState, e: ev.AgentResumed, position: int) -> RunState:
+    return replace(s, status=RunStatus.RUNNING, resumes=s.resumes + 1, waiting=None)
+
+
+def _invoked(s: RunState, e: ev.ToolInvoked, position: int) -> RunState:
+    pend = PendingCall(e.call, e.tool, e.key, e.side_effect, position)
+    return replace(
+        s, calls=max(s.calls, e.call), tool_calls=s.tool_calls + 1, pending=[*s.pending, pend]
+    )
+
+
+def _succeeded(s: RunState, e: ev.ToolSucceeded, position: int) -> RunState:
+    return replace(
+        s,
+        calls=max(s.calls, e.call),
+        pending=_without(s.pending, e.call),
+        last_observation=observe(e.result),
+    )
+
+
+def _tool_failed(s: RunState, e: ev.ToolFailed, position: int) -> RunState:
+    call = answered(e)
+    pending = s.pending if call is None else _without(s.pending, call)
+    return replace(s, failures=s.failures + 1, pending=pending)
+
+
+def _call(s: RunState, e: ev.StepStarted | ev.Checkpoint, position: int) -> RunState:
+    return replace(s, calls=max(s.calls, e.call))
+
+
+def _decided(s: RunState, e: ev.LlmDecided, position: int) -> RunState:
+    return replace(s, calls=max(s.calls, e.call), last_observation=observe(e.value))
+
+
+def _planned(s: RunState, e: ev.PlanCreated, position: int) -> RunState:
+    return replace(s, calls=max(s.calls, e.call), plan=list(e.steps))
+
+
+def _step_done(s: RunState, e: ev.StepCompleted, position: int) -> RunState:
+    done = [*s.steps_done, e.name][-RECENT_LIMIT:]
+    return replace(s, calls=max(s.calls, e.call), steps_done=done)
+
+
+def _asked(s: RunState, e: ev.HumanInputRequested, position: int) -> RunState:
+    return replace(s, calls=max(s.calls, e.call), status=RunStatus.PAUSED, waiting=e.question)
+
+
+def _finished(s: RunState, e: ev.AgentFinished, position: int) -> RunState:
+    return replace(
+        s, status=RunStatus.COMPLETED, output=e.output, pending=[], error=None, waiting=None
+    )
+
+
+_HANDLERS: dict[type[ev.Event], _Handler] = {
+    ev.AgentStarted: _started,
+    ev.AgentResumed: _resumed,
+    ev.ToolInvoked: _invoked,
+    ev.ToolSucceeded: _succeeded,
+    ev.ToolFailed: _tool_failed,
+    ev.RetryScheduled: lambda s, e, p: replace(s, retries=s.retries + 1),
+    ev.LlmDecided: _decided,
+    ev.PlanCreated: _planned,
+    ev.StepStarted: _call,
+    ev.StepCompleted: _step_done,
+    ev.Checkpoint: _call,
+    ev.HumanInputRequested: _asked,
+    ev.HumanInputProvided: lambda s, e, p: replace(s, status=RunStatus.RUNNING, waiting=None),
+    ev.Compensated: lambda s, e, p: replace(s, compensated=s.compensated + 1),
+    ev.AgentFinished: _finished,
+    ev.AgentFailed: lambda s, e, p: replace(
+        s, status=RunStatus.FAILED, error=e.error, waiting=None
+    ),
+    ev.AgentAbandoned: lambda s, e, p: replace(s, status=RunStatus.ABANDONED, waiting=None),
+    ev.RunImported: lambda s, e, p: replace(s, imported=True),
+    ev.RunAdopted: lambda s, e, p: replace(s, imported=False, agent=e.agent),
+}
+
+
 def evolve(state: RunState, event: ev.Event, position: int) -> RunState:
     """Fold one recorded event into the state. Pure; unknown events only move position."""
     s = replace(state, position=position, updated_at=event.at)
-    match event:
-        case ev.AgentStarted():
-            return replace(
-                s,
-                agent=event.agent,
-                status="running",
-                started_at=event.at,
-                parent_run_id=event.parent_run_id,
-                fork_position=event.fork_position,
-            )
-        case ev.AgentResumed():
-            return replace(s, status="running", resumes=s.resumes + 1, waiting=None)
-        case ev.ToolInvoked():
-            pend = PendingCall(event.call, event.tool, event.key, event.side_effect, position)
-            return replace(
-                s,
-                calls=max(s.calls, event.call),
-                tool_calls=s.tool_calls + 1,
-                pending=[*s.pending, pend],
-            )
-        case ev.ToolSucceeded():
-            return replace(
-                s,
-                calls=max(s.calls, event.call),
-                pending=_without(s.pending, event.call),
-                last_observation=observe(event.result),
-            )
-        case ev.ToolFailed():
-            pending = _without(s.pending, event.call) if event.final else s.pending
-            return replace(s, failures=s.failures + 1, pending=pending)
-        case ev.RetryScheduled():
-            return replace(s, retries=s.retries + 1)
-        case ev.LlmDecided():
-            return replace(s, calls=max(s.calls, event.call), last_observation=observe(event.value))
-        case ev.PlanCreated():
-            return replace(s, calls=max(s.calls, event.call), plan=list(event.steps))
-        case ev.StepStarted():
-            return replace(s, calls=max(s.calls, event.call))
-        case ev.StepCompleted():
-            done = [*s.steps_done, event.name][-RECENT_LIMIT:]
-            return replace(s, calls=max(s.calls, event.call), steps_done=done)
-        case ev.Checkpoint():
-            return replace(s, calls=max(s.calls, event.call))
-        case ev.HumanInputRequested():
-            return replace(
-                s, calls=max(s.calls, event.call), status="paused", waiting=event.question
-            )
-        case ev.HumanInputProvided():
-            return replace(s, status="running", waiting=None)
-        case ev.Compensated():
-            return replace(s, compensated=s.compensated + 1)
-        case ev.AgentFinished():
-            return replace(
-                s, status="completed", output=event.output, pending=[], error=None, waiting=None
-            )
-        case ev.AgentFailed():
-            return replace(s, status="failed", error=event.error, waiting=None)
-        case ev.AgentAbandoned():
-            return replace(s, status="abandoned", waiting=None)
-        case ev.RunImported():
-            return replace(s, imported=True)
-        case ev.RunAdopted():
-            return replace(s, imported=False, agent=event.agent)
-        case _:
-            return s
+    handler = _HANDLERS.get(type(event))
+    return s if handler is None else handler(s, event, position)
 
 
 def fold(events: list[tuple[int, ev.Event]], state: RunState | None = None) -> RunState:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from engine.kinds import RunStatus
+
 from . import args, views
 from .output import Out, exit_status, result_doc, when
 
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
     from engine import Engine, RunResult
     from engine.runtime.catalog import Catalog
 
-STATUSES = ("new", "running", "paused", "completed", "failed", "abandoned")
+STATUSES = tuple(s.value for s in RunStatus)
 # Only these commands create a store; every other one opens an existing store or none.
 CREATES_STORE = frozenset({"run", "demo", "import"})
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from engine.errors import UsageError
+from engine.kinds import Effects
 
 from . import args, views
 from .app import Run, app, session
@@ -125,7 +126,7 @@ def rewind(
             help="The parent's side effects after the target: reuse them when the fork makes "
             "the same call (default), compensate them first, or resend them.",
         ),
-    ] = "reuse",
+    ] = Effects.REUSE.value,
 ) -> int:
     """Fork a new run from a checkpoint or position of RUN and continue it."""
     s = session(ctx)

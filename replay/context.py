@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from engine import EventView, RunState
+from engine import RunState
+from engine import events as ev
+from engine.effects import Effect, Outcome, uncertain
+from engine.kinds import RunStatus, Source
 from engine.secrets import redact
 
 from .output import brief, clock, plural
@@ -22,45 +26,64 @@ RESULT_CHARS = 160
 MAX_CHARS = 12_000
 
 
-def recovery_context(state: RunState, events: Iterable[EventView]) -> str:
-    """The prompt-ready text for resuming ``state``'s run, built from its ``events``."""
-    done: deque[str] = deque(maxlen=MAX_ITEMS)
-    count = 0
-    intents: dict[int, dict[str, Any]] = {}
-    failures: dict[int, list[str]] = {}
-    questions: dict[int, str] = {}
-    last_type = ""
-    given: dict[str, Any] = {}  # the input, stored once in agent_started
-    for e in events:
-        d = e.data
-        last_type = e.type
-        item = None
-        if e.type == "agent_started":
-            given = d.get("input") or {}
-        elif e.type == "tool_invoked":
-            intents[d["call"]] = d
-        elif e.type == "tool_failed":
-            failures.setdefault(d["call"], []).append(d.get("kind", "?"))
-        elif e.type == "tool_succeeded":
-            item = _tool_line(d, intents.get(d["call"], {}), failures.pop(d["call"], []))
-        elif e.type == "llm_decided":
-            item = f"decided {d['name']!r} -> {brief(d.get('value'), RESULT_CHARS)}"
-        elif e.type == "step_completed":
-            error = f" with error {d['error']}" if d.get("error") else ""
-            item = f"step {d['name']!r} completed{error}"
-        elif e.type == "checkpoint":
-            item = f"checkpoint {d['name']!r} reached"
-        elif e.type == "human_input_requested":
-            questions[d["call"]] = d.get("question", "")
-        elif e.type == "human_input_provided":
-            asked = questions.get(d["call"], "a question")
-            item = f"a person answered {brief(asked, 80)} with {brief(d.get('value'), 80)}"
-        elif e.type == "compensated":
-            item = f"compensated {d.get('tool')} (call {d.get('call')})"
-        if item is not None:
-            count += 1
-            done.append(item)
+@dataclass
+class _Reading:
+    """What the reader keeps while walking a run's events once."""
 
+    done: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_ITEMS))
+    count: int = 0  # completed items seen (``done`` keeps the latest)
+    intents: dict[int, ev.ToolInvoked] = field(default_factory=dict)
+    failures: dict[int, list[str]] = field(default_factory=dict)
+    questions: dict[int, str] = field(default_factory=dict)
+    calls: list[ev.Positioned] = field(default_factory=list)  # for the uncertain calls
+    last_type: str = ""
+    given: dict[str, Any] = field(default_factory=dict)  # the input, once in agent_started
+
+    def read(self, r: ev.Positioned) -> None:
+        e = r.event
+        self.last_type = str(e.__struct_config__.tag)
+        if isinstance(e, (ev.ToolInvoked, ev.ToolSucceeded, ev.ToolFailed)):
+            self.calls.append(r)
+        item = self._item(e)
+        if item is not None:
+            self.count += 1
+            self.done.append(item)
+
+    def _item(self, e: ev.Event) -> str | None:
+        """The completed-work line ``e`` adds, if any (noting intents, failed attempts
+        and questions for the lines that follow)."""
+        match e:
+            case ev.AgentStarted():
+                self.given = e.input or {}
+            case ev.ToolInvoked():
+                self.intents[e.call] = e
+            case ev.ToolFailed():
+                self.failures.setdefault(e.call, []).append(e.kind)
+            case ev.ToolSucceeded():
+                return _tool_line(e, self.intents.get(e.call), self.failures.pop(e.call, []))
+            case ev.LlmDecided():
+                return f"decided {e.name!r} -> {brief(e.value, RESULT_CHARS)}"
+            case ev.StepCompleted():
+                error = f" with error {e.error}" if e.error else ""
+                return f"step {e.name!r} completed{error}"
+            case ev.Checkpoint():
+                return f"checkpoint {e.name!r} reached"
+            case ev.HumanInputRequested():
+                self.questions[e.call] = e.question
+            case ev.HumanInputProvided():
+                asked = self.questions.get(e.call, "a question")
+                return f"a person answered {brief(asked, 80)} with {brief(e.value, 80)}"
+            case ev.Compensated():
+                return f"compensated {e.tool} (call {e.call})"
+        return None
+
+
+def recovery_context(state: RunState, events: Iterable[ev.Positioned]) -> str:
+    """The prompt-ready text for resuming ``state``'s run, built from its typed ``events``
+    (``replay.timeline.views``: records with the input's secrets redacted)."""
+    seen = _Reading()
+    for r in events:
+        seen.read(r)
     out = [
         "You are resuming an interrupted task. Everything below comes from the run's",
         "recorded log. Do not repeat completed work; side effects already done must not",
@@ -68,23 +91,19 @@ def recovery_context(state: RunState, events: Iterable[EventView]) -> str:
         "",
         "## Goal",
         f"Agent {state.agent} was started with this input:",
-        *(f"  {k}: {brief(v, 400)}" for k, v in redact(given).items()),
+        *(f"  {k}: {brief(v, 400)}" for k, v in redact(seen.given).items()),
         "",
         "## Status",
         f"Run {state.run_id} is {state.status} after {state.position} recorded events "
-        f"(last: {last_type or 'none'} at {clock(state.updated_at, date=True)} UTC).",
+        f"(last: {seen.last_type or 'none'} at {clock(state.updated_at, date=True)} UTC).",
         f"Resumed {plural(state.resumes, 'time')}; {plural(state.retries, 'retry', 'retries')}, "
         f"{plural(state.failures, 'failed attempt')}.",
     ]
     if state.parent_run_id:
         out.append(f"Forked from run {state.parent_run_id} at position {state.fork_position}.")
     out += ["", *_plan(state)]
-    out += ["", "## Completed steps and key results"]
-    if count > len(done):
-        out.append(f"  ({count - len(done)} earlier items omitted)")
-    first = count - len(done) + 1
-    out += [f"  {first + i}. {item}" for i, item in enumerate(done)] or ["  (none yet)"]
-    out += ["", "## Pending work", *_pending(state, intents)]
+    out += ["", "## Completed steps and key results", *_done(seen)]
+    out += ["", "## Pending work", *_pending(state, uncertain(seen.calls))]
     out += ["", "## Last observation", f"  {state.last_observation or '(none)'}"]
     text = "\n".join(out) + "\n"
     if len(text) > MAX_CHARS:
@@ -92,14 +111,24 @@ def recovery_context(state: RunState, events: Iterable[EventView]) -> str:
     return text
 
 
-def _tool_line(d: dict[str, Any], intent: dict[str, Any], failed: list[str]) -> str:
-    args = ", ".join(f"{k}={brief(v, 40)}" for k, v in (intent.get("args") or {}).items())
-    line = f"{d['tool']}({args}) -> {brief(d.get('result'), RESULT_CHARS)}"
+def _done(seen: _Reading) -> list[str]:
+    """The latest completed items, numbered from the run's start."""
+    lines = []
+    if seen.count > len(seen.done):
+        lines.append(f"  ({seen.count - len(seen.done)} earlier items omitted)")
+    first = seen.count - len(seen.done) + 1
+    items = [f"  {first + i}. {item}" for i, item in enumerate(seen.done)]
+    return lines + (items or ["  (none yet)"])
+
+
+def _tool_line(e: ev.ToolSucceeded, intent: ev.ToolInvoked | None, failed: list[str]) -> str:
+    given = intent.args if intent is not None else {}
+    args = ", ".join(f"{k}={brief(v, 40)}" for k, v in (given or {}).items())
+    line = f"{e.tool}({args}) -> {brief(e.result, RESULT_CHARS)}"
     if failed:
         line += f" (after {plural(len(failed), 'failed attempt')}: {', '.join(failed)})"
-    source = d.get("source", "executed")
-    if source != "executed":
-        line += f" [outcome {source}]"
+    if e.source != Source.EXECUTED:
+        line += f" [outcome {e.source}]"
     return line
 
 
@@ -119,26 +148,39 @@ def _plan(state: RunState) -> list[str]:
     return lines
 
 
-def _pending(state: RunState, intents: dict[int, dict[str, Any]]) -> list[str]:
-    lines = []
-    for p in state.pending:
-        if p.side_effect:
-            lines.append(
-                f"  - {p.tool} (call {p.call}, key {p.key}): the request was recorded as "
-                "intended but its outcome is unknown. Resolve it by verifying or re-sending "
-                "with the same key; never with a new key."
-            )
-        else:
-            lines.append(f"  - {p.tool} (call {p.call}) was running; it will run again.")
+def _pending(state: RunState, unsure: list[Effect]) -> list[str]:
+    # The uncertain side effects with no outcome and the read-only calls that were
+    # running, in the order of their intents (a completed run has nothing left to resume).
+    # An effect that failed after an attempt of unknown outcome is told by the failure
+    # line below, as it always was.
+    found = [
+        (fx.position, _unsure_line(fx))
+        for fx in unsure
+        if fx.outcome == Outcome.UNKNOWN and state.status != RunStatus.COMPLETED
+    ]
+    found += [
+        (p.position, f"  - {p.tool} (call {p.call}) was running; it will run again.")
+        for p in state.pending
+        if not p.side_effect
+    ]
+    lines = [line for _, line in sorted(found, key=lambda pair: pair[0])]
     if state.waiting:
         lines.append(f"  - waiting for a person to answer: {state.waiting}")
-    if state.status == "failed" and state.error:
+    if state.status == RunStatus.FAILED and state.error:
         lines.append(f"  - the run stopped on a failure: {state.error}")
     remaining = [s for s in state.plan if s not in set(state.steps_done)]
-    if remaining and state.status != "completed":
+    if remaining and state.status != RunStatus.COMPLETED:
         lines.append(f"  - remaining plan steps: {', '.join(remaining)}")
-    if state.status == "completed":
+    if state.status == RunStatus.COMPLETED:
         lines.append(f"  (none: the run completed with {brief(state.output, RESULT_CHARS)})")
-    elif state.status == "abandoned":
+    elif state.status == RunStatus.ABANDONED:
         lines.append("  (none: the run was abandoned and its effects compensated)")
     return lines or ["  (nothing recorded as pending; continue from the plan)"]
+
+
+def _unsure_line(fx: Effect) -> str:
+    return (
+        f"  - {fx.tool} (call {fx.call}, key {fx.key}): the request was recorded as "
+        "intended but its outcome is unknown. Resolve it by verifying or re-sending "
+        "with the same key; never with a new key."
+    )

@@ -9,7 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine import EventView, RunState
+from engine import RunState
+from engine import events as ev
+from engine.history import checkpoint_refs
 
 from .output import Piece, brief
 from .timeline import views
@@ -40,44 +42,47 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 def side(engine: Engine, spec: str) -> Side:
     run, at = parse_spec(spec)
     state = engine.state(run, at=at)
-    events = [e for e in views(engine, state.run_id) if e.position <= state.position]
+    events = [r for r in views(engine, state.run_id) if r.position <= state.position]
+    first = events[0].event if events else None
     beside = {
-        "input": events[0].data.get("input", {}) if events else {},
-        "checkpoints": [(e.data["name"], e.position) for e in events if e.type == "checkpoint"],
+        "input": first.input if isinstance(first, ev.AgentStarted) else {},
+        "checkpoints": [(c.name, c.position) for c in checkpoint_refs(events)],
     }
     return Side(state.run_id, state.position, state, calls_of(events), beside)
 
 
-def calls_of(events: Iterable[EventView]) -> dict[int, dict[str, Any]]:
+def calls_of(events: Iterable[ev.Positioned]) -> dict[int, dict[str, Any]]:
     """What each call identity did, as comparable plain data."""
     calls: dict[int, dict[str, Any]] = {}
-    for e in events:
-        d = e.data
-        call = d.get("call")
-        if not isinstance(call, int) or e.type.startswith(("compensat", "effect_")):
-            continue
-        if e.type == "tool_invoked":
-            calls[call] = {"kind": "tool", "name": d["tool"], "args": d.get("args")}
-        elif e.type == "tool_succeeded":
-            calls.setdefault(call, {"kind": "tool", "name": d["tool"]})["result"] = d.get("result")
-        elif e.type == "tool_failed" and d.get("final", True):
-            entry = calls.setdefault(call, {"kind": "tool", "name": d["tool"]})
-            entry["failed"] = d.get("kind")
-        elif e.type == "llm_decided":
-            calls[call] = {"kind": "decide", "name": d["name"], "value": d.get("value")}
-        elif e.type == "plan_created":
-            calls[call] = {"kind": "plan", "name": "plan", "steps": d.get("steps")}
-        elif e.type == "step_started":
-            calls[call] = {"kind": "step", "name": d["name"]}
-        elif e.type == "step_completed":
-            calls.setdefault(call, {"kind": "step", "name": d["name"]})["completed"] = True
-        elif e.type == "checkpoint":
-            calls[call] = {"kind": "checkpoint", "name": d["name"]}
-        elif e.type == "human_input_requested":
-            calls.setdefault(call, {"kind": "ask", "name": d.get("question")})
-        elif e.type == "human_input_provided":
-            calls.setdefault(call, {"kind": "ask", "name": "?"})["answer"] = d.get("value")
+    for r in events:
+        _fold_call(calls, r.event)
     return calls
+
+
+def _fold_call(calls: dict[int, dict[str, Any]], e: ev.Event) -> None:
+    """Fold one event into ``calls`` (events of no call identity, undo records and the
+    ledger's change nothing)."""
+    match e:
+        case ev.ToolInvoked():
+            calls[e.call] = {"kind": "tool", "name": e.tool, "args": e.args}
+        case ev.ToolSucceeded():
+            calls.setdefault(e.call, {"kind": "tool", "name": e.tool})["result"] = e.result
+        case ev.ToolFailed(final=True):
+            calls.setdefault(e.call, {"kind": "tool", "name": e.tool})["failed"] = e.kind
+        case ev.LlmDecided():
+            calls[e.call] = {"kind": "decide", "name": e.name, "value": e.value}
+        case ev.PlanCreated():
+            calls[e.call] = {"kind": "plan", "name": "plan", "steps": e.steps}
+        case ev.StepStarted():
+            calls[e.call] = {"kind": "step", "name": e.name}
+        case ev.StepCompleted():
+            calls.setdefault(e.call, {"kind": "step", "name": e.name})["completed"] = True
+        case ev.Checkpoint():
+            calls[e.call] = {"kind": "checkpoint", "name": e.name}
+        case ev.HumanInputRequested():
+            calls.setdefault(e.call, {"kind": "ask", "name": e.question})
+        case ev.HumanInputProvided():
+            calls.setdefault(e.call, {"kind": "ask", "name": "?"})["answer"] = e.value
 
 
 def _state_fields(side: Side) -> dict[str, Any]:

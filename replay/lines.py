@@ -13,9 +13,9 @@ import msgspec
 
 from engine import events as ev
 from engine.errors import CorruptData, UsageError
-from engine.events import UPCASTERS, AnyEvent, Event, event_type
+from engine.events import AnyEvent, Event, event_type
 from engine.history import check_run_id
-from engine.store.codec import decode_event, encode_event
+from engine.store.codec import decode_event, encode_event, topic, upcast
 
 FORMAT = 1
 _enc = msgspec.json.Encoder()
@@ -96,10 +96,10 @@ def line_event(line: Line, where: str) -> Event:
         if line.msgpack is None and line.schema == cls.SCHEMA:
             event = event_json.decode(line.event)  # the common case: one typed decode
         elif line.msgpack is None:
-            event = msgspec.convert(_current_form(line, cls), AnyEvent)
+            event = msgspec.convert(_current_form(line), AnyEvent)
         else:
-            data = _current_form(line, cls)
-            event = decode_event(f"{line.type}:{line.schema}", _unbase64(line.msgpack))
+            data = _current_form(line)
+            event = decode_event(topic(line.type, line.schema), _unbase64(line.msgpack))
             if msgspec.json.decode(_enc.encode(event)) != data:
                 raise CorruptData("its event and its msgpack are not the same event")
     except (
@@ -124,16 +124,14 @@ def line_event(line: Line, where: str) -> Event:
     return event
 
 
-def _current_form(line: Line, cls: type[Event]) -> dict[str, Any]:
+def _current_form(line: Line) -> dict[str, Any]:
     """The line's readable event as a dict of the current schema (upcast if older)."""
     data: dict[str, Any] = msgspec.json.decode(line.event)
     if not isinstance(data, dict):
         raise CorruptData("its event is not a JSON object")
     if data.get("type", line.type) != line.type:
         raise CorruptData("its event's type differs from the line's type")
-    for version in range(line.schema, cls.SCHEMA):
-        up = UPCASTERS.get((line.type, version))
-        data = up(data) if up is not None else data
+    data = upcast(line.type, line.schema, data)
     data["type"] = line.type
     return data
 

@@ -16,6 +16,7 @@ from typing import IO, Any
 import msgspec
 
 from engine import RunResult, RunState, RunSummary
+from engine.kinds import RunStatus
 from engine.secrets import redact
 from engine.state import CheckpointRef
 
@@ -33,7 +34,12 @@ _SGR = {
     "cyan": "36",
 }
 _json = msgspec.json.Encoder()
-EXIT = {"completed": 0, "paused": 3, "failed": 4, "abandoned": 4}
+EXIT: dict[str, int] = {
+    RunStatus.COMPLETED: 0,
+    RunStatus.PAUSED: 3,
+    RunStatus.FAILED: 4,
+    RunStatus.ABANDONED: 4,
+}
 
 
 def exit_status(status: str) -> int:

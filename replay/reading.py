@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from engine.errors import UsageError
+from engine.kinds import RunStatus
 
 from . import args, views
 from .app import STATUSES, Run, Session, app, session
@@ -55,7 +56,7 @@ def show(ctx: typer.Context, run: Run) -> int:
     s = session(ctx)
     state = s.engine.state(run)
     children = s.children(state.run_id)
-    owner = s.owner(state.run_id) if state.status == "running" else None
+    owner = s.owner(state.run_id) if state.status == RunStatus.RUNNING else None
     from engine.history import standing
 
     stands = standing(s.engine.store, state.run_id) if state.parent_run_id else []
@@ -68,7 +69,7 @@ def show(ctx: typer.Context, run: Run) -> int:
         s.out.json(doc)
     else:
         s.out.lines(views.state_rows(state, marks, given, children))
-        if state.status == "running" and not state.imported:
+        if state.status == RunStatus.RUNNING and not state.imported:
             s.out.lines([views.owner_row(owner)])
         s.out.lines(views.standing_rows(stands))
     return 0

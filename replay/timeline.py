@@ -8,28 +8,34 @@ Events are read from the store a page at a time, so long runs stream.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine import EventView, RunState
+from engine import events as ev
+from engine.effects import answered
 from engine.history import PAGE, iter_run
+from engine.kinds import RunStatus, Source
+from engine.runtime.results import shown, utc
 
 from .output import Piece, brief, clock, seconds, short
 
 if TYPE_CHECKING:
     from engine import Engine
+    from engine.store import Recorded
 
 
-def views(engine: Engine, run_id: str, page: int = PAGE) -> Iterator[EventView]:
-    """The run's events in order, read ``page`` at a time and checked (``CorruptData``
-    at the first damaged position)."""
-    return (EventView.of(r) for r in iter_run(engine.store, run_id, page=page))
+def views(engine: Engine, run_id: str, page: int = PAGE) -> Iterator[Recorded]:
+    """The run's typed events in order as users may see them (``shown``), read ``page``
+    at a time and checked (``CorruptData`` at the first damaged position)."""
+    return (shown(r) for r in iter_run(engine.store, run_id, page=page))
 
 
-def json_rows(events: Iterator[EventView]) -> Iterator[dict[str, Any]]:
+def json_rows(events: Iterable[Recorded]) -> Iterator[dict[str, Any]]:
     """``{"position", "type", "at", ...event fields}`` per event."""
-    for e in events:
+    for r in events:
+        e = EventView.of(r)
         yield {"position": e.position, "type": e.type, "at": e.at, **e.data}
 
 
@@ -52,9 +58,16 @@ def header(state: RunState, children: list[tuple[str, int | None]]) -> list[list
     return rows
 
 
+_STYLES: dict[str, str] = {
+    RunStatus.COMPLETED: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.ABANDONED: "red",
+    RunStatus.PAUSED: "yellow",
+}
+
+
 def _status(status: str) -> Piece:
-    style = {"completed": "green", "failed": "red", "abandoned": "red", "paused": "yellow"}
-    return (status, "bold " + style.get(status, "blue"))
+    return (str(status), "bold " + _STYLES.get(status, "blue"))
 
 
 @dataclass
@@ -71,28 +84,30 @@ class _Story:
     retries: int = 0
     failures: int = 0
     resumes: int = 0
-    status: str = "running"
+    status: RunStatus = RunStatus.RUNNING
 
 
-def story(events: Iterator[EventView]) -> Iterator[list[Piece]]:
+def story(events: Iterable[ev.Positioned]) -> Iterator[list[Piece]]:
     """The lines of the timeline, one per event, then a one-line summary."""
     s = _Story()
-    for e in events:
-        at = e.at.timestamp()
+    for r in events:
+        e = r.event
+        when = utc(e.at)
+        at = when.timestamp()  # as shown: the datetime's own rounding of the stored time
         if s.start is None:
             s.start = at
         s.events += 1
-        render = _RENDER.get(e.type)
+        render = _RENDER.get(type(e))
         indent = "  " * s.depth
-        text = render(s, e.data, at) if render else [(f"· {e.type} ", "dim"), brief(e.data, 120)]
-        if e.type == "step_completed":
+        text = render(s, e, at) if render else _other(e)
+        if isinstance(e, ev.StepCompleted):
             indent = "  " * s.depth  # the step closed: its end line sits at its start's level
         if at < s.start:  # a fork's inherited call keeps its parent's time
             since = f"  {'inherited':>11}  "
         else:
             since = f"  {f'+{at - s.start:.3f}':>10}s  "
             s.last = at
-        yield [(f"{e.position:>5}  ", "dim"), (clock(e.at), "dim"), (since, "dim"), indent, *text]
+        yield [(f"{r.position:>5}  ", "dim"), (clock(when), "dim"), (since, "dim"), indent, *text]
     if s.start is None:
         yield [("  (no events)", "dim")]
         return
@@ -108,24 +123,28 @@ def story(events: Iterator[EventView]) -> Iterator[list[Piece]]:
     ]
 
 
-Render = Callable[[_Story, dict[str, Any], float], list[Piece]]
+Render = Callable[[_Story, Any, float], list[Piece]]
 
 
-def _started(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    out: list[Piece] = [("▶ started ", "bold"), d.get("agent", ""), ("  input ", "dim")]
-    out.append(brief(d.get("input"), 100))
-    if d.get("parent_run_id"):
-        effects = f", effects: {d['effects']}" if d.get("effects") else ""
-        fork = f"  (a fork of {short(d['parent_run_id'])} at {d['fork_position']}{effects})"
+def _other(e: ev.Event) -> list[Piece]:
+    return [(f"· {e.__struct_config__.tag} ", "dim"), brief(ev.event_data(e), 120)]
+
+
+def _started(s: _Story, e: ev.AgentStarted, at: float) -> list[Piece]:
+    out: list[Piece] = [("▶ started ", "bold"), e.agent, ("  input ", "dim")]
+    out.append(brief(e.input, 100))
+    if e.parent_run_id:
+        effects = f", effects: {e.effects}" if e.effects else ""
+        fork = f"  (a fork of {short(e.parent_run_id)} at {e.fork_position}{effects})"
         out.append((fork, "cyan"))
     return out
 
 
-def _resumed(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
+def _resumed(s: _Story, e: ev.AgentResumed, at: float) -> list[Piece]:
     s.resumes += 1
-    s.status = "running"
+    s.status = RunStatus.RUNNING
     gap = at - (s.last or at)
-    out: list[Piece] = [("⟳ resumed", "bold blue"), f" by {d.get('owner') or '?'}"]
+    out: list[Piece] = [("⟳ resumed", "bold blue"), f" by {e.owner or '?'}"]
     out.append((f" after {seconds(gap)}", "dim"))
     if s.open_calls:
         inflight = ", ".join(f"call {c} {t}" for c, t in sorted(s.open_calls.items()))
@@ -134,167 +153,168 @@ def _resumed(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
     return out
 
 
-def _finished(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    s.status, s.depth = "completed", 0
-    return [("■ completed", "bold green"), " → ", brief(d.get("output"), 100)]
+def _finished(s: _Story, e: ev.AgentFinished, at: float) -> list[Piece]:
+    s.status, s.depth = RunStatus.COMPLETED, 0
+    return [("■ completed", "bold green"), " → ", brief(e.output, 100)]
 
 
-def _failed(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    s.status, s.depth = "failed", 0
-    call = f" at call {d['call']}" if d.get("call") is not None else ""
-    return [("■ failed", "bold red"), f" ({d.get('kind')}{call}): ", (d.get("error", ""), "red")]
+def _failed(s: _Story, e: ev.AgentFailed, at: float) -> list[Piece]:
+    s.status, s.depth = RunStatus.FAILED, 0
+    call = f" at call {e.call}" if e.call is not None else ""
+    return [("■ failed", "bold red"), f" ({e.kind}{call}): ", (e.error, "red")]
 
 
-def _abandoned(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    s.status, s.depth = "abandoned", 0
-    reason = d.get("reason")
-    return [("■ abandoned", "bold red"), f" ({reason})" if reason else ""]
+def _abandoned(s: _Story, e: ev.AgentAbandoned, at: float) -> list[Piece]:
+    s.status, s.depth = RunStatus.ABANDONED, 0
+    return [("■ abandoned", "bold red"), f" ({e.reason})" if e.reason else ""]
 
 
-def _plan(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    s.plan, s.done = list(d.get("steps", [])), []
+def _plan(s: _Story, e: ev.PlanCreated, at: float) -> list[Piece]:
+    s.plan, s.done = list(e.steps), []
     return [("☰ plan: ", "bold"), " → ".join(s.plan), (f"  (0/{len(s.plan)})", "dim")]
 
 
-def _step_started(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
+def _step_started(s: _Story, e: ev.StepStarted, at: float) -> list[Piece]:
     s.depth += 1
-    return [("▸ step ", "bold"), (repr(d.get("name")), "bold")]
+    return [("▸ step ", "bold"), (repr(e.name), "bold")]
 
 
-def _step_completed(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
+def _step_completed(s: _Story, e: ev.StepCompleted, at: float) -> list[Piece]:
     s.depth = max(0, s.depth - 1)
-    name = d.get("name", "")
+    name = e.name
     if name in s.plan and name not in s.done:
         s.done.append(name)
     progress = f"  [plan {len(s.done)}/{len(s.plan)}]" if name in s.plan else ""
-    took = seconds(d.get("duration"))
-    if d.get("error"):
-        return [("✗ step ", "red"), repr(name), f" ended after {took}: ", (d["error"], "red")]
+    took = seconds(e.duration)
+    if e.error:
+        return [("✗ step ", "red"), repr(name), f" ended after {took}: ", (e.error, "red")]
     return [("✓ step ", "green"), repr(name), f" done in {took}", (progress, "cyan")]
 
 
-def _decided(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    took = seconds(d.get("duration"))
-    return [("✦ decided ", "cyan"), repr(d.get("name")), " → ", brief(d.get("value")), f" ({took})"]
+def _decided(s: _Story, e: ev.LlmDecided, at: float) -> list[Piece]:
+    took = seconds(e.duration)
+    return [("✦ decided ", "cyan"), repr(e.name), " → ", brief(e.value), f" ({took})"]
 
 
-def _checkpoint(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    return [("◆ checkpoint ", "bold magenta"), (repr(d.get("name")), "magenta")]
+def _checkpoint(s: _Story, e: ev.Checkpoint, at: float) -> list[Piece]:
+    return [("◆ checkpoint ", "bold magenta"), (repr(e.name), "magenta")]
 
 
-def _asked(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    s.status = "paused"
-    label = "? uncertain, asks: " if d.get("reason") == "uncertain" else "? asks: "
-    return [(label, "bold yellow"), d.get("question", "")]
+def _asked(s: _Story, e: ev.HumanInputRequested, at: float) -> list[Piece]:
+    s.status = RunStatus.PAUSED
+    label = "? uncertain, asks: " if e.reason == "uncertain" else "? asks: "
+    return [(label, "bold yellow"), e.question]
 
 
-def _answered(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    s.status = "running"
-    return [("✎ answered ", "yellow"), brief(d.get("value"))]
+def _answered(s: _Story, e: ev.HumanInputProvided, at: float) -> list[Piece]:
+    s.status = RunStatus.RUNNING
+    return [("✎ answered ", "yellow"), brief(e.value)]
 
 
-def _invoked(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    tool, call = d.get("tool", "?"), d.get("call", 0)
-    s.open_calls[call] = tool
-    args = ", ".join(f"{k}={brief(v, 40)}" for k, v in (d.get("args") or {}).items())
-    out: list[Piece] = [("→ ", "bold"), (tool, "bold"), f"({args})", (f"  call {call}", "dim")]
-    if d.get("side_effect"):
-        out.append((f"  side effect, key {d.get('key')}: intent recorded", "yellow"))
+def _invoked(s: _Story, e: ev.ToolInvoked, at: float) -> list[Piece]:
+    s.open_calls[e.call] = e.tool
+    args = ", ".join(f"{k}={brief(v, 40)}" for k, v in (e.args or {}).items())
+    out: list[Piece] = [("→ ", "bold"), (e.tool, "bold"), f"({args})", (f"  call {e.call}", "dim")]
+    if e.side_effect:
+        out.append((f"  side effect, key {e.key}: intent recorded", "yellow"))
     return out
 
 
-_SOURCES = {
-    "verified": "verified: the effect had already happened",
-    "ledger": "from the ledger: this effect was already done",
-    "fallback": "fallback (breaker open)",
-    "human": "a person confirmed it happened",
-    "parent": "reused: the parent's effect, not sent again",
+_SOURCES: dict[str, str] = {
+    Source.VERIFIED: "verified: the effect had already happened",
+    Source.LEDGER: "from the ledger: this effect was already done",
+    Source.FALLBACK: "fallback (breaker open)",
+    Source.HUMAN: "a person confirmed it happened",
+    Source.PARENT: "reused: the parent's effect, not sent again",
 }
 
 
-def _succeeded(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    tool = d.get("tool", "?")
-    s.open_calls.pop(d.get("call", 0), None)
-    attempt = d.get("attempt", 1)
-    extra = f", attempt {attempt}" if attempt > 1 else ""
-    out: list[Piece] = [("✓ ", "green"), tool, " → ", brief(d.get("result"))]
-    out.append((f"  ({seconds(d.get('duration'))}{extra})", "dim"))
-    source = d.get("source", "executed")
-    if source in _SOURCES:
-        out.append((f"  {_SOURCES[source]}", "cyan"))
+def _settle(s: _Story, e: ev.Event) -> None:
+    call = answered(e)
+    if call is not None:
+        s.open_calls.pop(call, None)
+
+
+def _succeeded(s: _Story, e: ev.ToolSucceeded, at: float) -> list[Piece]:
+    _settle(s, e)
+    extra = f", attempt {e.attempt}" if e.attempt > 1 else ""
+    out: list[Piece] = [("✓ ", "green"), e.tool, " → ", brief(e.result)]
+    out.append((f"  ({seconds(e.duration)}{extra})", "dim"))
+    if e.source in _SOURCES:
+        out.append((f"  {_SOURCES[e.source]}", "cyan"))
     return out
 
 
-def _tool_failed(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
+def _tool_failed(s: _Story, e: ev.ToolFailed, at: float) -> list[Piece]:
     s.failures += 1
-    if d.get("final", True):
-        s.open_calls.pop(d.get("call", 0), None)
-    kind = d.get("kind", "?")
-    end = "gave up" if d.get("final", True) else f"attempt {d.get('attempt', 1)}"
+    _settle(s, e)
+    end = "gave up" if e.final else f"attempt {e.attempt}"
     return [
         ("✗ ", "red"),
-        d.get("tool", "?"),
-        (f" {kind}", "bold red"),
-        f": {d.get('message', '')}",
-        (f"  ({end}, {seconds(d.get('duration'))})", "dim"),
+        e.tool,
+        (f" {e.kind}", "bold red"),
+        f": {e.message}",
+        (f"  ({end}, {seconds(e.duration)})", "dim"),
     ]
 
 
-def _retry(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
+def _retry(s: _Story, e: ev.RetryScheduled, at: float) -> list[Piece]:
     s.retries += 1
     return [
         ("↻ retry ", "yellow"),
-        d.get("tool", "?"),
-        f": attempt {d.get('attempt')} in {seconds(d.get('delay'))} (backoff with jitter)",
+        e.tool,
+        f": attempt {e.attempt} in {seconds(e.delay)} (backoff with jitter)",
     ]
 
 
-def _compensating(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    return [("↶ compensating ", "yellow"), d.get("tool", "?"), f" (call {d.get('call')})"]
+def _compensating(s: _Story, e: ev.CompensationStarted, at: float) -> list[Piece]:
+    return [("↶ compensating ", "yellow"), e.tool, f" (call {e.call})"]
 
 
-def _compensated(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    if d.get("error"):
-        return [("↶ compensation failed ", "red"), d.get("tool", "?"), f": {d['error']}"]
-    return [("↶ undone ", "yellow"), d.get("tool", "?"), " → ", brief(d.get("result"))]
+def _compensated(s: _Story, e: ev.Compensated, at: float) -> list[Piece]:
+    if e.error:
+        return [("↶ compensation failed ", "red"), e.tool, f": {e.error}"]
+    return [("↶ undone ", "yellow"), e.tool, " → ", brief(e.result)]
 
 
-def _imported(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    signed = "signed" if d.get("signed") else "unsigned"
-    where = f"from {d.get('source') or '?'} by {d.get('by') or '?'} ({signed})"
+def _imported(s: _Story, e: ev.RunImported, at: float) -> list[Piece]:
+    signed = "signed" if e.signed else "unsigned"
+    where = f"from {e.source or '?'} by {e.by or '?'} ({signed})"
     return [("⇣ imported ", "bold magenta"), where, ("  history only until adopted", "dim")]
 
 
-def _adopted(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    return [("✓ adopted ", "bold magenta"), f"by {d.get('by') or '?'}: runs as {d.get('agent')}"]
+def _adopted(s: _Story, e: ev.RunAdopted, at: float) -> list[Piece]:
+    return [("✓ adopted ", "bold magenta"), f"by {e.by or '?'}: runs as {e.agent}"]
 
 
-def _circuit(s: _Story, d: dict[str, Any], at: float) -> list[Piece]:
-    return [("⚡ circuit ", "yellow"), d.get("tool", "?"), f" {brief(d)}"]
+def _circuit(
+    s: _Story, e: ev.CircuitOpened | ev.CircuitHalfOpened | ev.CircuitClosed, at: float
+) -> list[Piece]:
+    return [("⚡ circuit ", "yellow"), e.tool, f" {brief(ev.event_data(e))}"]
 
 
-_RENDER: dict[str, Render] = {
-    "agent_started": _started,
-    "agent_resumed": _resumed,
-    "agent_finished": _finished,
-    "agent_failed": _failed,
-    "agent_abandoned": _abandoned,
-    "plan_created": _plan,
-    "step_started": _step_started,
-    "step_completed": _step_completed,
-    "llm_decided": _decided,
-    "checkpoint": _checkpoint,
-    "human_input_requested": _asked,
-    "human_input_provided": _answered,
-    "tool_invoked": _invoked,
-    "tool_succeeded": _succeeded,
-    "tool_failed": _tool_failed,
-    "retry_scheduled": _retry,
-    "compensation_started": _compensating,
-    "compensated": _compensated,
-    "run_imported": _imported,
-    "run_adopted": _adopted,
-    "circuit_opened": _circuit,
-    "circuit_half_opened": _circuit,
-    "circuit_closed": _circuit,
+_RENDER: dict[type[ev.Event], Render] = {
+    ev.AgentStarted: _started,
+    ev.AgentResumed: _resumed,
+    ev.AgentFinished: _finished,
+    ev.AgentFailed: _failed,
+    ev.AgentAbandoned: _abandoned,
+    ev.PlanCreated: _plan,
+    ev.StepStarted: _step_started,
+    ev.StepCompleted: _step_completed,
+    ev.LlmDecided: _decided,
+    ev.Checkpoint: _checkpoint,
+    ev.HumanInputRequested: _asked,
+    ev.HumanInputProvided: _answered,
+    ev.ToolInvoked: _invoked,
+    ev.ToolSucceeded: _succeeded,
+    ev.ToolFailed: _tool_failed,
+    ev.RetryScheduled: _retry,
+    ev.CompensationStarted: _compensating,
+    ev.Compensated: _compensated,
+    ev.RunImported: _imported,
+    ev.RunAdopted: _adopted,
+    ev.CircuitOpened: _circuit,
+    ev.CircuitHalfOpened: _circuit,
+    ev.CircuitClosed: _circuit,
 }

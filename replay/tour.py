@@ -19,7 +19,8 @@ from typing import Any
 from rich.console import Console
 from rich.panel import Panel
 
-from engine import Engine
+from engine import Engine, RunResult
+from engine.kinds import RunStatus
 from engine.store import default_url
 
 from . import demo
@@ -66,6 +67,26 @@ def _tour(con: Console, out: Out, engine: Engine, url: str) -> int:
     ticket = demo.new_ticket()
     order = ticket["order"]
     run_id = uuid.uuid4().hex
+    _intro(con, engine, ticket)
+    if not _crash(con, engine, url, run_id, ticket):
+        return 1
+    result = _resume(con, engine, run_id, order)
+    fork = _rewind(con, engine, run_id, order)
+    _step(con, 4, f"The timeline of run {run_id}")
+    con.file.flush()
+    branch = [(fork.run_id, engine.state(fork.run_id).fork_position)]
+    out.lines(header(engine.state(run_id), branch))
+    out.lines(story(views(engine, run_id)))
+    out.stream.flush()
+    once = len(demo.charges_for(order)) == 1 and result.status == fork.status == RunStatus.COMPLETED
+    _next(con, run_id, fork.run_id)
+    if not once:
+        con.print("[bold red]the demo did not go as expected: see the timeline above[/]")
+        return 1
+    return 0
+
+
+def _intro(con: Console, engine: Engine, ticket: dict[str, Any]) -> None:
     con.print(
         Panel.fit(
             "A support-ticket agent upgrades a customer and [bold]charges a card[/].\n"
@@ -80,22 +101,28 @@ def _tour(con: Console, out: Out, engine: Engine, url: str) -> int:
     con.print(f"payments: {world} (a fake payment service)")
     con.print(f"ticket:   {brief(ticket, 100)}")
 
+
+def _crash(con: Console, engine: Engine, url: str, run_id: str, ticket: dict[str, Any]) -> bool:
+    """Step 1: the child dies mid-payment; whether it died as planned."""
     _step(con, 1, "Run the agent in a child process, armed to die mid-payment")
     con.print(f"   AGENTLOG_FAILPOINTS={FAILPOINT}: SIGKILL once the charge returns, before")
     con.print("   its outcome reaches the log")
     code = _run_child(url, run_id, ticket)
     if code != -signal.SIGKILL:
         con.print(f"[bold red]   the child was expected to be killed, but it exited with {code}[/]")
-        return 1
+        return False
     con.print("   the CRM timed out once and was retried (backoff with jitter), the model")
     con.print("   triaged the ticket, the card was charged... and then:")
     con.print("   [red]✗ child killed by SIGKILL[/] (exit -9): the agent's process is gone")
-    con.print(f"   {_charges(order)}: the charge landed, but the log never heard back")
+    con.print(f"   {_charges(ticket['order'])}: the charge landed, but the log never heard back")
     state = engine.state(run_id)
     pending = ", ".join(f"call {p.call} {p.tool} (key {p.key})" for p in state.pending)
     con.print(f"   run {run_id}: status [blue]{state.status}[/], {state.position} events")
     con.print(f"   the log ends with an intent and no outcome: [yellow]{pending or 'none'}[/]")
+    return True
 
+
+def _resume(con: Console, engine: Engine, run_id: str, order: str) -> RunResult:
     _step(con, 2, "Resume the run from its log")
     result = engine.resume(run_id)
     con.print(f"   [green]✓ {result.status}[/]: the CRM lookup and the triage decision were")
@@ -103,23 +130,22 @@ def _tour(con: Console, out: Out, engine: Engine, url: str) -> int:
     con.print("   payment service's verifier, which found it, so it was not sent again")
     con.print(f"   {_charges(order)}: charged exactly once")
     con.print(f"   reply: {brief(result.output.get('reply') if result.output else None, 100)}")
+    return result
 
+
+def _rewind(con: Console, engine: Engine, run_id: str, order: str) -> RunResult:
     _step(con, 3, "Rewind to checkpoint 'paid' on a new branch")
     fork = engine.rewind(run_id, "paid")
     con.print(f"   fork {fork.run_id}: [green]{fork.status}[/]; it inherited the parent's")
     con.print("   calls up to 'paid' (the charge included) and drafted the reply again:")
     con.print(f"   reply: {brief(fork.output.get('reply') if fork.output else None, 100)}")
     con.print(f"   {_charges(order)}: the branch did not pay again")
+    return fork
 
-    _step(con, 4, f"The timeline of run {run_id}")
-    con.file.flush()
-    branch = [(fork.run_id, engine.state(fork.run_id).fork_position)]
-    out.lines(header(engine.state(run_id), branch))
-    out.lines(story(views(engine, run_id)))
-    out.stream.flush()
 
-    once = len(demo.charges_for(order)) == 1 and result.status == fork.status == "completed"
-    short, fshort = run_id[:8], fork.run_id[:8]
+def _next(con: Console, run_id: str, fork_id: str) -> None:
+    """What to try next, and how to start a run of one's own."""
+    short, fshort = run_id[:8], fork_id[:8]
     tries = [
         ("agentlog runs", "every run, newest first"),
         (f"agentlog timeline {fshort}", "the branch and its lineage"),
@@ -144,10 +170,6 @@ def _tour(con: Console, out: Out, engine: Engine, url: str) -> int:
         "  agentlog run replay.demo:support_ticket --input "
         f"'{json.dumps({'ticket': demo.new_ticket()})}'"
     )
-    if not once:
-        con.print("[bold red]the demo did not go as expected: see the timeline above[/]")
-        return 1
-    return 0
 
 
 def _run_child(url: str, run_id: str, ticket: dict[str, Any]) -> int:

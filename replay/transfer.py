@@ -33,14 +33,14 @@ from engine import events as ev
 from engine.errors import CorruptData, UsageError
 from engine.events import Event
 from engine.history import (
-    DEFAULT_SNAPSHOT_EVERY,
     RunCheck,
     RunWriter,
     check_tail,
     iter_run,
     run_stream,
+    snapshots_along,
 )
-from engine.state import RunState, evolve
+from engine.state import RunState
 from engine.store import Append
 from engine.store.codec import encode_event
 
@@ -149,26 +149,12 @@ def parse(data: bytes, source: str = "the file", *, require_signature: bool = Fa
         lines.pop()
     if not lines:
         raise CorruptData(f"{source} is empty: no events to import")
-    previous = signed = ""
-    has_sig: bool | None = None
+    chain = _Chain(key, require_signature)
     run_id, total = "", 0
     events: list[Event] = []
     for n, raw in enumerate(lines, start=1):
         where = f"{source} line {n}"
-        body, digest, sig = _split(raw.removesuffix(b"\r"), where)
-        previous = _chain(previous, body)
-        if digest != previous:
-            raise CorruptData(f"{where}: hash does not match (the line or one before it changed)")
-        if has_sig is None:
-            has_sig = sig is not None
-        if (sig is not None) != has_sig:
-            raise CorruptData(f"{where}: signed and unsigned lines are mixed")
-        if sig is not None and key is not None:
-            signed = _sign(key, signed, body)
-            if not hmac.compare_digest(sig, signed):
-                raise CorruptData(f"{where}: signature does not match {KEY_ENV}")
-        if require_signature and sig is None:
-            raise CorruptData(f"{where}: not signed (--require-signature)")
+        body = chain.check(raw.removesuffix(b"\r"), where)
         line = decode_line(body, where)
         if n == 1:
             run_id, total = first_line(line, where)
@@ -185,7 +171,36 @@ def parse(data: bytes, source: str = "the file", *, require_signature: bool = Fa
         RunCheck(run_id)([Append(run_stream(run_id), i, e) for i, e in enumerate(events, 1)])
     except CorruptData as bad:
         raise CorruptData(f"{source}: {bad}; nothing imported") from None
-    return Parsed(run_id, events, previous, bool(has_sig) and key is not None)
+    return Parsed(run_id, events, chain.previous, bool(chain.has_sig) and key is not None)
+
+
+@dataclass
+class _Chain:
+    """The hash chain (and, with a key, the signature chain) of a file read line by line."""
+
+    key: bytes | None
+    require_signature: bool
+    previous: str = ""
+    signed: str = ""
+    has_sig: bool | None = None  # whether the first line was signed: all or none are
+
+    def check(self, raw: bytes, where: str) -> bytes:
+        """The line's body, once its hash and signature continue the chains."""
+        body, digest, sig = _split(raw, where)
+        self.previous = _chain(self.previous, body)
+        if digest != self.previous:
+            raise CorruptData(f"{where}: hash does not match (the line or one before it changed)")
+        if self.has_sig is None:
+            self.has_sig = sig is not None
+        if (sig is not None) != self.has_sig:
+            raise CorruptData(f"{where}: signed and unsigned lines are mixed")
+        if sig is not None and self.key is not None:
+            self.signed = _sign(self.key, self.signed, body)
+            if not hmac.compare_digest(sig, self.signed):
+                raise CorruptData(f"{where}: signature does not match {KEY_ENV}")
+        if self.require_signature and sig is None:
+            raise CorruptData(f"{where}: not signed (--require-signature)")
+        return body
 
 
 def _split(raw: bytes, where: str) -> tuple[bytes, str, str | None]:
@@ -226,9 +241,11 @@ def import_run(
     parsed = parse(data, source, require_signature=require_signature)
     run_id, events = parsed.run_id, parsed.events
     stream = run_stream(run_id)
-    existing = [_same_form(r.event) for r in engine.store.read(stream)]
+    present = engine.store.read(stream)
+    existing = [_same_form(r.event) for r in present]
     if existing:
-        if _already(existing, [_same_form(e) for e in events]):
+        marked = isinstance(present[-1].event, ev.RunImported)
+        if _already(existing, [_same_form(e) for e in events], marked):
             return run_id, False
         raise UsageError(
             f"run {run_id} already exists with a different history "
@@ -242,12 +259,10 @@ def import_run(
         signed=parsed.signed,
         by=who(),
     )
-    state = RunState(run_id=run_id)
-    snapshots = []
-    for position, e in enumerate([*events, mark], start=1):
-        state = evolve(state, e, position)
-        if position % DEFAULT_SNAPSHOT_EVERY == 0:
-            snapshots.append(state)
+    # The agent's own snapshot_every is code (``@engine.agent``), recorded nowhere in the
+    # log, and an imported run's code may not even import here: the default cadence, the
+    # one an agent that sets none uses. A snapshot is only a shortcut for rebuilds.
+    state, snapshots = snapshots_along(RunState(run_id=run_id), [*events, mark])
     items = [Append(stream, i, e) for i, e in enumerate([*events, mark], start=1)]
     engine.store.append(items, runs=[RunWriter.index_row(state)])
     for snapshot in snapshots:  # as the run's writer would have taken them; harmless twice
@@ -255,17 +270,14 @@ def import_run(
     return run_id, True
 
 
-def _already(existing: list[tuple[str, bytes]], imported: list[tuple[str, bytes]]) -> bool:
+def _already(
+    existing: list[tuple[str, bytes]], imported: list[tuple[str, bytes]], marked: bool
+) -> bool:
     """Whether the present run is this file's run: the same events, as exported here or
-    as imported here before (followed by its ``run_imported`` record)."""
+    as imported here before (followed by its ``run_imported`` record: ``marked``)."""
     if existing == imported:
         return True
-    tag = ev.RunImported.__struct_config__.tag
-    return (
-        len(existing) == len(imported) + 1
-        and existing[:-1] == imported
-        and (existing[-1][0].startswith(f"{tag}:"))
-    )
+    return marked and len(existing) == len(imported) + 1 and existing[:-1] == imported
 
 
 def _differ(existing: list[tuple[str, bytes]], events: list[Event]) -> int:

@@ -8,17 +8,18 @@ from typing import Any
 
 from engine import RunResult, RunState, RunSummary
 from engine.effects import Effect
+from engine.kinds import RunStatus
 from engine.secrets import redact
 from engine.state import CheckpointRef
 
 from .output import Piece, brief, clock, plural, seconds
 
-_STATUS_STYLE = {
-    "completed": "green",
-    "failed": "red",
-    "abandoned": "red",
-    "paused": "yellow",
-    "running": "blue",
+_STATUS_STYLE: dict[str, str] = {
+    RunStatus.COMPLETED: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.ABANDONED: "red",
+    RunStatus.PAUSED: "yellow",
+    RunStatus.RUNNING: "blue",
 }
 
 
@@ -105,7 +106,7 @@ def state_rows(
         hint = f"history only: nothing runs it until `agentlog adopt {state.run_id}`"
         rows.append(row("imported", (hint, "magenta")))
     rows.append(row("input", brief(redact(input), 200)))
-    if state.status == "completed":
+    if state.status == RunStatus.COMPLETED:
         rows.append(row("output", brief(state.output, 200)))
     if state.error:
         rows.append(row("error", (state.error, "red")))
@@ -138,15 +139,15 @@ def checkpoint_rows(run_id: str, checkpoints: Sequence[CheckpointRef]) -> list[l
 def result_rows(r: RunResult) -> list[list[Piece]]:
     """What happened, and the command that moves the run on."""
     rows: list[list[Piece]] = [["run ", (r.run_id, "bold"), " ", status_piece(r.status)]]
-    if r.status == "completed":
+    if r.status == RunStatus.COMPLETED:
         rows.append(["output: ", brief(r.output, 400)])
-    elif r.status == "paused":
+    elif r.status == RunStatus.PAUSED:
         rows.append(["waiting for an answer: ", (r.waiting or "?", "yellow")])
         rows.append([("next: ", "dim"), f"agentlog answer {r.run_id[:12]} VALUE"])
-    elif r.status == "failed":
+    elif r.status == RunStatus.FAILED:
         rows.append(["error: ", (r.error or "?", "red")])
         rows.append([("next: ", "dim"), f"agentlog resume {r.run_id[:12]}  (re-attempts the call)"])
-    elif r.status == "abandoned" and r.error:
+    elif r.status == RunStatus.ABANDONED and r.error:
         rows.append(["reason: ", r.error])
     return rows
 

@@ -26,12 +26,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-PG_URL = os.environ.get(
-    "AGENTLOG_BENCH_POSTGRES_URL",
-    os.environ.get(
-        "AGENTLOG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/agentlog_test"
-    ),
-)
+from benchkit import PG_URL, alternating, drop_schemas, write_table
+
 Sample = tuple[float, float, float]  # seconds per call (wall, CPU), per event read
 
 
@@ -63,7 +59,13 @@ def runner(url: str, side_effect: bool, payload: int) -> Callable[[int], Sample]
     return go
 
 
-def main(argv: list[str] | None = None) -> int:
+Key = tuple[str, str, int]  # store, call kind, result bytes
+Variants = dict[str, Callable[[int], Sample]]  # by cipher: "none" (clear), "env"
+SampleKey = tuple[str, str, int, str]  # the case's key and the cipher
+Samples = dict[SampleKey, list[Sample]]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--repeat", type=int, default=7)
@@ -71,14 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stores", default="sqlite,postgres")
     p.add_argument("--pg-url", default=PG_URL)
     p.add_argument("--out", help="also write the table (Markdown) to this file")
-    args = p.parse_args(argv)
-    if not os.environ.get("AGENTLOG_CIPHER_KEY"):
-        from eventsourcing.cipher import AESCipher
+    return p.parse_args(argv)
 
-        os.environ["AGENTLOG_CIPHER_KEY"] = AESCipher.create_key(32)
-    tmp = tempfile.mkdtemp(prefix="agentlog-bench-cipher-")
+
+def cases_of(args: argparse.Namespace, tmp: str, schemas: list[str]) -> dict[Key, Variants]:
+    """Each (store, call kind, result size) with its clear and encrypted runner; the
+    PostgreSQL schemas it makes are added to ``schemas``."""
     pg_base = args.pg_url.split("?")[0]
-    schemas: list[str] = []
 
     def url(store: str, cipher: str) -> str:
         if store == "sqlite":
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         schemas.append(f"bench_cipher_{cipher}_{uuid.uuid4().hex[:8]}")
         return f"{pg_base}?schema={schemas[-1]}&cipher={cipher}"
 
-    cases: dict[tuple[str, str, int], dict[str, Callable[[int], Sample]]] = {}
+    cases: dict[Key, Variants] = {}
     for store in args.stores.split(","):
         urls = {cipher: url(store, cipher) for cipher in ("none", "env")}
         for kind in ("read-only", "side-effect"):
@@ -94,28 +95,36 @@ def main(argv: list[str] | None = None) -> int:
                 cases[(store, kind, size)] = {
                     c: runner(u, kind == "side-effect", size) for c, u in urls.items()
                 }
+    return cases
+
+
+def sample(cases: dict[Key, Variants], repeat: int, steps: int) -> Samples:
+    """Samples by (store, kind, size, cipher): ``repeat`` runs, clear and encrypted back to
+    back in alternating order."""
     for variants in cases.values():
         for go in variants.values():
             go(5)  # warm up: schemas, pools, imports
-    samples: dict[tuple[str, str, int, str], list[Sample]] = {}
-    for r in range(args.repeat):
+    samples: Samples = {}
+    for r in range(repeat):
         for key, variants in cases.items():
-            order = list(variants) if r % 2 == 0 else list(reversed(variants))
-            for cipher in order:
-                samples.setdefault((*key, cipher), []).append(variants[cipher](args.steps))
+            for cipher in alternating(list(variants), r):
+                samples.setdefault((*key, cipher), []).append(variants[cipher](steps))
+    return samples
 
-    def med(key: tuple[str, str, int, str], i: int) -> float:
+
+def table(cases: dict[Key, Variants], samples: Samples, repeat: int, steps: int) -> list[str]:
+    def med(key: SampleKey, i: int) -> float:
         return statistics.median(s[i] for s in samples[key]) * 1000
 
-    def cells(off: tuple[str, str, int, str], on: tuple[str, str, int, str], i: int) -> str:
+    def cells(off: SampleKey, on: SampleKey, i: int) -> str:
         a, b = med(off, i), med(on, i)
         digits = 4 if i == 2 else 3
         return f"{a:.{digits}f} | {b:.{digits}f} | {b / a:.2f}x"
 
     lines = [
-        f"ms per durable call and per event read back (median of {args.repeat} runs x "
-        f"{args.steps} calls; 2 cores, noisy). Command: `python scripts/bench_cipher.py "
-        f"--repeat {args.repeat} --steps {args.steps}`",
+        f"ms per durable call and per event read back (median of {repeat} runs x "
+        f"{steps} calls; 2 cores, noisy). Command: `python scripts/bench_cipher.py "
+        f"--repeat {repeat} --steps {steps}`",
         "",
         "| store | call | result bytes | ms/call clear | encrypted | ratio "
         "| CPU ms/call clear | encrypted | ratio | ms/event read clear | encrypted | ratio |",
@@ -125,17 +134,24 @@ def main(argv: list[str] | None = None) -> int:
         off, on = (store, kind, size, "none"), (store, kind, size, "env")
         row = " | ".join(cells(off, on, i) for i in range(3))
         lines.append(f"| {store} | {kind} | {size} | {row} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not os.environ.get("AGENTLOG_CIPHER_KEY"):
+        from eventsourcing.cipher import AESCipher
+
+        os.environ["AGENTLOG_CIPHER_KEY"] = AESCipher.create_key(32)
+    tmp = tempfile.mkdtemp(prefix="agentlog-bench-cipher-")
+    schemas: list[str] = []
+    cases = cases_of(args, tmp, schemas)
+    lines = table(cases, sample(cases, args.repeat, args.steps), args.repeat, args.steps)
     print("\n" + "\n".join(lines))
     if args.out:
-        with open(args.out, "w") as f:
-            head = "# Encryption at rest: benchmark\n\n" + (__doc__ or "").strip() + "\n\n"
-            f.write(head + "\n".join(lines) + "\n")
+        write_table(args.out, "Encryption at rest: benchmark", __doc__, lines)
     if schemas:
-        import psycopg
-
-        with psycopg.connect(pg_base, autocommit=True) as conn:
-            for schema in schemas:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        drop_schemas(args.pg_url.split("?")[0], schemas)
     return 0
 
 

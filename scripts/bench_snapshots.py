@@ -39,15 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import bench_log  # this directory: the shared PostgreSQL default
 import psycopg
+from benchkit import PG_URL  # this directory: the shared PostgreSQL default
 
 import engine
 from engine import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DOC = ROOT / "docs" / "bench_snapshots.md"
-DEFAULT_PG = bench_log.DEFAULT_PG
+DEFAULT_PG = PG_URL
 BEGIN_MARK = "<!-- bench_snapshots:begin -->"
 END_MARK = "<!-- bench_snapshots:end -->"
 BOUND = 2.0  # snapshot bytes / event bytes

@@ -16,7 +16,6 @@ Competitors that are not installed are skipped, and the table says so.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -25,12 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-PG_URL = os.environ.get(
-    "AGENTLOG_BENCH_POSTGRES_URL",
-    os.environ.get(
-        "AGENTLOG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/agentlog_test"
-    ),
-)
+from benchkit import PG_URL, alternating, drop_schemas, write_table
 
 Runner = Callable[[int], float]  # steps -> seconds
 
@@ -148,7 +142,7 @@ def dbos_runner(url: str) -> Runner | None:
     return go
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--repeat", type=int, default=5)
@@ -161,10 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--pg-url", default=PG_URL)
     p.add_argument("--out", help="also write the table (Markdown) to this file")
-    args = p.parse_args(argv)
-    tmp = tempfile.mkdtemp(prefix="agentlog-bench-steps-")
-    schema = f"bench_steps_{uuid.uuid4().hex[:8]}"
-    pg_base = args.pg_url.split("?")[0]
+    return p.parse_args(argv)
+
+
+def systems_of(args: argparse.Namespace, tmp: str, pg_url: str) -> dict[str, Runner | None]:
+    """The systems to measure, in table order (None: not installed)."""
+    pg_base = pg_url.split("?")[0]
     systems: dict[str, Runner | None] = {}
     stores = args.stores.split(",")
     if "sqlite" in stores:
@@ -179,29 +175,35 @@ def main(argv: list[str] | None = None) -> int:
         )
         systems["langgraph SqliteSaver"] = langgraph_runner("sqlite", f"{tmp}/lg.db")
     if "postgres" in stores:
-        url = f"{pg_base}?schema={schema}"
-        systems["agentlog postgres (read-only step)"] = agentlog_runner(url, False)
-        systems["agentlog postgres (side-effect step)"] = agentlog_runner(url, True)
+        systems["agentlog postgres (read-only step)"] = agentlog_runner(pg_url, False)
+        systems["agentlog postgres (side-effect step)"] = agentlog_runner(pg_url, True)
         systems["agentlog postgres (side-effect step, keyed)"] = agentlog_runner(
-            url, True, keyed=True
+            pg_url, True, keyed=True
         )
         systems["langgraph PostgresSaver"] = langgraph_runner("postgres", pg_base)
     dbos_url = f"sqlite:///{tmp}/dbos.db" if args.dbos == "sqlite" else pg_base
     systems[f"dbos {args.dbos}"] = dbos_runner(dbos_url)
+    return systems
 
-    live = {k: v for k, v in systems.items() if v is not None}
+
+def sample(live: dict[str, Runner], repeat: int, steps: int) -> dict[str, list[float]]:
+    """Milliseconds per step of each system, ``repeat`` times, in alternating order."""
     for go in live.values():
         go(5)  # warm up: schemas, pools, imports
     samples: dict[str, list[float]] = {k: [] for k in live}
-    names = list(live)
-    for r in range(args.repeat):
-        for name in names if r % 2 == 0 else reversed(names):
-            samples[name].append(live[name](args.steps) / args.steps * 1000)
+    for r in range(repeat):
+        for name in alternating(list(live), r):
+            samples[name].append(live[name](steps) / steps * 1000)
+    return samples
 
+
+def table(
+    systems: dict[str, Runner | None], samples: dict[str, list[float]], repeat: int, steps: int
+) -> list[str]:
     lines = [
-        f"Per durable step, ms (median of {args.repeat} runs x {args.steps} steps; "
+        f"Per durable step, ms (median of {repeat} runs x {steps} steps; "
         "2 cores, noisy). Command: `python scripts/bench_steps.py "
-        f"--repeat {args.repeat} --steps {args.steps}`",
+        f"--repeat {repeat} --steps {steps}`",
         "",
         "| system | ms/step | vs agentlog side-effect step (same store) |",
         "|---|---:|---:|",
@@ -215,16 +217,22 @@ def main(argv: list[str] | None = None) -> int:
         base = statistics.median(samples.get(f"agentlog {store} (side-effect step)", [med]))
         ratio = "" if name.startswith("agentlog") else f"{med / base:.2f}x"
         lines.append(f"| {name} | {med:.3f} | {ratio} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="agentlog-bench-steps-")
+    schema = f"bench_steps_{uuid.uuid4().hex[:8]}"
+    pg_base = args.pg_url.split("?")[0]
+    systems = systems_of(args, tmp, f"{pg_base}?schema={schema}")
+    live = {k: v for k, v in systems.items() if v is not None}
+    lines = table(systems, sample(live, args.repeat, args.steps), args.repeat, args.steps)
     print("\n" + "\n".join(lines))
     if args.out:
-        with open(args.out, "w") as f:
-            head = "# Per-step benchmark\n\n" + (__doc__ or "").strip() + "\n\n"
-            f.write(head + "\n".join(lines) + "\n")
-    if "postgres" in stores:
-        import psycopg
-
-        with psycopg.connect(pg_base, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        write_table(args.out, "Per-step benchmark", __doc__, lines)
+    if "postgres" in args.stores.split(","):
+        drop_schemas(pg_base, [schema])
     return 0
 
 

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from eventsourcing.persistence import StoredEvent
 
+from engine import Engine
 from engine.store import Store, open_store
 
 pytest_plugins = ["pytester"]  # test_postgres_marks runs small suites of its own
@@ -76,6 +77,16 @@ def store(store_url: str) -> Iterator[Store]:
     s = open_store(store_url)
     yield s
     s.close()
+
+
+@pytest.fixture
+def eng(store_url: str) -> Iterator[Engine]:
+    """An engine on this test's store (a SQLite file unless the test is parametrised with
+    ``backends``/``all_backends``), closed after the test. A module that needs other
+    settings (a fake clock) overrides this fixture."""
+    e = Engine.open(store_url)
+    yield e
+    e.close()
 
 
 def backends(*names: str) -> pytest.MarkDecorator:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
-import pytest
+from conftest import backends
 
 from engine import Engine
 from engine import events as ev
@@ -18,24 +17,19 @@ from replay.context import MAX_CHARS, recovery_context
 from replay.output import Out
 from replay.timeline import story, views
 
-
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    e = Engine.open("memory://")
-    yield e
-    e.close()
+pytestmark = backends("memory")
 
 
-def _record(engine: Engine, *events: ev.Event) -> str:
+def _record(eng: Engine, *events: ev.Event) -> str:
     rid = uuid.uuid4().hex
-    RunWriter(engine.store, RunState(run_id=rid)).append(*events)
+    RunWriter(eng.store, RunState(run_id=rid)).append(*events)
     return rid
 
 
-def test_a_crash_mid_payment_reads_as_pending_uncertain_work(engine: Engine) -> None:
+def test_a_crash_mid_payment_reads_as_pending_uncertain_work(eng: Engine) -> None:
     t = time.time()
     rid = _record(
-        engine,
+        eng,
         ev.AgentStarted(at=t, agent="shop:refund", import_path="shop", input={"order": "o1"}),
         ev.PlanCreated(at=t, call=1, steps=["look up", "refund", "reply"]),
         ev.StepStarted(at=t, call=2, name="look up"),
@@ -46,7 +40,7 @@ def test_a_crash_mid_payment_reads_as_pending_uncertain_work(engine: Engine) -> 
         ev.StepCompleted(at=t, call=2, name="look up"),
         ev.ToolInvoked(at=t, call=4, tool="refund", key="refund:o1", side_effect=True),
     )
-    text = recovery_context(engine.state(rid), views(engine, rid))
+    text = recovery_context(eng.state(rid), views(eng, rid))
     assert "Agent shop:refund" in text and '"o1"' in text
     assert "(1 of 3 done)" in text and "[x] look up" in text and "[ ] refund  <- next" in text
     assert 'lookup(order="o1") -> {"cents":500} (after 1 failed attempt: transient)' in text
@@ -54,12 +48,12 @@ def test_a_crash_mid_payment_reads_as_pending_uncertain_work(engine: Engine) -> 
     assert "remaining plan steps: refund, reply" in text
 
     plain = Out(color=False)
-    timeline = [plain.text(*row) for row in story(views(engine, rid))]
+    timeline = [plain.text(*row) for row in story(views(eng, rid))]
     assert "refund()  call 4  side effect, key refund:o1: intent recorded" in timeline[-2]
     assert "retry lookup: attempt 2" in timeline[5] and "plan 1/3" in timeline[7]
 
 
-def test_the_context_stays_bounded(engine: Engine) -> None:
+def test_the_context_stays_bounded(eng: Engine) -> None:
     t = time.time()
     big = {"blob": "x" * 100_000}
     calls: list[ev.Event] = []
@@ -67,10 +61,10 @@ def test_the_context_stays_bounded(engine: Engine) -> None:
         calls.append(ev.ToolInvoked(at=t, call=n, tool="fetch", args={"page": n}))
         calls.append(ev.ToolSucceeded(at=t, call=n, tool="fetch", result=big))
     rid = _record(
-        engine,
+        eng,
         ev.AgentStarted(at=t, agent="m:crawl", import_path="m", input={"site": "x" * 5000}),
         *calls,
     )
-    text = recovery_context(engine.state(rid), views(engine, rid))
+    text = recovery_context(eng.state(rid), views(eng, rid))
     assert len(text) <= MAX_CHARS
     assert "earlier items omitted" in text and "fetch(page=499)" in text

@@ -45,7 +45,7 @@ def test_demo_crashes_resumes_without_charging_twice_and_rewinds(tmp_path: Path)
 
 
 @pytest.mark.postgres
-def test_demo_on_postgres(tmp_path: Path, pg_url: str) -> None:
+def test_the_demo_records_its_two_runs_on_postgres(tmp_path: Path, pg_url: str) -> None:
     r = agentlog("demo", "--url", pg_url, cwd=tmp_path)
     assert r.code == 0, r
     assert len(Workdir(tmp_path, pg_url).ok("runs", "--json").json()) == 2

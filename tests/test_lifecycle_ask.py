@@ -7,23 +7,16 @@ effect happened names the tool and key, and is settled by 'done', 'not done' or 
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from agents.kit import Crash, log_of
 from conftest import all_backends
 
-from engine import Engine
+from engine import Engine, RetryPolicy
 from engine.errors import RunNotFound, UsageError
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 def _types(eng: Engine, run_id: str) -> list[str]:
@@ -333,3 +326,39 @@ def test_two_uncertain_effects_of_one_gather_are_asked_one_at_a_time(eng: Engine
     assert sorted(asked) == ["a", "b"]
     assert (r.status, r.output) == ("completed", ["done", "P-b"])
     assert sent == {"a": 1, "b": 1}
+
+
+@all_backends
+def test_a_sibling_outcome_recorded_after_a_question_keeps_the_run_answerable(
+    eng: Engine,
+) -> None:
+    """An async agent's gather: one side effect's outcome is unknown, so the run asks a
+    person; its sibling finishes (and is recorded) after the question. The run stays
+    paused on that question and the answer continues it."""
+    sent: Counter[str] = Counter()
+
+    @eng.tool(side_effect=True, retry=RetryPolicy(max_attempts=1))
+    async def wire(order: str) -> dict[str, str]:
+        sent["wire"] += 1
+        raise TimeoutError("the bank did not answer")
+
+    @eng.tool(side_effect=True)
+    async def email(order: str, *, idempotency_key: str) -> dict[str, str]:
+        await asyncio.sleep(0.3)  # finishes after the question is recorded
+        sent["email"] += 1
+        return {"sent": order}
+
+    @eng.agent
+    async def gathering(run: Any) -> Any:
+        return await asyncio.gather(wire("o1"), email("o1"))
+
+    r = eng.run(gathering)
+    assert r.status == "paused", r.error
+    types = [e.type for e in eng.events(r.run_id)]
+    assert types.index("human_input_requested") < types.index("tool_succeeded")
+    state = eng.state(r.run_id)
+    assert (state.status, state.waiting) == ("paused", r.waiting)
+    done = eng.answer(r.run_id, "done")
+    assert done.status == "completed", done.error
+    assert done.output == ["done", {"sent": "o1"}]
+    assert sent == Counter(wire=1, email=1)

@@ -12,7 +12,6 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,6 @@ from engine import Engine, Permanent
 
 PROCESS_BACKENDS = backends("sqlite", "postgres")
 MODULE = "tests.agents.async_campaign_agent"
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 def _invoked(eng: Engine, run_id: str) -> list[tuple[int, dict[str, Any]]]:

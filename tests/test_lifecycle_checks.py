@@ -12,7 +12,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,6 @@ from engine.runtime.context import RunContext
 from engine.runtime.leases import HOST, alive
 from engine.state import RunState
 from engine.store import Append, stream_id
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
-
 
 # --- a late result after the run ended ----------------------------------------------------
 

@@ -5,7 +5,6 @@ parent's effects that still stand, and each effect is undone by the run that mad
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,13 +13,6 @@ from conftest import all_backends
 
 from engine import Engine, Indeterminate
 from engine.errors import UsageError
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 class Shop:

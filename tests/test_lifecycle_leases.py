@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +29,6 @@ from engine.errors import UsageError
 from engine.runtime.leases import HOST, Leases, RunBusy
 
 PROCESS_BACKENDS = backends("sqlite", "postgres")
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 def _dead_pid() -> int:

@@ -10,7 +10,6 @@ PostgreSQL: a memory store dies with its process)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,6 @@ from engine import Engine
 from engine.errors import UsageError
 
 PROCESS_BACKENDS = backends("sqlite", "postgres")
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 class Books:

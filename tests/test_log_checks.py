@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -25,13 +25,6 @@ from engine.store.codec import encode_event
 from replay import compare, export_lines, recovery_context
 from replay.diff import side
 from replay.timeline import views
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 def _flow(eng: Engine, snapshot_every: int = 100) -> Any:

@@ -43,7 +43,7 @@ def transitions(eng: Engine, tool: Any) -> list[str]:
 # --- the state machine -----------------------------------------------------------------
 
 
-def test_breaker_state_machine_on_a_fake_clock() -> None:
+def test_breaker_opens_after_failures_in_a_row_and_lets_one_trial_through_after_reset() -> None:
     t = FakeTime()
     b = Breaker(CircuitBreaker(failure_threshold=3, reset_timeout=10.0), t)
     assert b.allow() == (True, None)

@@ -78,7 +78,7 @@ def test_jitter_spreads_delays_over_the_whole_range() -> None:
     assert 3.6 < sum(draws) / len(draws) < 4.4
 
 
-def test_the_default_policy_and_bad_policies() -> None:
+def test_retry_policy_defaults_and_refuses_out_of_range_settings() -> None:
     p = RetryPolicy()
     assert (p.max_attempts, p.initial, p.multiplier, p.maximum, p.jitter) == (
         3,

@@ -215,7 +215,7 @@ CASES: list[tuple[BaseException, str, str, str]] = [
     CASES,
     ids=[f"{type(c[0]).__module__}.{type(c[0]).__qualname__}-{n}" for n, c in enumerate(CASES)],
 )
-def test_each_exception_gets_its_rows_kinds(
+def test_each_exception_is_classified_by_its_table_row(
     exc: BaseException, side_effect: str, read_only: str, row: str
 ) -> None:
     assert row_for(type(exc)).match == row

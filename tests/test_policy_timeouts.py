@@ -335,3 +335,39 @@ def test_a_process_whose_tool_hung_past_its_timeout_still_exits(tmp_path: Any) -
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
     )
     assert (done.returncode, done.stdout.strip()) == (0, "paused"), done.stderr
+
+
+@all_backends
+def test_a_timeout_error_raised_by_the_tool_itself_is_classified_as_such(eng: Engine) -> None:
+    """A tool that raises TimeoutError itself (asyncio, sockets) fails like any TimeoutError:
+    transient for a read-only tool, retried; with its own message and no late-result event,
+    whether it is an async tool on the agent's loop or a sync tool with a timeout."""
+    tries: Counter[str] = Counter()
+
+    @eng.tool(retry=RetryPolicy(max_attempts=2, initial=0))
+    async def slow_async(q: str) -> str:
+        tries["async"] += 1
+        if tries["async"] == 1:
+            raise TimeoutError("upstream timed out")
+        return "a:" + q
+
+    @eng.tool(retry=RetryPolicy(max_attempts=2, initial=0), timeout=5.0)
+    def slow_sync(q: str) -> str:
+        tries["sync"] += 1
+        if tries["sync"] == 1:
+            raise TimeoutError("upstream timed out")
+        return "s:" + q
+
+    @eng.agent
+    async def timing_out(run: Any) -> list[str]:
+        return [await slow_async("x"), slow_sync("y")]
+
+    r = eng.run(timing_out)
+    assert r.status == "completed", r.error
+    assert r.output == ["a:x", "s:y"]
+    failures = [e.data for e in eng.events(r.run_id) if e.type == "tool_failed"]
+    assert [(f["kind"], f["message"]) for f in failures] == [
+        ("transient", "TimeoutError: upstream timed out"),
+        ("transient", "TimeoutError: upstream timed out"),
+    ]
+    assert "tool_late_result" not in [e.type for e in eng.events(r.run_id)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,13 +47,6 @@ EVENT_TYPES = {
     "human_input_requested",
     "human_input_provided",
 }
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 # --- replay --------------------------------------------------------------------------

@@ -6,7 +6,7 @@ NonDeterminismError naming the call, and nothing is written."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,13 +14,6 @@ from agents.kit import log_of
 from conftest import all_backends
 
 from engine import Engine, NonDeterminismError
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 def _refused_everywhere(eng: Engine, run_id: str, needle: str) -> None:
@@ -120,3 +113,28 @@ def test_a_divergence_wrapped_in_another_error_still_stops_everything(
     assert sent == {"invoice": 1}
     eng.agent(v1, name=agent.name)
     assert eng.answer(r.run_id, "yes").output == "sent invoice gold yes"
+
+
+@all_backends
+def test_verify_of_a_completed_run_reports_code_that_now_makes_more_calls(eng: Engine) -> None:
+    """A completed run's log is the whole run: code that now goes on past its last
+    recorded call (a new decision before returning) diverges, and verify says so instead
+    of reporting agreement; the unchanged code still verifies."""
+
+    @eng.agent(name="divergence:grows")
+    def grows_v1(run: Any) -> str:
+        run.decide("a", lambda: 1)
+        return "x"
+
+    r = eng.run(grows_v1)
+    assert r.status == "completed"
+    assert eng.verify(r.run_id).status == "completed"
+
+    @eng.agent(name="divergence:grows")
+    def grows_v2(run: Any) -> str:
+        run.decide("a", lambda: 1)
+        run.decide("b", lambda: 2)
+        return "x"
+
+    with pytest.raises(NonDeterminismError, match="decide 'b'"):
+        eng.verify(r.run_id)

@@ -8,22 +8,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from agents.kit import log_of, tool_def
 from conftest import all_backends
 
 from engine import Engine, Permanent, RetryPolicy
 from engine.store import stream_id
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 def _outcome(eng: Engine, run_id: str, call: int) -> dict[str, Any]:

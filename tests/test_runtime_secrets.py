@@ -30,13 +30,6 @@ def _secrets() -> dict[str, str]:
     return {name: f"S3CR3T-{name}-{uuid.uuid4().hex}" for name in NAMES}
 
 
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
-
-
 @all_backends
 def test_redacted_arguments_never_reach_the_store_and_resume_still_matches(
     eng: Engine, store_url: str

@@ -6,7 +6,6 @@ same key, or a person, and never under a fresh key."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,13 +13,6 @@ from agents.kit import Crash, craft_uncertain, log_of
 from conftest import all_backends
 
 from engine import Engine, RetryPolicy
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 class Service:
@@ -305,3 +297,45 @@ def test_an_unclear_answer_to_an_uncertain_effect_is_refused_recording_nothing(
     assert log_of(eng, "unsure-unclear") == before and count == {}
     assert eng.answer("unsure-unclear", "No").status == "completed"
     assert count == {"fax": 1}
+
+
+@all_backends
+def test_an_uncertain_effect_is_resolved_under_the_key_it_was_sent_with(eng: Engine) -> None:
+    """A crash left a side effect's outcome unknown; the code deployed since derives its
+    business key differently. Resolving that effect verifies (and would re-send) under the
+    key recorded with the intent, the one the service saw, never under a new one."""
+    asked: list[str] = []
+    sent: list[str] = []
+    crash = {"now": True}
+
+    def found(key: str) -> dict[str, str] | None:
+        asked.append(key)
+        return {"receipt": key} if key in sent else None
+
+    def pay_body(order: str) -> dict[str, str]:
+        sent.append(f"pay:{order}")
+        if crash["now"]:
+            raise Crash("killed after the request was sent")
+        return {"receipt": order}
+
+    impl: dict[str, Any] = {
+        "pay": eng.tool(
+            name="uncertain:pay", side_effect=True, key=lambda o: f"pay:{o}", verify=found
+        )(pay_body)
+    }
+
+    @eng.agent
+    def paying(run: Any) -> Any:
+        return impl["pay"]("o1")
+
+    with pytest.raises(Crash):
+        eng.run(paying, run_id="uncertain-key-changed")
+    crash["now"] = False
+    impl["pay"] = eng.tool(
+        name="uncertain:pay", side_effect=True, key=lambda o: f"payment/{o}", verify=found
+    )(pay_body)
+    r = eng.resume("uncertain-key-changed")
+    assert r.status == "completed", r.error
+    assert asked == ["pay:o1"]
+    assert sent == ["pay:o1"]
+    assert r.output == {"receipt": "pay:o1"}

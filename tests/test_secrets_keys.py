@@ -82,13 +82,6 @@ def test_agentlog_secret_key_is_used_instead_of_the_file(
     assert not (home / "agentlog").exists()
 
 
-@pytest.fixture
-def eng(store_url: str) -> Any:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
-
-
 @all_backends
 def test_a_changed_replay_key_is_a_clear_error_not_a_divergence(
     eng: Engine, monkeypatch: pytest.MonkeyPatch

@@ -5,7 +5,6 @@ the bytes of the events, on real SQLite and PostgreSQL stores."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -20,13 +19,6 @@ from engine.store import Store
 from engine.store.base import BLOB_SUFFIX, BlobRef
 
 CHECKPOINTS = 500  # the bound is a ratio: 500 shows it as 2,000 does (scripts/bench_snapshots.py)
-
-
-@pytest.fixture
-def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    yield e
-    e.close()
 
 
 def _sizes(store: Store, table: str, run_id: str) -> list[int]:

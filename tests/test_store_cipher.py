@@ -256,7 +256,7 @@ def test_without_the_crypto_extra_a_key_names_the_extra(monkeypatch: pytest.Monk
     assert not open_store("memory://?cipher=none").encrypted
 
 
-def test_cipher_takes_env_or_none_only() -> None:
+def test_a_cipher_other_than_env_or_none_is_refused() -> None:
     with pytest.raises(StoreUnavailable, match="cipher must be env or none"):
         open_store("memory://?cipher=aes")
 

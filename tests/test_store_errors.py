@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from conftest import PG_URL, all_backends, drop_schema
 from structlog.testing import capture_logs
 
+from engine import Engine
 from engine import events as ev
 from engine.errors import (
     AgentlogError,
@@ -312,3 +315,40 @@ def _blob_rows(store_url: str, store: Store) -> int:
     with psycopg.connect(store_url.split("?")[0]) as conn:
         row = conn.execute(f'SELECT count(*) FROM "{schema}".agentlog_blobs').fetchone()
         return int(row[0]) if row else -1
+
+
+@all_backends
+def test_a_failed_snapshot_write_does_not_fail_the_committed_append(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The events of a commit are durable before its snapshot is saved: a store error while
+    saving the snapshot (a shortcut for rebuilds) neither fails the run nor makes the run
+    write its deferred outcomes or its resume marker a second time."""
+    sent: Counter[str] = Counter()
+
+    @eng.tool(side_effect=True)
+    def charge(order: str, *, idempotency_key: str) -> dict[str, str]:
+        sent[order] += 1
+        return {"receipt": order}
+
+    @eng.agent(snapshot_every=2)  # the charge's commit reaches position 4: a snapshot
+    def snapshotting(run: Any) -> str:
+        charge("o1")  # outcome deferred into the checkpoint's commit
+        run.checkpoint("after-charge")
+        charge("o2")
+        return "done"
+
+    failed: list[int] = []
+
+    def broken(_stream: Any, state: RunState) -> None:
+        failed.append(state.position)
+        raise StoreError("the store went away while saving a snapshot")
+
+    monkeypatch.setattr(eng.store, "save_snapshot", broken)
+    r = eng.run(snapshotting)
+    assert r.status == "completed", r.error
+    assert failed, "no snapshot was attempted: the test proves nothing"
+    types = [e.type for e in eng.events(r.run_id)]
+    assert types.count("tool_succeeded") == 2
+    assert types.count("checkpoint") == 1
+    assert sent == Counter(o1=1, o2=1)

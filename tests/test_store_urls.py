@@ -142,7 +142,7 @@ def test_libpq_parameters_reach_every_connection(pg_url: str) -> None:
 
 
 @pytest.mark.postgres
-def test_sslmode_disable_works(pg_url: str) -> None:
+def test_a_postgres_url_with_sslmode_disable_opens(pg_url: str) -> None:
     store = open_store(pg_url + "&sslmode=disable")
     store.close()
 

@@ -11,18 +11,16 @@ from __future__ import annotations
 import getpass
 import socket
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from .. import events as ev
 from ..errors import UsageError
 from ..history import RunWriter, read_run, rebuild
 from ..state import RunState
 from ..store import Recorded, Store
+from .catalog import Catalog
 from .defs import AgentDef
+from .leases import Leases
 from .results import RunResult
-
-if TYPE_CHECKING:
-    from .engine import Engine
 
 
 def refuse_imported(state: RunState, act: str) -> None:
@@ -52,20 +50,24 @@ def runs_as(state: RunState, recorded: Sequence[Recorded], act: str) -> tuple[st
     return started.agent, started.import_path
 
 
-def adopt(engine: Engine, run_id: str, agent: AgentDef | str | None = None) -> RunResult:
-    """Take an imported run on: record who adopted it, when, and which agent runs it
-    (``agent``: a definition or ``module:qualname``; None keeps the one the run names).
-    From then on it is a run like any other. Nothing is imported or executed here."""
-    rid = engine.resolve(run_id)
-    with engine.leases.hold(engine.store, rid):
-        history = read_run(engine.store, rid)
+def adopt(
+    catalog: Catalog, leases: Leases, run_id: str, agent: AgentDef | str | None = None
+) -> RunResult:
+    """Take an imported run of ``catalog`` on, holding its lease as ``leases``' owner:
+    record who adopted it, when, and which agent runs it (``agent``: a definition or
+    ``module:qualname``; None keeps the one the run names). From then on it is a run like
+    any other. Nothing is imported or executed here."""
+    rid = catalog.resolve(run_id)
+    store = catalog.store
+    with leases.hold(store, rid):
+        history = read_run(store, rid)
         state = history.state
         if not state.imported:
             raise UsageError(f"run {rid} is not an imported run waiting to be adopted")
         name, path = _agent(agent, history.started)
-        writer = RunWriter(engine.store, state)
+        writer = RunWriter(store, state)
         writer.append(
-            ev.RunAdopted(at=ev.now(), agent=name, import_path=path, by=who(), owner=engine.owner)
+            ev.RunAdopted(at=ev.now(), agent=name, import_path=path, by=who(), owner=leases.owner)
         )
         done = writer.state
     return RunResult(rid, done.status, done.output, done.error, done.waiting)

@@ -15,19 +15,19 @@ import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from .. import events as ev
 from .. import observe
 from ..errors import NonDeterminismError, Paused, RunInterrupt
 from ..history import RunWriter
+from ..kinds import RunStatus
 from ..secrets import Seen, redact
 from ..store import Append
 from .defs import AgentDef, args_hash, normalize
+from .host import Host
 from .journal import CallLog, Journal
-
-if TYPE_CHECKING:
-    from .engine import Engine
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "agentlog_run", default=None
@@ -63,12 +63,31 @@ class LogEnd(RunInterrupt):
     """Verification reached the end of the log with code and log in agreement."""
 
 
+@dataclass(frozen=True)
+class _Decision:
+    """A ``run.decide`` checked against the log: its identity, and its recorded entry."""
+
+    call: int
+    name: str
+    ahash: str
+    entry: CallLog | None
+
+    @property
+    def replayed(self) -> bool:
+        return self.entry is not None and isinstance(self.entry.outcome, ev.LlmDecided)
+
+    @property
+    def value(self) -> Any:
+        assert self.entry is not None and isinstance(self.entry.outcome, ev.LlmDecided)
+        return self.entry.outcome.value
+
+
 class RunContext:
     """What an agent's ``run`` parameter is: durable decisions, steps, checkpoints, questions."""
 
     def __init__(
         self,
-        engine: Engine,
+        host: Host,
         writer: RunWriter,
         journal: Journal,
         agent: AgentDef,
@@ -77,9 +96,9 @@ class RunContext:
         resumed: bool = False,
         verify: bool = False,
     ) -> None:
-        self.engine = engine
-        self.config = engine.config
-        self.guards = engine.guards  # breakers, budgets, latencies: the engine's
+        self.host = host  # the engine running it: leases, owner, whether its store is open
+        self.config = host.config
+        self.guards = host.guards  # breakers, budgets, latencies: the engine's
         self.hash_key = hash_key  # the run's replay key (engine.secrets.run_key)
         # Secret values this execution has seen: masked in its messages, evidence and logs.
         self.seen = Seen()
@@ -119,7 +138,7 @@ class RunContext:
     def kept_open(self) -> contextlib.AbstractContextManager[bool]:
         """Whether the run's store is still open; its engine's ``close`` waits until the
         block ends (a thread outliving its run, such as a late tool result, writes safely)."""
-        return self.engine.kept_open(self.store)
+        return self.host.kept_open(self.store)
 
     # --- recording ---------------------------------------------------------------
 
@@ -133,19 +152,19 @@ class RunContext:
         """About to do live work at ``call``: stop here when only verifying, or when this
         owner lost the run's lease."""
         self.check_diverged()
-        self.engine.leases.check(self.run_id)
+        self.host.leases.check(self.run_id)
         if self.verify:
             raise LogEnd(f"log ends before call {call} ({what})")
 
     def record(self, *events: ev.Event, extra: Sequence[Append] = ()) -> None:
         """Append ``events`` in one commit (with the resume marker on the first write)."""
         self.check_diverged()
-        self.engine.leases.check(self.run_id)
+        self.host.leases.check(self.run_id)
         with self._lock:
             marker = self._resume_marker
             batch = (*self.deferred, *events)
             if marker:
-                batch = (ev.AgentResumed(at=ev.now(), owner=self.engine.owner), *batch)
+                batch = (ev.AgentResumed(at=ev.now(), owner=self.host.owner), *batch)
             self.writer.append(*batch, extra=extra)
             self._resume_marker = False
             self.deferred = []
@@ -171,7 +190,7 @@ class RunContext:
         once it ended, finished, paused or failed. The check and the append hold the lock
         every append takes, so the run cannot end between them."""
         with self._lock:
-            if self.ended or self.verify or self.writer.state.status != "running":
+            if self.ended or self.verify or self.writer.state.status != RunStatus.RUNNING:
                 return False
             self.record(event)
             return True
@@ -222,51 +241,52 @@ class RunContext:
 
     def decide(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call ``fn`` once and record its value; replays return the recorded value."""
+        d = self._decision(name, args, kwargs)
+        if inspect.iscoroutinefunction(fn):
+            return self._decide_async(d, fn, args, kwargs)
+        if d.replayed:
+            return d.value
+        started = self._deciding(d)
+        return self._decided(d, detached(fn, *args, **kwargs), started)
+
+    async def _decide_async(
+        self, d: _Decision, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """``await run.decide(...)`` of an async model call (identity taken on call)."""
+        if d.replayed:
+            return d.value
+        started = self._deciding(d)
+        return self._decided(d, await detached_async(fn(*args, **kwargs)), started)
+
+    # The parts of a decision sync and async share: everything but calling ``fn``.
+
+    def _decision(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Decision:
+        """Take the decision's identity and check it against the log (before any await)."""
         call = self.next_call()
         given = normalize([args, kwargs], f"decision {name!r} arguments")
         ahash = args_hash(name, given, self.hash_key)
         redact(given, seen=self.seen)  # secret-named arguments: masked in messages and logs
-        entry = self.recorded(call, "decide", name, ahash)
-        if inspect.iscoroutinefunction(fn):
-            return self._decide_async(call, name, ahash, entry, fn, args, kwargs)
-        if entry is not None and isinstance(entry.outcome, ev.LlmDecided):
-            return entry.outcome.value
-        self.live(call, f"decide {name!r}")
-        started = time.monotonic()
-        return self._decided(call, name, ahash, detached(fn, *args, **kwargs), started)
+        return _Decision(call, name, ahash, self.recorded(call, "decide", name, ahash))
 
-    async def _decide_async(
-        self,
-        call: int,
-        name: str,
-        ahash: str,
-        entry: CallLog | None,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        """``await run.decide(...)`` of an async model call (identity taken on call)."""
-        if entry is not None and isinstance(entry.outcome, ev.LlmDecided):
-            return entry.outcome.value
-        self.live(call, f"decide {name!r}")
-        started = time.monotonic()
-        value = await detached_async(fn(*args, **kwargs))
-        return self._decided(call, name, ahash, value, started)
+    def _deciding(self, d: _Decision) -> float:
+        """About to call the decision's function live: when it started."""
+        self.live(d.call, f"decide {d.name!r}")
+        return time.monotonic()
 
-    def _decided(self, call: int, name: str, ahash: str, raw: Any, started: float) -> Any:
+    def _decided(self, d: _Decision, raw: Any, started: float) -> Any:
         # Secret-named entries are redacted live too: the agent sees what a replay gives it.
-        value = redact(normalize(raw, f"decision {name!r}"), seen=self.seen)
+        value = redact(normalize(raw, f"decision {d.name!r}"), seen=self.seen)
         self.record(
             ev.LlmDecided(
                 at=ev.now(),
-                call=call,
-                name=name,
+                call=d.call,
+                name=d.name,
                 value=value,
-                args_hash=ahash,
+                args_hash=d.ahash,
                 duration=time.monotonic() - started,
             )
         )
-        self.log.info("decided", call=call, name=name)
+        self.log.info("decided", call=d.call, name=d.name)
         return value
 
     def plan(self, steps: Sequence[str]) -> None:
@@ -339,7 +359,7 @@ class RunContext:
             if waiting is None or self.verify:
                 return reason
             state = self.writer.state
-            if state.status != "paused" or state.waiting != waiting.question:
+            if state.status != RunStatus.PAUSED or state.waiting != waiting.question:
                 self.record(
                     ev.HumanInputRequested(
                         at=ev.now(),

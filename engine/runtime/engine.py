@@ -7,9 +7,7 @@ script, the CLI with ``--url``) decides where the run is recorded.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
 import functools
 import threading
 import uuid
@@ -18,30 +16,37 @@ from typing import Any, overload
 
 from .. import events as ev
 from .. import observe
-from ..errors import AgentlogError, NonDeterminismError, RunBusy, ToolError, UsageError
+from ..errors import AgentlogError, RunBusy, UsageError
 from ..history import (
     DEFAULT_SNAPSHOT_EVERY,
     RunWriter,
     check_run_id,
     checkpoints,
     read_events,
-    read_run,
     run_stream,
     state_at,
 )
+from ..kinds import Effects, RunStatus
 from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
-from ..secrets import key_check, redact, refuse_secret_input, replay_key, run_key
+from ..secrets import key_check, refuse_secret_input, replay_key
 from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
-from . import adoption, calls, lifecycle, registry
+from . import adoption, calls, registry
+from .answer import answer as answer_run
 from .catalog import Catalog
 from .config import EngineConfig
-from .context import LogEnd, RunContext, _current, current
+from .context import current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
+from .driver import Driver
+from .driver import resume as resume_run
+from .driver import verify as verify_run
 from .guards import Guards
 from .journal import Journal
-from .leases import LeaseLost, Leases, new_owner
+from .leases import Leases, new_owner
+from .repository import RunRepository
 from .results import EventView, RunResult
+from .rewind import rewind as rewind_run
+from .saga import abandon as abandon_run
 
 
 class Engine(Catalog):
@@ -149,6 +154,16 @@ class Engine(Catalog):
 
     # --- running ---------------------------------------------------------------------
 
+    @functools.cached_property
+    def _runs(self) -> RunRepository:
+        """How this engine finds, leases and loads runs."""
+        return RunRepository(self, self.leases)
+
+    @functools.cached_property
+    def _driver(self) -> Driver:
+        """How this engine executes agents."""
+        return Driver(self)
+
     def run(
         self, agent: AgentDef | Callable[..., Any], /, *, run_id: str | None = None, **input: Any
     ) -> RunResult:
@@ -174,7 +189,7 @@ class Engine(Catalog):
                 key_check=key_check(replay_key()),
             )
             writer.append(started)
-            return self._drive(a, writer, Journal(), data, check=started.key_check)
+            return self._driver.drive(a, writer, Journal(), data, check=started.key_check)
 
     async def arun(self, agent: AgentDef | Callable[..., Any], /, **input: Any) -> RunResult:
         """``run`` from inside an event loop (the run executes in a worker thread)."""
@@ -182,21 +197,7 @@ class Engine(Catalog):
 
     def resume(self, run_id: str) -> RunResult:
         """Continue a crashed, failed or answered run from its log."""
-        rid = self.resolve(run_id)
-        with self.leases.hold(self.store, rid):
-            history = read_run(self.store, rid)
-            state = history.state
-            adoption.refuse_imported(state, "be resumed")  # finished or not: history only
-            if state.status in ("completed", "abandoned"):
-                return self._result(state)
-            name, path = adoption.runs_as(state, history.recorded, "be resumed")
-            agent = registry.load_agent(name, path)
-            journal = Journal.from_events(history.recorded)
-            writer = RunWriter(self.store, state, snapshot_every=agent.snapshot_every)
-            started = history.started
-            return self._drive(
-                agent, writer, journal, started.input, check=started.key_check, resumed=True
-            )
+        return resume_run(self._runs, self._driver, run_id)
 
     def recover(self) -> list[RunResult]:
         """Resume every run whose owner died (lease expired, or its process is gone).
@@ -207,7 +208,7 @@ class Engine(Catalog):
         An imported run nobody adopted is skipped: it has no owner, and it is not code.
         """
         results = []
-        for row in self.store.runs("running"):
+        for row in self.store.runs(RunStatus.RUNNING):
             if self.leases.dead_holder(self.store, row.run_id) is None:
                 continue  # a live owner is executing it
             try:
@@ -224,104 +225,35 @@ class Engine(Catalog):
                 results.append(RunResult(row.run_id, row.status, error=message, not_resumed=why))
         return results
 
-    def _drive(
-        self,
-        agent: AgentDef,
-        writer: RunWriter,
-        journal: Journal,
-        input: dict[str, Any],
-        *,
-        check: str | None,
-        resumed: bool = False,
-        verify: bool = False,
-    ) -> RunResult:
-        """Execute ``agent`` against ``journal`` (the run's recorded calls), whose arguments
-        were hashed under the key that ``check`` names (a different key here is refused
-        before anything replays)."""
-        rid = writer.state.run_id
-        key = run_key(check, rid)
-        ctx = RunContext(self, writer, journal, agent, hash_key=key, resumed=resumed, verify=verify)
-        redact(input, seen=ctx.seen)  # secret input (stored encrypted): masked
-        token = _current.set(ctx)
-        try:
-            output = agent.fn(ctx, **input)
-            if asyncio.iscoroutine(output):
-                output = _run_async(_settled(ctx, output))
-            ctx.finish_check()
-            if verify:
-                return RunResult(rid, "completed", normalize(output, "the agent's output"))
-            if writer.state.status == "completed":
-                return self._result(writer.state)
-            ctx.record(ev.AgentFinished(at=ev.now(), output=normalize(output, "agent output")))
-            ctx.log.info("run_completed")
-            return RunResult(rid, "completed", writer.state.output)
-        except calls.Paused as p:
-            return RunResult(rid, "paused", error=None, waiting=ctx.paused(p.reason))
-        except LeaseLost as lost:
-            ctx.deferred = []  # the new owner resolves them from the log
-            ctx.log.error("run_stopped", reason=str(lost))
-            return RunResult(rid, "running", error=str(lost))
-        except Exception as e:
-            ctx.check_diverged()  # agent code swallowed or wrapped a divergence: no record
-            if isinstance(e, calls.NonDeterminismError):
-                raise
-            message = ctx.seen.mask(describe(e))
-            if verify:
-                return RunResult(rid, "failed", error=message)
-            kind = e.kind if isinstance(e, ToolError) else "permanent"
-            ctx.record(ev.AgentFailed(at=ev.now(), error=message, kind=kind, call=ctx.failed_call))
-            ctx.log.info("run_failed", error=message)
-            return RunResult(rid, "failed", error=message)
-        finally:
-            _current.reset(token)
-            try:
-                ctx.flush()  # e.g. interrupted by KeyboardInterrupt after an effect completed
-            except Exception as e:  # the outcome stays uncertain and resolves on resume
-                ctx.log.warning("deferred_outcome_not_recorded", error=str(e))
-            ctx.end()
-
     def answer(self, run_id: str, value: Any) -> RunResult:
         """Answer the question a paused run waits on, and continue it."""
-        return lifecycle.answer(self, run_id, value)
+        return answer_run(self._runs, self._driver, run_id, value)
 
     def abandon(self, run_id: str) -> RunResult:
         """Stop a run for good, running its compensations in reverse order."""
-        return lifecycle.abandon(self, run_id)
+        return abandon_run(self._runs, run_id)
 
-    def rewind(self, run_id: str, to: int | str, effects: str = "reuse") -> RunResult:
+    def rewind(self, run_id: str, to: int | str, effects: str = Effects.REUSE) -> RunResult:
         """Fork a new run from a checkpoint name or position of ``run_id`` and continue it.
 
         The parent's side effects after ``to``: ``"reuse"`` records the parent's outcome
         when the fork makes the same call (nothing is sent), ``"compensate"`` undoes them
         first (recorded in the parent), ``"resend"`` sends them again under the fork's keys.
         """
-        return lifecycle.rewind(self, run_id, to, effects)
+        return rewind_run(self._runs, self._driver, run_id, to, effects)
 
     def verify(self, run_id: str) -> RunResult:
         """Re-execute the agent against the log with every live call forbidden.
 
         Raises ``NonDeterminismError`` naming the first call that diverges; writes nothing.
         """
-        rid = self.resolve(run_id)
-        history = read_run(self.store, rid)
-        state = history.state
-        agent = registry.load_agent(*adoption.runs_as(state, history.recorded, "be verified"))
-        writer, started = RunWriter(self.store, state), history.started
-        journal = Journal.from_events(history.recorded)
-        try:
-            self._drive(agent, writer, journal, started.input, check=started.key_check, verify=True)
-        except LogEnd as end:
-            if state.status == "completed":  # its log is the whole run: nothing may follow
-                raise NonDeterminismError(
-                    f"run {rid} completed, but the code now goes on past its log: {end}"
-                ) from None
-        return self._result(state)
+        return verify_run(self._runs, self._driver, run_id)
 
     def adopt(self, run_id: str, agent: AgentDef | str | None = None) -> RunResult:
         """Take on an imported run: record who adopted it, when, and which agent runs it
         (``module:qualname`` or a definition; None keeps the one it names). Until then
         resume, answer, abandon, rewind and verify refuse it and recover skips it."""
-        return adoption.adopt(self, run_id, agent)
+        return adoption.adopt(self, self.leases, run_id, agent)
 
     # --- reading ---------------------------------------------------------------------
 
@@ -337,35 +269,6 @@ class Engine(Catalog):
     def events(self, run_id: str) -> list[EventView]:
         """The run's recorded events, in order."""
         return [EventView.of(r) for r in read_events(self.store, self.resolve(run_id))]
-
-    @staticmethod
-    def _result(state: RunState) -> RunResult:
-        return RunResult(state.run_id, state.status, state.output, state.error, state.waiting)
-
-
-def _run_async(coro: Any) -> Any:
-    """Run an async agent to its end on a loop of its own. Called from inside a running
-    loop (a notebook, an async caller of the sync ``run``), that loop's thread cannot
-    host a second one: the agent's loop runs in a worker thread (with this thread's
-    context: the run) while this thread blocks, as any sync call does."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    context = contextvars.copy_context()
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentlog-agent") as pool:
-        return pool.submit(context.run, asyncio.run, coro).result()
-
-
-async def _settled(ctx: RunContext, agent: Any) -> Any:
-    """Await an async agent; however it ends, the durable calls it left in flight (the
-    siblings of a failed or paused ``gather``) finish and are recorded first: the loop's
-    shutdown would cancel them midway, and an effect may already have been sent."""
-    try:
-        return await agent
-    finally:
-        while ctx.in_flight:
-            await asyncio.wait(list(ctx.in_flight))
 
 
 def _tool_def(

@@ -12,9 +12,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from ..effects import Effect, effects
+from ..effects import Effect, Outcome, effects
 from ..history import read_events, started
-from ..kinds import Effects
+from ..kinds import Effects, Source
 
 if TYPE_CHECKING:
     from .context import RunContext
@@ -77,6 +77,6 @@ def reusable(fx: Effect) -> bool:
     not undone or being undone, and not a fallback (which sent nothing of the tool)."""
     if fx.undone or fx.undo_open:
         return False
-    if fx.outcome == "committed":
-        return fx.source != "fallback"
+    if fx.outcome == Outcome.COMMITTED:
+        return fx.source != Source.FALLBACK
     return fx.uncertain

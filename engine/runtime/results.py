@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from msgspec.structs import replace
 
 from ..effects import Effect
 from ..events import AgentStarted, event_data
@@ -20,7 +21,9 @@ class RunResult(msgspec.Struct, frozen=True):
     """The outcome of run/resume/answer/abandon/rewind. ``error`` is one line or None."""
 
     run_id: str
-    status: str  # running, completed, failed, paused, abandoned
+    # A RunStatus value. Annotated ``str`` until the runtime's constructors (engine.py,
+    # lifecycle.py) pass members rather than literals; the stored strings are the same.
+    status: str
     output: Any = None
     error: str | None = None
     waiting: str | None = None  # the question a paused run waits on
@@ -44,10 +47,16 @@ class EventView(msgspec.Struct, frozen=True):
     def of(cls, r: Recorded) -> EventView:
         """How users see the recorded event ``r`` (an input's secret-named fields, stored
         only when the store encrypts, shown redacted)."""
-        data = event_data(r.event)
-        if isinstance(r.event, AgentStarted):
-            data["input"] = redact(data["input"])
-        return cls(r.position, str(r.event.__struct_config__.tag), utc(r.event.at), data)
+        event = shown(r).event
+        return cls(r.position, str(event.__struct_config__.tag), utc(event.at), event_data(event))
+
+
+def shown(r: Recorded) -> Recorded:
+    """The recorded event ``r`` as users may see it, still typed: an ``agent_started``
+    input's secret-named fields (stored only when the store encrypts) redacted."""
+    if isinstance(r.event, AgentStarted):
+        return replace(r, event=replace(r.event, input=redact(r.event.input)))
+    return r
 
 
 class RunSummary(msgspec.Struct, frozen=True):

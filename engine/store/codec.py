@@ -98,3 +98,19 @@ def decode_snapshot(topic: str, payload: bytes, position: int) -> RunState:
 
 
 _snapshot_decoder = msgspec.msgpack.Decoder(RunState)
+
+
+def topic(tag: str, version: int) -> str:
+    """The stored topic of a ``tag`` event written at schema ``version``."""
+    return f"{tag}:{version}"
+
+
+def upcast(tag: str, version: int, data: dict[str, Any]) -> dict[str, Any]:
+    """``data``, a ``tag`` event as written at schema ``version`` (a dict), lifted to the
+    current schema by the upcasters registered beside the event (a version without one
+    keeps its shape). For readers of other encodings, such as an export file."""
+    for v in range(version, event_type(tag).SCHEMA):
+        up = UPCASTERS.get((tag, v))
+        if up is not None:
+            data = up(data)
+    return data

@@ -1,0 +1,182 @@
+"""The driver: executes an agent function against a run's log under a run context.
+
+Run, resume, verify, answer and rewind all execute through :class:`Driver`; how a run is
+found and loaded is the repository's (``runtime.repository``), so nothing here knows
+which operation asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+from typing import Any
+
+from .. import events as ev
+from ..errors import NonDeterminismError, Paused, ToolError
+from ..history import RunWriter, run_stream
+from ..kinds import FailureKind, RunStatus
+from ..policy import describe
+from ..secrets import redact, run_key
+from ..state import RunState, fold
+from ..store import Recorded, Store
+from .context import LogEnd, RunContext, _current
+from .defs import AgentDef, normalize
+from .host import Host
+from .journal import Journal
+from .leases import LeaseLost
+from .repository import LoadedRun, RunRepository, result_of
+from .results import RunResult
+
+
+class Driver:
+    """Executes agents for one host (an engine): its config, guards, leases and owner."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def execute(self, run: LoadedRun, *, resumed: bool = False, verify: bool = False) -> RunResult:
+        """Execute the loaded run's agent against its journal, from its recorded input."""
+        head = run.started
+        return self.drive(
+            run.agent,
+            run.writer,
+            run.journal,
+            head.input,
+            check=head.key_check,
+            resumed=resumed,
+            verify=verify,
+        )
+
+    def drive(
+        self,
+        agent: AgentDef,
+        writer: RunWriter,
+        journal: Journal,
+        input: dict[str, Any],
+        *,
+        check: str | None,
+        resumed: bool = False,
+        verify: bool = False,
+    ) -> RunResult:
+        """Execute ``agent`` against ``journal`` (the run's recorded calls), whose arguments
+        were hashed under the key that ``check`` names (a different key here is refused
+        before anything replays)."""
+        rid = writer.state.run_id
+        key = run_key(check, rid)
+        ctx = RunContext(
+            self.host, writer, journal, agent, hash_key=key, resumed=resumed, verify=verify
+        )
+        redact(input, seen=ctx.seen)  # secret input (stored encrypted): masked
+        token = _current.set(ctx)
+        try:
+            output = agent.fn(ctx, **input)
+            if asyncio.iscoroutine(output):
+                output = _run_async(_settled(ctx, output))
+            ctx.finish_check()
+            return _finished(ctx, output)
+        except Paused as p:
+            return RunResult(rid, RunStatus.PAUSED, error=None, waiting=ctx.paused(p.reason))
+        except LeaseLost as lost:
+            ctx.deferred = []  # the new owner resolves them from the log
+            ctx.log.error("run_stopped", reason=str(lost))
+            return RunResult(rid, RunStatus.RUNNING, error=str(lost))
+        except Exception as e:
+            return _failed(ctx, e)
+        finally:
+            _current.reset(token)
+            try:
+                ctx.flush()  # e.g. interrupted by KeyboardInterrupt after an effect completed
+            except Exception as e:  # the outcome stays uncertain and resolves on resume
+                ctx.log.warning("deferred_outcome_not_recorded", error=str(e))
+            ctx.end()
+
+    def replays(self, store: Store, agent: AgentDef, run_id: str, events: list[ev.Event]) -> None:
+        """Replay ``events`` (a fork's inherited prefix, a paused run's log) against the
+        current code before writing anything: code that no longer matches raises
+        NonDeterminismError, so nothing is written (no orphan fork, no recorded answer)."""
+        head = events[0]
+        assert isinstance(head, ev.AgentStarted)
+        recorded = [Recorded(run_stream(run_id), i + 1, e) for i, e in enumerate(events)]
+        state = fold([(r.position, r.event) for r in recorded], RunState(run_id=run_id))
+        writer, journal = RunWriter(store, state), Journal.from_events(recorded)
+        with contextlib.suppress(LogEnd):
+            self.drive(agent, writer, journal, head.input, check=head.key_check, verify=True)
+
+
+def _finished(ctx: RunContext, output: Any) -> RunResult:
+    """The agent returned: record its output (unless only verifying, or already done)."""
+    rid, state = ctx.run_id, ctx.writer.state
+    if ctx.verify:
+        return RunResult(rid, RunStatus.COMPLETED, normalize(output, "the agent's output"))
+    if state.status == RunStatus.COMPLETED:
+        return result_of(state)
+    ctx.record(ev.AgentFinished(at=ev.now(), output=normalize(output, "agent output")))
+    ctx.log.info("run_completed")
+    return RunResult(rid, RunStatus.COMPLETED, ctx.writer.state.output)
+
+
+def _failed(ctx: RunContext, e: Exception) -> RunResult:
+    """The agent raised: record the failure (unless only verifying); a divergence is
+    raised, never recorded."""
+    ctx.check_diverged()  # agent code swallowed or wrapped a divergence: no record
+    if isinstance(e, NonDeterminismError):
+        raise e
+    message = ctx.seen.mask(describe(e))
+    if ctx.verify:
+        return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
+    kind = e.kind if isinstance(e, ToolError) else FailureKind.PERMANENT
+    ctx.record(ev.AgentFailed(at=ev.now(), error=message, kind=kind, call=ctx.failed_call))
+    ctx.log.info("run_failed", error=message)
+    return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
+
+
+def resume(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
+    """Continue a crashed, failed or answered run from its log (a finished one executes
+    nothing and returns its recorded result)."""
+    rid = runs.resolve(run_id)
+    with runs.held(rid):
+        run = runs.load(rid, "be resumed")  # finished or not, an imported run is history
+        if run.state.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+            return result_of(run.state)
+        return driver.execute(run, resumed=True)
+
+
+def verify(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
+    """Re-execute the run's agent against its log with every live call forbidden; raises
+    NonDeterminismError naming the first call that diverges. Writes nothing."""
+    run = runs.load(runs.resolve(run_id), "be verified")
+    try:
+        driver.execute(run, verify=True)
+    except LogEnd as end:
+        if run.state.status == RunStatus.COMPLETED:  # its log is the whole run
+            raise NonDeterminismError(
+                f"run {run.run_id} completed, but the code now goes on past its log: {end}"
+            ) from None
+    return result_of(run.state)
+
+
+def _run_async(coro: Any) -> Any:
+    """Run an async agent to its end on a loop of its own. Called from inside a running
+    loop (a notebook, an async caller of the sync ``run``), that loop's thread cannot
+    host a second one: the agent's loop runs in a worker thread (with this thread's
+    context: the run) while this thread blocks, as any sync call does."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentlog-agent") as pool:
+        return pool.submit(context.run, asyncio.run, coro).result()
+
+
+async def _settled(ctx: RunContext, agent: Any) -> Any:
+    """Await an async agent; however it ends, the durable calls it left in flight (the
+    siblings of a failed or paused ``gather``) finish and are recorded first: the loop's
+    shutdown would cancel them midway, and an effect may already have been sent."""
+    try:
+        return await agent
+    finally:
+        while ctx.in_flight:
+            await asyncio.wait(list(ctx.in_flight))

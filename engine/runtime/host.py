@@ -1,0 +1,36 @@
+"""What a run's execution needs from the engine that hosts it, and nothing more.
+
+The run context and the driver depend on this Protocol, not on ``Engine``: the engine
+sits at the top of the runtime and imports them, never the other way round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Protocol
+
+from ..store import Store
+from .config import EngineConfig
+from .guards import Guards
+from .leases import Leases
+
+
+class Host(Protocol):
+    """An engine as a run sees it: its settings, per-process guards, the owner leases it
+    holds, its owner id, and whether a store is still its open one."""
+
+    @property
+    def config(self) -> EngineConfig: ...
+
+    @property
+    def guards(self) -> Guards: ...
+
+    @property
+    def leases(self) -> Leases: ...
+
+    @property
+    def owner(self) -> str: ...
+
+    def kept_open(self, store: Store) -> contextlib.AbstractContextManager[bool]:
+        """Whether ``store`` is the host's open store; closing waits until the block ends."""
+        ...

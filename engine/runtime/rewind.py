@@ -1,0 +1,125 @@
+"""Rewind: fork a new run from a position of an old one (lineage recorded) and continue
+the fork. What happens to the parent's side effects after that position is the
+caller's choice (``forks.MODES``)."""
+
+from __future__ import annotations
+
+import uuid
+
+import msgspec
+
+from .. import events as ev
+from ..effects import Effect, effects
+from ..errors import UsageError
+from ..history import RunWriter, read_events, resolve_position, standing
+from ..state import RunState
+from ..store import Recorded
+from . import forks, registry
+from .defs import AgentDef
+from .driver import Driver
+from .journal import Journal
+from .repository import LoadedRun, RunRepository
+from .results import RunResult
+from .saga import CannotUndo, Saga, Step, undo_takes_key
+
+# Events that belong to the parent's life, not to the calls a fork inherits.
+_LIFECYCLE = (ev.AgentStarted, ev.AgentResumed, ev.AgentFinished, ev.AgentFailed, ev.AgentAbandoned)
+
+
+def rewind(
+    runs: RunRepository, driver: Driver, run_id: str, to: int | str, effects: str = forks.REUSE
+) -> RunResult:
+    """Fork a new run holding the parent's calls up to ``to``, then continue the fork.
+
+    The parent's side effects after ``to``: ``reuse`` takes each over when the fork makes
+    the same call, ``compensate`` undoes them first (recorded in the parent), ``resend``
+    sends them again under the fork's keys. The result names those that still stand."""
+    if effects not in forks.MODES:
+        raise UsageError(f"effects must be one of {', '.join(forks.MODES)}, not {effects!r}")
+    run = runs.load(runs.resolve(run_id), "be rewound")
+    target = resolve_position(run.state, to, run.recorded)
+    assert target is not None
+    target = outside_calls(run.recorded, target)
+    fork_id = uuid.uuid4().hex
+    inherited = [r.event for r in run.recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
+    head = _fork_head(run, target, effects, inherited=len(inherited))
+    agent = run.agent
+    driver.replays(runs.store, agent, run.run_id, [head, *inherited])  # changed code: no fork
+    if effects == forks.COMPENSATE:
+        compensate_after(runs, run.run_id, target, agent)
+    with runs.held(fork_id):
+        writer = RunWriter(
+            runs.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every
+        )
+        writer.append(head, *inherited)
+        journal = Journal.from_events(read_events(runs.store, fork_id))
+        result = driver.drive(agent, writer, journal, head.input, check=head.key_check)
+    return msgspec.structs.replace(result, standing=tuple(standing(runs.store, fork_id)))
+
+
+def _fork_head(parent: LoadedRun, target: int, effects: str, inherited: int) -> ev.AgentStarted:
+    """The fork's ``agent_started``: the parent's agent, input, code version and replay
+    key check (the inherited calls were hashed under its key), and the lineage."""
+    started = parent.started
+    return ev.AgentStarted(
+        at=ev.now(),
+        agent=parent.agent_name,
+        import_path=parent.import_path,
+        input=started.input,
+        parent_run_id=parent.run_id,
+        fork_position=target,
+        code_version=started.code_version,
+        inherited=inherited,
+        effects=effects,
+        key_check=started.key_check,
+    )
+
+
+def compensate_after(runs: RunRepository, run_id: str, target: int, agent: AgentDef) -> None:
+    """Undo the parent's own effects after ``target`` in reverse order, each recorded in
+    the parent. One that cannot be undone safely raises UsageError naming it (before any
+    undo when that is known up front); the parent's log shows what was undone."""
+    with runs.held(run_id):
+        run = runs.load(run_id, "be rewound")
+        writer = RunWriter(runs.store, run.state, snapshot_every=agent.snapshot_every)
+        saga = Saga(writer)
+        try:
+            for effect, tool in _undoable(saga, agent, effects(run.recorded, after=target)[::-1]):
+                saga.undo(effect, tool)
+        except CannotUndo as stop:
+            raise UsageError(
+                f"rewind stopped, nothing forked: {stop.message} (run {run_id}); "
+                "rewind with effects 'reuse' or 'resend' (CLI --effects), or undo it by hand"
+            ) from None
+
+
+def _undoable(saga: Saga, agent: AgentDef, after: list[Effect]) -> list[Step]:
+    """Of the parent's effects ``after`` the target (last first), those to undo, with
+    their tools; raises CannotUndo for the first that cannot be undone safely (no
+    compensation, unknown outcome without a verifier, an interrupted undo without a key)."""
+    todo: list[Step] = []
+    for effect in after:
+        if effect.undone or not (effect.own or effect.uncertain):
+            continue  # undone already, or not the parent's own (ledger, its own parent)
+        tool = registry.tool_for(agent, effect.tool)
+        if tool is None or tool.compensate is None:
+            raise CannotUndo(effect, f"{effect.tool} (call {effect.call}) has no compensation")
+        settled = saga.settle(effect, tool) if effect.uncertain else effect
+        if settled is None:
+            continue
+        undo_takes_key(settled, tool)  # known up front: stop before undoing anything
+        todo.append((settled, tool))
+    return todo
+
+
+def outside_calls(recorded: list[Recorded], target: int) -> int:
+    """A position inside a tool call (between its intent and its outcome) means just
+    before the call."""
+    open_at: dict[int, int] = {}
+    for r in recorded[:target]:
+        e = r.event
+        if isinstance(e, ev.ToolInvoked):
+            open_at[e.call] = r.position
+        elif isinstance(e, ev.ToolSucceeded) or (isinstance(e, ev.ToolFailed) and e.final):
+            open_at.pop(e.call, None)
+    return min(open_at.values()) - 1 if open_at else target

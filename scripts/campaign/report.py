@@ -1,0 +1,86 @@
+"""What the campaign counts, and a run's journal: what it did, call by call, as the agent
+saw it (compared with the uncrashed run's)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from .child import agent_module
+
+
+@dataclass
+class Report:
+    store: str
+    seed: int
+    kills: int = 0
+    kills_by: Counter[str] = field(default_factory=Counter)
+    launches: int = 0
+    launches_by: Counter[str] = field(default_factory=Counter)
+    answers: Counter[str] = field(default_factory=Counter)
+    rounds: int = 0
+    rounds_by_agent: Counter[str] = field(default_factory=Counter)
+    completed: int = 0
+    abandoned: int = 0
+    duplicated_effects: int = 0
+    lost_effects: int = 0
+    final_state_mismatches: int = 0
+    anomalies: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "seed": self.seed,
+            "kills": self.kills,
+            "kills_by": dict(sorted(self.kills_by.items())),
+            "launches": self.launches,
+            "launches_by": dict(sorted(self.launches_by.items())),
+            "truthful_answers": dict(self.answers),
+            "rounds": self.rounds,
+            "rounds_by_agent": dict(sorted(self.rounds_by_agent.items())),
+            "completed": self.completed,
+            "abandoned": self.abandoned,
+            "duplicated_effects": self.duplicated_effects,
+            "lost_effects": self.lost_effects,
+            "final_state_mismatches": self.final_state_mismatches,
+            "anomalies": self.anomalies,
+            "elapsed_seconds": round(self.elapsed, 1),
+        }
+
+    @property
+    def clean(self) -> bool:
+        return not (
+            self.duplicated_effects
+            or self.lost_effects
+            or self.final_state_mismatches
+            or self.anomalies
+        )
+
+
+def journal(engine: Any, rid: str) -> list[tuple[Any, ...]]:
+    """What a run did, call by call, as the agent saw it: decisions and their values, tool
+    calls and their results (a person's 'done' stands in for the result of a tool nobody
+    could verify, so those are compared by tool only), checkpoints, then compensations in
+    the order they ran. Calls are listed by call identity: concurrent calls (gather)
+    finish, and so are recorded, in an order a crash may change, but each must keep its
+    identity, tool and result."""
+    out: list[tuple[Any, ...]] = []
+    undo: list[tuple[Any, ...]] = []
+    for e in engine.events(rid):
+        d = e.data
+        if e.type == "tool_succeeded":
+            human = d["tool"] in _human_tools()
+            out.append(("tool", d["call"], d["tool"], None if human else d["result"]))
+        elif e.type == "llm_decided":
+            out.append(("decide", d["call"], d["name"], d["value"]))
+        elif e.type == "checkpoint":
+            out.append(("checkpoint", d["call"], d["name"]))
+        elif e.type == "compensated":
+            undo.append(("compensated", d["call"], d["tool"], d.get("error")))
+    return sorted(out, key=lambda x: (x[1], x[0])) + undo
+
+
+def _human_tools() -> tuple[str, ...]:
+    return (*agent_module("sync").HUMAN_TOOLS, *agent_module("async").HUMAN_TOOLS)
