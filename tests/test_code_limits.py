@@ -19,7 +19,6 @@ MAX_FUNCTION_LINES = 60
 ALLOWED = {
     "engine/runtime/attempts.py",  # 405 lines
     "engine/runtime/attempts.py::run",  # 69 lines
-    "engine/store/postgres.py::open_postgres",  # 61 lines
 }
 
 

@@ -95,6 +95,29 @@ def test_every_accepted_sqlite_parameter_opens(tmp_path: Path) -> None:
         store.close()
 
 
+@pytest.mark.parametrize(("mode", "level"), [("FULL", 2), ("NORMAL", 1), ("OFF", 0)])
+def test_every_sqlite_connection_has_the_urls_sync_mode_and_busy_timeout(
+    tmp_path: Path, mode: str, level: int
+) -> None:
+    """Each pooled SQLite connection runs with ?synchronous= (FULL by default) and waits
+    30 s for the write lock, including connections opened while others are in use."""
+    query = "" if mode == "FULL" else f"?synchronous={mode}"
+    store = open_store(f"sqlite:///{tmp_path}/a.db{query}")
+    pool = store._events.datastore.pool  # type: ignore[attr-defined]
+    try:
+        held = [pool.get_connection(), pool.get_connection()]
+        for conn in held:
+            cursor = conn.cursor()
+            cursor.execute("PRAGMA synchronous")
+            assert cursor.fetchone()[0] == level
+            cursor.execute("PRAGMA busy_timeout")
+            assert cursor.fetchone()[0] == 30_000
+        for conn in held:
+            pool.put_connection(conn)
+    finally:
+        store.close()
+
+
 # --- PostgreSQL: libpq parameters and schemas ---------------------------------------------
 
 
@@ -111,7 +134,7 @@ def test_libpq_parameters_reach_every_connection(pg_url: str) -> None:
     assert {p.split("=")[0] for p in query.strip("&").split("&")} == set(LIBPQ)
     store = open_store(pg_url + query)
     try:
-        with store._datastore.get_connection() as conn:  # type: ignore[attr-defined]
+        with store._events.datastore.get_connection() as conn:  # type: ignore[attr-defined]
             row = conn.execute("SELECT current_setting('application_name') AS a").fetchone()
         assert row["a"] == name
     finally:

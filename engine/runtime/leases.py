@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .. import observe
 from ..errors import RunBusy, RunInterrupt
-from ..store import Store
+from ..store import LeaseStore
 
 LEASE_TTL = 30.0
 HOST = socket.gethostname()
@@ -93,7 +93,7 @@ class Leases:
         if holder is not None:
             raise LeaseLost(f"run {run_id} was taken over by {holder}; this owner stops")
 
-    def dead_holder(self, store: Store, run_id: str) -> str | None:
+    def dead_holder(self, store: LeaseStore, run_id: str) -> str | None:
         """The run's lease holder if it is known to be dead or expired, '' if none."""
         lease = store.lease(run_id)
         if lease is None:
@@ -107,7 +107,7 @@ class Leases:
         return None
 
     @contextmanager
-    def hold(self, store: Store, run_id: str) -> Iterator[None]:
+    def hold(self, store: LeaseStore, run_id: str) -> Iterator[None]:
         """Hold the run's lease for the duration; refuse if a live owner holds it (another
         process, or another thread of this engine)."""
         me = threading.get_ident()
@@ -131,7 +131,7 @@ class Leases:
         finally:
             self._let_go(store, run_id)
 
-    def _take(self, store: Store, run_id: str) -> None:
+    def _take(self, store: LeaseStore, run_id: str) -> None:
         with self._lock:
             self._lost.pop(run_id, None)
         now = time.time()
@@ -149,7 +149,7 @@ class Leases:
         )
         hold.beat.start()
 
-    def _let_go(self, store: Store, run_id: str) -> None:
+    def _let_go(self, store: LeaseStore, run_id: str) -> None:
         with self._lock:
             hold = self._held[run_id]
             hold.depth -= 1
@@ -166,7 +166,7 @@ class Leases:
             with self._lock:
                 del self._held[run_id]
 
-    def _heartbeat(self, store: Store, run_id: str, stop: threading.Event) -> None:
+    def _heartbeat(self, store: LeaseStore, run_id: str, stop: threading.Event) -> None:
         while not stop.wait(self.ttl / 3):
             now = time.time()
             try:

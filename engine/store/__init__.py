@@ -1,12 +1,16 @@
 """Stores: one URL opens one append-only log (memory, SQLite or PostgreSQL)."""
 
-from .base import Append, BlobRef, Recorded, RunRow, Store, stream_id
+from .base import Append, BlobRef, Recorded, Store, stream_id
+from .ports import LeaseStore, RunIndex, RunRecorder, RunRow
 from .url import cipher_configured, default_url, mask, open_store
 
 __all__ = [
     "Append",
     "BlobRef",
+    "LeaseStore",
     "Recorded",
+    "RunIndex",
+    "RunRecorder",
     "RunRow",
     "Store",
     "cipher_configured",

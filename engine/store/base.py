@@ -1,9 +1,9 @@
-"""The store port: one append-only log of many streams, snapshots, blobs and a run index.
+"""The store facade: one append-only log of many streams, snapshots, blobs, a run index
+and owner leases, over the ports of :mod:`engine.store.ports`.
 
-A :class:`Store` composes ``eventsourcing`` recorders (events with a global order,
-snapshots, blobs) and translates every foreign error at this boundary. Backends
-(memory, SQLite, PostgreSQL) differ only in how they build the recorders and keep the
-run index in the same transaction as the events.
+A :class:`Store` encodes events, seals payloads, moves large ones out of line and
+translates every foreign error at this boundary; backends (memory, SQLite, PostgreSQL)
+only provide the recorders, and keep the run index in the same transaction as the events.
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import uuid
-from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, cast
 
 import msgspec
 from eventsourcing.persistence import (
     AggregateRecorder,
-    ApplicationRecorder,
     IntegrityError,
     PersistenceError,
     StoredEvent,
@@ -28,7 +27,15 @@ from ..errors import ConcurrencyError, CorruptData, PayloadTooLarge, StoreError,
 from ..events import Event
 from ..state import RunState
 from .cipher import SEALED, ClearRows, Row
-from .codec import decode_event, encode_event
+from .codec import (
+    SNAPSHOT_TOPIC,
+    SNAPSHOT_TOPICS,
+    decode_event,
+    decode_snapshot,
+    encode_event,
+    encode_snapshot,
+)
+from .ports import LeaseStore, RunIndex, RunRecorder, RunRow
 
 BLOB_THRESHOLD = 256 * 1024
 MAX_PAYLOAD = 64 * 1024 * 1024
@@ -37,12 +44,9 @@ BLOB_CHUNK = 1024 * 1024
 # so the part of a large batch beyond this goes out of line like any large payload.
 MAX_INLINE_BATCH = 2 * 1024 * 1024
 BLOB_SUFFIX = "@blob"
-# Version 2 dropped the checkpoint list and the input from RunState. A version-1 snapshot
-# upcasts by decoding into the current type (msgspec ignores the dropped fields; the rest
-# kept their meaning); any other topic is skipped and the state rebuilt from events.
-SNAPSHOT_TOPIC = "run_state:2"
-SNAPSHOT_TOPICS = frozenset({SNAPSHOT_TOPIC, "run_state:1"})
+TABLES = ("agentlog_events", "agentlog_snapshots", "agentlog_blobs")
 _NS = uuid.UUID("6d1f4c1e-8a47-4c39-9a52-6a1f0e0b5a11")
+__all__ = ["SNAPSHOT_TOPIC", "Append", "BlobRef", "Recorded", "RunRow", "Store", "stream_id"]
 
 
 class Append(msgspec.Struct, frozen=True):
@@ -62,30 +66,6 @@ class Recorded(msgspec.Struct, frozen=True):
     global_position: int | None = None
 
 
-class RunRow(msgspec.Struct, frozen=True):
-    """A row of the run index, written in the same commit as lifecycle events."""
-
-    run_id: str
-    agent: str
-    status: str
-    started_at: float
-    updated_at: float
-    parent_run_id: str | None = None
-    position: int = 0
-
-    def params(self) -> tuple[object, ...]:
-        """The row's values in column order, for an insert."""
-        return (
-            self.run_id,
-            self.agent,
-            self.status,
-            self.started_at,
-            self.updated_at,
-            self.parent_run_id,
-            self.position,
-        )
-
-
 class BlobRef(msgspec.Struct, frozen=True):
     """A blob's address (SHA-256 of its content, or a keyed hash in an encrypted store)
     and size."""
@@ -94,38 +74,25 @@ class BlobRef(msgspec.Struct, frozen=True):
     size: int
 
 
-class RunIndex(Protocol):
-    """What a backend's events recorder adds: the run index beside the log."""
-
-    def select_runs(self, status: str | None) -> list[RunRow]: ...
-
-    def select_run_ids(self, prefix: str) -> list[str]: ...
-
-    def select_run_position(self, run_id: str) -> int | None: ...
-
-    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str: ...
-
-    def drop_lease(self, run_id: str, owner: str) -> None: ...
-
-    def select_lease(self, run_id: str) -> tuple[str, float] | None: ...
-
-
 def stream_id(name: str) -> uuid.UUID:
     """The stable stream id of a named stream (an effect key, a tool)."""
     return uuid.uuid5(_NS, name)
 
 
-class Store:
+class Store(RunIndex, LeaseStore):
     """One agentlog store; ``name`` is its URL with any password masked. ``rows`` says
-    how payloads are stored: in clear, or sealed (encryption at rest)."""
+    how payloads are stored: in clear, or sealed (encryption at rest). ``close``
+    releases the backend's connections."""
 
     def __init__(
         self,
         name: str,
-        events: ApplicationRecorder,
+        events: RunRecorder,
         snapshots: AggregateRecorder,
         blobs: AggregateRecorder,
+        leases: LeaseStore,
         *,
+        close: Callable[[], None] = lambda: None,
         blob_threshold: int = BLOB_THRESHOLD,
         max_payload: int = MAX_PAYLOAD,
         rows: ClearRows | None = None,
@@ -136,6 +103,8 @@ class Store:
         self._events = events
         self._snapshots = snapshots
         self._blobs = blobs
+        self._leases = leases
+        self._close = close
         self.blob_threshold = blob_threshold
         self.max_payload = max_payload
         self.rows = rows or ClearRows()
@@ -224,51 +193,45 @@ class Store:
             payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
         return decode_event(topic, payload)
 
-    # --- run index -----------------------------------------------------------------
+    # --- run index ---------------------------------------------------------------
 
     def runs(self, status: str | None = None) -> list[RunRow]:
         """Run-index rows, newest first, optionally of one status."""
-        index: RunIndex = self._events  # type: ignore[assignment]
         with self._translated():
-            return index.select_runs(status)
+            return self._events.runs(status)
 
     def indexed_position(self, run_id: str) -> int | None:
         """The last position the run index recorded for ``run_id`` (None: not indexed)."""
-        index: RunIndex = self._events  # type: ignore[assignment]
         with self._translated():
-            return index.select_run_position(run_id)
+            return self._events.indexed_position(run_id)
 
     def run_ids(self, prefix: str) -> list[str]:
         """Ids of runs that start with ``prefix`` (at most a few)."""
-        index: RunIndex = self._events  # type: ignore[assignment]
         with self._translated():
-            return index.select_run_ids(prefix)
+            return self._events.run_ids(prefix)
 
     # --- owner leases (operational state beside the log, not history) --------------
 
     def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
         """Take or renew the lease of ``run_id`` for ``owner`` unless someone else holds an
         unexpired one (``dead`` names a holder known to be gone). Returns the holder."""
-        index: RunIndex = self._events  # type: ignore[assignment]
         with self._translated():
-            return index.take_lease(run_id, owner, until, now, dead)
+            return self._leases.take_lease(run_id, owner, until, now, dead)
 
     def drop_lease(self, run_id: str, owner: str) -> None:
-        index: RunIndex = self._events  # type: ignore[assignment]
         with self._translated():
-            index.drop_lease(run_id, owner)
+            self._leases.drop_lease(run_id, owner)
 
     def lease(self, run_id: str) -> tuple[str, float] | None:
         """``(owner, expires_at)`` of the run's lease, if it has one."""
-        index: RunIndex = self._events  # type: ignore[assignment]
         with self._translated():
-            return index.select_lease(run_id)
+            return self._leases.lease(run_id)
 
-    # --- snapshots -----------------------------------------------------------------
+    # --- snapshots (bytes in the recorder; RunState only through the codec) --------
 
     def save_snapshot(self, stream: uuid.UUID, state: RunState) -> None:
         """Store ``state`` as the snapshot at ``state.position``; saving it twice is harmless."""
-        payload = msgspec.msgpack.encode(state)
+        payload = encode_snapshot(state)
         self._check_size(len(payload), None)
         topic, data = self._out_of_line(SNAPSHOT_TOPIC, payload)
         data = self.rows.seal(Row("snapshots", stream, state.position, topic), data)
@@ -282,19 +245,10 @@ class Store:
             with self._translated():
                 rows = self._snapshots.select_events(stream, lte=upto, desc=True, limit=8)
             for r in rows:
-                row = Row("snapshots", stream, r.originator_version, r.topic)
                 try:
                     # A CipherError (a key problem, not a damaged row) is not skipped.
-                    payload = self.rows.unseal(self.name, row, r.state)
-                    topic = r.topic.removesuffix(BLOB_SUFFIX)
-                    if topic not in SNAPSHOT_TOPICS:
-                        raise CorruptData(f"unknown snapshot topic {r.topic!r}")
-                    if topic != r.topic:
-                        payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
-                    state = msgspec.msgpack.decode(payload, type=RunState)
-                    if state.position != r.originator_version:
-                        raise CorruptData("snapshot position does not match its row")
-                    return state
+                    topic, payload = self._snapshot_payload(stream, r)
+                    return decode_snapshot(topic, payload, r.originator_version)
                 except (msgspec.DecodeError, msgspec.ValidationError, CorruptData) as e:
                     observe.get().warning(
                         "snapshot_skipped",
@@ -305,6 +259,16 @@ class Store:
             if len(rows) < 8:
                 return None
             upto = rows[-1].originator_version - 1
+
+    def _snapshot_payload(self, stream: uuid.UUID, r: StoredEvent) -> tuple[str, bytes]:
+        """A snapshot row's topic and payload, unsealed and, for a known topic, fetched
+        from its blob."""
+        row = Row("snapshots", stream, r.originator_version, r.topic)
+        payload = self.rows.unseal(self.name, row, r.state)
+        topic = r.topic.removesuffix(BLOB_SUFFIX)
+        if topic != r.topic and topic in SNAPSHOT_TOPICS:
+            payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
+        return topic, payload
 
     # --- blobs ---------------------------------------------------------------------
 
@@ -351,7 +315,37 @@ class Store:
         return data
 
     def close(self) -> None:
-        """Release connections; the backend subclass knows how."""
+        """Release the backend's connections."""
+        self._close()
+
+
+class _Tables(Protocol):
+    def create_table(self) -> None: ...
+
+
+def open_tables(
+    name: str,
+    datastore: Any,
+    events: Callable[..., RunRecorder],
+    aggregates: Callable[..., AggregateRecorder],
+    leases: LeaseStore,
+    **options: Any,
+) -> Store:
+    """The SQL backends' one constructor: agentlog's events, snapshots and blobs tables
+    (and the leases') on ``datastore``, created if missing. The store closes the
+    datastore, and so does a failure here."""
+    try:
+        recorders = (
+            events(datastore, events_table_name=TABLES[0]),
+            aggregates(datastore, events_table_name=TABLES[1]),
+            aggregates(datastore, events_table_name=TABLES[2]),
+        )
+        for r in (*recorders, leases):
+            cast(_Tables, r).create_table()
+        return Store(name, *recorders, leases, close=datastore.close, **options)
+    except BaseException:
+        datastore.close()
+        raise
 
 
 @contextlib.contextmanager

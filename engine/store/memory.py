@@ -1,34 +1,68 @@
-"""The in-memory store: eventsourcing's POPO recorders plus a run index under one lock."""
+"""The in-memory store: recorders on eventsourcing's public recorder classes, one lock each.
+
+A real backend, not a mock: it passes eventsourcing's own recorder test cases and the
+store contract. Each stream's positions are kept sorted, so a read bisects (a read after
+a snapshot costs O(tail)) and rows come in position order whatever order they came in.
+"""
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right, insort
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.popo import POPOAggregateRecorder, POPOApplicationRecorder
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    IntegrityError,
+    Notification,
+    StoredEvent,
+    Subscription,
+)
 
-from .base import RunRow, Store
+from .base import Store
+from .ports import LeaseStore, RunRecorder, RunRow
 
 
-class _Bisected(POPOAggregateRecorder):
-    """POPO's recorder reading by bisection over each stream's sorted positions: a read
-    after a snapshot costs O(tail), and rows come in position order whatever order they
-    were inserted in (POPO follows insertion order)."""
+class MemoryAggregateRecorder(AggregateRecorder):
+    """Stored events in memory: the snapshots and blobs recorder, and the base of the
+    events recorder."""
 
     def __init__(self) -> None:
-        super().__init__()
+        self.changed = threading.Condition(threading.RLock())
+        # The rows in insertion order (a row's notification id is its index + 1) and, per
+        # stream, position -> index. Named as in eventsourcing's POPO recorder, so test
+        # helpers that plant a damaged row work on either.
+        self._stored_events: list[StoredEvent] = []
+        self._stored_events_index: defaultdict[str, dict[int, int]] = defaultdict(dict)
         self._positions: defaultdict[str, list[int]] = defaultdict(list)
 
-    def _update_table(
+    def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        ids = super()._update_table(stored_events, **kwargs)
+        with self.changed:
+            self._insert(stored_events)
+        return None
+
+    def _insert(self, stored_events: Sequence[StoredEvent]) -> list[int]:
+        """Insert all of ``stored_events`` or, if any position is taken, none."""
+        new = {(str(s.originator_id), s.originator_version) for s in stored_events}
+        if len(new) < len(stored_events):
+            raise IntegrityError(f"stored events are not unique: {stored_events}")
+        for key, position in new:
+            if position in self._stored_events_index.get(key, ()):
+                raise IntegrityError(f"position {position} of {key} is already recorded")
+        ids = []
         for s in stored_events:
-            insort(self._positions[str(s.originator_id)], s.originator_version)
+            key = str(s.originator_id)
+            self._stored_events.append(s)
+            self._stored_events_index[key][s.originator_version] = len(self._stored_events) - 1
+            insort(self._positions[key], s.originator_version)
+            ids.append(len(self._stored_events))
+        self.changed.notify_all()
         return ids
 
     def select_events(
@@ -41,7 +75,7 @@ class _Bisected(POPOAggregateRecorder):
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
         key = str(originator_id)
-        with self._database_lock:
+        with self.changed:
             positions = self._positions.get(key, [])
             lo = 0 if gt is None else bisect_right(positions, gt)
             hi = len(positions) if lte is None else bisect_right(positions, lte)
@@ -57,61 +91,149 @@ class _Bisected(POPOAggregateRecorder):
             return [self._stored_events[index[p]] for p in chosen]
 
 
-class MemoryEventRecorder(_Bisected, POPOApplicationRecorder):
-    """POPO events recorder whose inserts also upsert the run index, atomically."""
+class MemoryEventRecorder(MemoryAggregateRecorder, RunRecorder):
+    """The memory events recorder: a global order, and the run index updated under the
+    same lock as the events it describes."""
 
     def __init__(self) -> None:
         super().__init__()
         self._runs: dict[str, RunRow] = {}
-        self._leases: dict[str, tuple[str, float]] = {}
 
-    def _insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], *, runs: Sequence[RunRow] = (), **kwargs: Any
     ) -> Sequence[int] | None:
-        with self._database_lock:
-            ids = super()._insert_events(stored_events, **kwargs)
-            for row in kwargs.get("runs", ()):
+        with self.changed:
+            ids = self._insert(stored_events)
+            for row in runs:
                 self._runs.pop(row.run_id, None)
                 self._runs[row.run_id] = row
-            return ids
+        return ids
 
-    def select_runs(self, status: str | None) -> list[RunRow]:
-        with self._database_lock:
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        first = 1 if start is None else max(1, start + (0 if inclusive_of_start else 1))
+        found: list[Notification] = []
+        with self.changed:
+            last = len(self._stored_events) if stop is None else min(stop, len(self._stored_events))
+            for i in range(first, last + 1):
+                s = self._stored_events[i - 1]
+                if topics and s.topic not in topics:
+                    continue
+                found.append(
+                    Notification(
+                        originator_id=s.originator_id,
+                        originator_version=s.originator_version,
+                        topic=s.topic,
+                        state=s.state,
+                        id=i,
+                    )
+                )
+                if len(found) == limit:
+                    break
+        return found
+
+    def max_notification_id(self) -> int | None:
+        with self.changed:
+            return len(self._stored_events) or None
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[ApplicationRecorder]:
+        return MemorySubscription(self, gt, topics)
+
+    def runs(self, status: str | None = None) -> list[RunRow]:
+        with self.changed:
             rows = [r for r in self._runs.values() if status is None or r.status == status]
         rows.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
         return rows
 
-    def select_run_position(self, run_id: str) -> int | None:
-        with self._database_lock:
+    def indexed_position(self, run_id: str) -> int | None:
+        with self.changed:
             row = self._runs.get(run_id)
             return None if row is None else row.position
 
-    def select_run_ids(self, prefix: str) -> list[str]:
-        with self._database_lock:
+    def run_ids(self, prefix: str) -> list[str]:
+        with self.changed:
             return sorted(k for k in self._runs if k.startswith(prefix))[:10]
 
-    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str:
-        with self._database_lock:
-            held = self._leases.get(run_id)
+
+class MemorySubscription(Subscription[ApplicationRecorder]):
+    """Notifications after ``gt`` as they are recorded; blocks until one comes or the
+    subscription is stopped."""
+
+    def __init__(self, recorder: MemoryEventRecorder, gt: int | None, topics: Sequence[str]):
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self.recorder = recorder
+        self.after = gt or 0  # the last notification id looked at
+        self.topics = tuple(topics)
+        self.stopped = False
+        self.pending: deque[Notification] = deque()
+
+    def stop(self) -> None:
+        super().stop()
+        with self.recorder.changed:
+            self.stopped = True
+            self.recorder.changed.notify_all()
+
+    def _newest(self) -> int:
+        return self.recorder.max_notification_id() or 0
+
+    def __next__(self) -> Notification:
+        changed = self.recorder.changed
+        while not self.pending:
+            with changed:
+                changed.wait_for(lambda: self.stopped or self._newest() > self.after)
+                if self.stopped:
+                    raise StopIteration
+                newest = self._newest()
+                found = self.recorder.select_notifications(
+                    self.after, 500, topics=self.topics, inclusive_of_start=False
+                )
+                # With a topic filter, skip past rows that did not match.
+                self.after = found[-1].id if len(found) == 500 else newest
+                self.pending.extend(found)
+        if self.stopped:
+            raise StopIteration
+        return self.pending.popleft()
+
+
+class MemoryLeases(LeaseStore):
+    """Owner leases in a dict under a lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held: dict[str, tuple[str, float]] = {}
+
+    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
+        with self.lock:
+            held = self.held.get(run_id)
             if held is None or held[1] < now or held[0] in (owner, dead):
-                self._leases[run_id] = (owner, until)
-            return self._leases[run_id][0]
+                self.held[run_id] = (owner, until)
+            return self.held[run_id][0]
 
     def drop_lease(self, run_id: str, owner: str) -> None:
-        with self._database_lock:
-            if self._leases.get(run_id, ("",))[0] == owner:
-                del self._leases[run_id]
+        with self.lock:
+            if self.held.get(run_id, ("",))[0] == owner:
+                del self.held[run_id]
 
-    def select_lease(self, run_id: str) -> tuple[str, float] | None:
-        with self._database_lock:
-            return self._leases.get(run_id)
-
-
-class MemoryAggregateRecorder(_Bisected):
-    """The memory snapshots and blobs recorder."""
+    def lease(self, run_id: str) -> tuple[str, float] | None:
+        with self.lock:
+            return self.held.get(run_id)
 
 
 def open_memory(name: str, **options: Any) -> Store:
     return Store(
-        name, MemoryEventRecorder(), MemoryAggregateRecorder(), MemoryAggregateRecorder(), **options
+        name,
+        MemoryEventRecorder(),
+        MemoryAggregateRecorder(),
+        MemoryAggregateRecorder(),
+        MemoryLeases(),
+        **options,
     )

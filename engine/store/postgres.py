@@ -16,14 +16,14 @@ from eventsourcing.postgres import (
     PostgresAggregateRecorder,
     PostgresApplicationRecorder,
     PostgresDatastore,
+    PostgresRecorder,
 )
-from psycopg import Cursor
 from psycopg.conninfo import make_conninfo
-from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from ..errors import StoreUnavailable
-from .base import RunRow, Store
+from .base import Store, open_tables
+from .ports import LeaseStore, RunRecorder, RunRow
 
 _RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position"
 
@@ -52,7 +52,7 @@ $fn$
 """
 
 
-class PostgresEventRecorder(PostgresApplicationRecorder):
+class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
     """Events recorder whose inserts upsert the run index in the same transaction."""
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str) -> None:
@@ -71,23 +71,6 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
                 "CREATE INDEX IF NOT EXISTS agentlog_runs_started ON {0}.agentlog_runs (started_at)"
             ).format(schema)
         )
-        self.sql_create_statements.append(
-            SQL(
-                "CREATE TABLE IF NOT EXISTS {0}.agentlog_leases (run_id text PRIMARY KEY, "
-                "owner text NOT NULL, expires_at double precision NOT NULL)"
-            ).format(schema)
-        )
-        self._take_lease = SQL(
-            "INSERT INTO {0}.agentlog_leases AS l VALUES (%s,%s,%s) ON CONFLICT (run_id) "
-            "DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
-            "WHERE l.expires_at < %s OR l.owner = excluded.owner OR l.owner = %s"
-        ).format(schema)
-        self._leases = SQL("{0}.agentlog_leases").format(schema)
-        self._upsert_run = SQL(
-            "INSERT INTO {0}.agentlog_runs (" + _RUN_COLUMNS + ") VALUES (%s,%s,%s,%s,%s,%s,%s) "
-            "ON CONFLICT (run_id) DO UPDATE SET status=excluded.status, "
-            "updated_at=excluded.updated_at, position=excluded.position"
-        ).format(schema)
         self._select_runs = SQL("SELECT " + _RUN_COLUMNS + " FROM {0}.agentlog_runs").format(schema)
         self._select_position = SQL(
             "SELECT position FROM {0}.agentlog_runs WHERE run_id = %s"
@@ -105,22 +88,14 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             "%s::bytea[], %s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[], "
             "%s::text[], %s::bigint[])"
         ).format(schema, Identifier(datastore.originator_id_type))
-        # One array per column, dumped in binary: eventsourcing's array of composites is
-        # dumped as text, escaping every bytea with regexes (half of a 100-event commit).
-        self._insert_columns = SQL(
-            "INSERT INTO {0}.{1} (originator_id, originator_version, topic, state) "
-            "SELECT * FROM unnest(%s::{2}[], %s::bigint[], %s::text[], %s::bytea[]) "
-            "RETURNING notification_id"
-        ).format(schema, Identifier(events_table_name), Identifier(datastore.originator_id_type))
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+        self, stored_events: Sequence[StoredEvent], *, runs: Sequence[RunRow] = (), **kwargs: Any
     ) -> Sequence[int] | None:
         """One round trip: a server-side function takes eventsourcing's table lock (so
         global positions follow commit order), upserts the run index, notifies and
         inserts, as one statement in one transaction. No retry: a lost reply would make
         a committed append look like a conflict."""
-        runs: Sequence[RunRow] = kwargs.get("runs", ())
         if not stored_events and not runs:
             return []
         columns = list(zip(*(r.params() for r in runs), strict=True)) if runs else [()] * 7
@@ -135,35 +110,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             curs.execute(self._append_call, params, prepare=True)
             return [row["agentlog_append"] for row in curs.fetchall()]
 
-    def _insert_events(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
-        runs: Sequence[RunRow] = kwargs.get("runs", ())
-        for r in runs:
-            curs.execute(
-                self._upsert_run,
-                r.params(),
-                prepare=True,
-            )
-
-    def _insert_stored_events(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
-        # As eventsourcing's (table lock, NOTIFY, insert) with the insert column-wise.
-        self._lock_table(curs)
-        self._notify_channel(curs)
-        curs.execute(
-            self._insert_columns,
-            (
-                [s.originator_id for s in stored_events],
-                [s.originator_version for s in stored_events],
-                [s.topic for s in stored_events],
-                [s.state for s in stored_events],
-            ),
-            prepare=True,
-        )
-
-    def select_runs(self, status: str | None) -> list[RunRow]:
+    def runs(self, status: str | None = None) -> list[RunRow]:
         sql = self._select_runs
         params: tuple[Any, ...] = ()
         if status is not None:
@@ -174,13 +121,13 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             curs.execute(sql, params)
             return [RunRow(**row) for row in curs.fetchall()]
 
-    def select_run_position(self, run_id: str) -> int | None:
+    def indexed_position(self, run_id: str) -> int | None:
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self._select_position, (run_id,))
             row = curs.fetchone()
             return None if row is None else int(row["position"])
 
-    def select_run_ids(self, prefix: str) -> list[str]:
+    def run_ids(self, prefix: str) -> list[str]:
         # starts_with compares the text itself: no LIKE wildcards or escapes to get wrong.
         # ORDER BY in the C collation sorts as SQLite and the memory store do.
         sql = SQL(
@@ -191,41 +138,45 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
             curs.execute(sql, (prefix,))
             return [row["run_id"] for row in curs.fetchall()]
 
-    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str:
+
+class PostgresLeases(PostgresRecorder, LeaseStore):
+    """Owner leases in the ``agentlog_leases`` table of the store's schema."""
+
+    def __init__(self, datastore: PostgresDatastore) -> None:
+        super().__init__(datastore)
+        table = SQL("{0}.agentlog_leases").format(Identifier(datastore.schema))
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {0} (run_id text PRIMARY KEY, "
+                "owner text NOT NULL, expires_at double precision NOT NULL)"
+            ).format(table)
+        )
+        self._take = SQL(
+            "INSERT INTO {0} AS l VALUES (%s,%s,%s) ON CONFLICT (run_id) "
+            "DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
+            "WHERE l.expires_at < %s OR l.owner = excluded.owner OR l.owner = %s"
+        ).format(table)
+        self._owner = SQL("SELECT owner FROM {0} WHERE run_id = %s").format(table)
+        self._drop = SQL("DELETE FROM {0} WHERE run_id = %s AND owner = %s").format(table)
+        self._select = SQL("SELECT owner, expires_at FROM {0} WHERE run_id = %s").format(table)
+
+    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
         with self.datastore.transaction(commit=True) as curs:
-            curs.execute(self._take_lease, (run_id, owner, until, now, dead))
-            curs.execute(
-                SQL("SELECT owner FROM {0} WHERE run_id = %s").format(self._leases), (run_id,)
-            )
+            curs.execute(self._take, (run_id, owner, until, now, dead))
+            curs.execute(self._owner, (run_id,))
             row = curs.fetchone()
             assert row is not None
             return str(row["owner"])
 
     def drop_lease(self, run_id: str, owner: str) -> None:
-        sql = SQL("DELETE FROM {0} WHERE run_id = %s AND owner = %s").format(self._leases)
         with self.datastore.transaction(commit=True) as curs:
-            curs.execute(sql, (run_id, owner))
+            curs.execute(self._drop, (run_id, owner))
 
-    def select_lease(self, run_id: str) -> tuple[str, float] | None:
-        sql = SQL("SELECT owner, expires_at FROM {0} WHERE run_id = %s").format(self._leases)
+    def lease(self, run_id: str) -> tuple[str, float] | None:
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(sql, (run_id,))
+            curs.execute(self._select, (run_id,))
             row = curs.fetchone()
             return (row["owner"], row["expires_at"]) if row else None
-
-
-class PostgresStore(Store):
-    def __init__(self, name: str, datastore: PostgresDatastore, **options: Any) -> None:
-        events = PostgresEventRecorder(datastore, events_table_name="agentlog_events")
-        snapshots = PostgresAggregateRecorder(datastore, events_table_name="agentlog_snapshots")
-        blobs = PostgresAggregateRecorder(datastore, events_table_name="agentlog_blobs")
-        for r in (events, snapshots, blobs):
-            r.create_table()
-        super().__init__(name, events, snapshots, blobs, **options)
-        self._datastore = datastore
-
-    def close(self) -> None:
-        self._datastore.close()
 
 
 def open_postgres(
@@ -248,13 +199,17 @@ def open_postgres(
     ``create=False`` creates nothing: a schema without agentlog's tables reads as empty.
     ``libpq`` holds connection parameters (sslmode, ...) given to every connection."""
     libpq = {"connect_timeout": "5", **(libpq or {})}
+    server: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "dbname": dbname,
+        "user": user,
+        "password": password,
+    }
     try:
         # A direct probe gives precise errors (no such role/database, refused) and
         # serialises schema creation between processes opening the store at once.
-        conninfo = make_conninfo(
-            host=host, port=port, dbname=dbname, user=user, password=password, **libpq
-        )
-        with psycopg.connect(conninfo, autocommit=True) as probe:
+        with psycopg.connect(make_conninfo(**server, **libpq), autocommit=True) as probe:
             if not create and not _has_events_table(probe, schema):
                 from .memory import open_memory
 
@@ -262,25 +217,8 @@ def open_postgres(
             probe.execute("SELECT pg_advisory_lock(7245001)")
             try:
                 probe.execute(SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(schema)))
-                datastore = PostgresDatastore(
-                    dbname=dbname,
-                    host=host,
-                    port=port,
-                    user=user,
-                    password=password,
-                    schema=schema,
-                    pool_size=pool_size,
-                    max_overflow=max_overflow,
-                    connect_timeout=max(5.0, float(libpq["connect_timeout"])),
-                )
-                # The pool opens on first use: every connection it makes gets these too.
-                assert isinstance(datastore.pool.kwargs, dict)
-                datastore.pool.kwargs.update(libpq)
-                try:
-                    return PostgresStore(name, datastore, **options)
-                except BaseException:
-                    datastore.close()
-                    raise
+                pool = {"pool_size": pool_size, "max_overflow": max_overflow}
+                return _open_schema(name, server, schema, pool, libpq, options)
             finally:
                 probe.execute("SELECT pg_advisory_unlock(7245001)")
     except psycopg.Error as e:
@@ -289,6 +227,26 @@ def open_postgres(
         raise
     except Exception as e:  # eventsourcing's own PersistenceError while creating tables
         raise StoreUnavailable(f"{name}: {_reason(e, password)}") from e
+
+
+def _open_schema(
+    name: str,
+    server: dict[str, Any],
+    schema: str,
+    pool: dict[str, Any],
+    libpq: dict[str, str],
+    options: dict[str, Any],
+) -> Store:
+    """The store in ``schema`` (which exists), on a new pool of connections to ``server``."""
+    timeout = max(5.0, float(libpq["connect_timeout"]))
+    datastore = PostgresDatastore(**server, schema=schema, connect_timeout=timeout, **pool)
+    # The pool opens on first use: every connection it makes gets these too.
+    assert isinstance(datastore.pool.kwargs, dict)
+    datastore.pool.kwargs.update(libpq)
+    leases = PostgresLeases(datastore)
+    return open_tables(
+        name, datastore, PostgresEventRecorder, PostgresAggregateRecorder, leases, **options
+    )
 
 
 def _has_events_table(conn: psycopg.Connection[Any], schema: str) -> bool:

@@ -10,21 +10,24 @@ import contextlib
 import os
 import sqlite3
 import urllib.parse
+import weakref
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.sqlite import (
     SQLiteAggregateRecorder,
     SQLiteApplicationRecorder,
     SQLiteConnection,
     SQLiteConnectionPool,
-    SQLiteCursor,
     SQLiteDatastore,
+    SQLiteRecorder,
 )
 
 from ..errors import StoreUnavailable
-from .base import RunRow, Store
+from .base import Store, open_tables
+from .ports import LeaseStore, RunRecorder, RunRow
 
 RUNS_DDL = (
     "CREATE TABLE IF NOT EXISTS agentlog_runs ("
@@ -32,8 +35,10 @@ RUNS_DDL = (
     "started_at REAL NOT NULL, updated_at REAL NOT NULL, parent_run_id TEXT, "
     "position INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX IF NOT EXISTS agentlog_runs_started ON agentlog_runs (started_at)",
+)
+LEASES_DDL = (
     "CREATE TABLE IF NOT EXISTS agentlog_leases ("
-    "run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL)",
+    "run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL)"
 )
 TAKE_LEASE = (
     "INSERT INTO agentlog_leases VALUES (?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
@@ -45,40 +50,56 @@ UPSERT_RUN = (
     "status=excluded.status, updated_at=excluded.updated_at, position=excluded.position"
 )
 SYNC_MODES = ("FULL", "NORMAL", "EXTRA", "OFF")
+# Writers queue for SQLite's one write lock: wait for it (sqlite3's busy timeout) and for
+# a pooled connection this long, rather than failing after 5 s on a loaded machine.
+LOCK_WAIT = 30
 
 
 class _Pool(SQLiteConnectionPool):
-    """eventsourcing's pool, plus our durability and busy-timeout pragmas per connection."""
+    """eventsourcing's pool; each connection it hands out gets our durability pragma the
+    first time (the busy timeout is the pool's own ``lock_timeout``)."""
 
-    synchronous = "FULL"
+    def __init__(self, *, db_name: str, synchronous: str) -> None:
+        super().__init__(db_name=db_name, lock_timeout=LOCK_WAIT, pool_timeout=LOCK_WAIT)
+        self.synchronous = synchronous
+        self.tuned: weakref.WeakSet[SQLiteConnection] = weakref.WeakSet()
 
-    def _create_connection(self) -> SQLiteConnection:
-        conn = super()._create_connection()
-        raw = conn._sqlite_conn
-        raw.execute(f"PRAGMA synchronous={self.synchronous}")
-        raw.execute("PRAGMA busy_timeout=30000")
+    def get_connection(
+        self, timeout: float | None = None, *, is_writer: bool | None = None
+    ) -> SQLiteConnection:
+        conn = super().get_connection(timeout, is_writer=is_writer)
+        if conn not in self.tuned:
+            try:
+                conn.cursor().execute(f"PRAGMA synchronous={self.synchronous}")
+            except sqlite3.Error as e:  # outside eventsourcing's transaction, which translates
+                self.put_connection(conn)
+                raise OperationalError(str(e)) from e
+            self.tuned.add(conn)
         return conn
 
 
-class SQLiteEventRecorder(SQLiteApplicationRecorder):
+class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
     """Events recorder whose inserts upsert the run index in the same transaction."""
 
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), *RUNS_DDL]
 
-    def _insert_events(
-        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], *, runs: Sequence[RunRow] = (), **kwargs: Any
     ) -> Sequence[int] | None:
-        ids = super()._insert_events(c, stored_events, **kwargs)
-        runs: Sequence[RunRow] = kwargs.get("runs", ())
-        for r in runs:
-            c.execute(
-                UPSERT_RUN,
-                r.params(),
-            )
+        ids = []
+        with self.datastore.transaction(commit=True) as c:
+            for s in stored_events:
+                stream = s.originator_id
+                stream = stream.hex if isinstance(stream, UUID) else stream
+                row = (stream, s.originator_version, s.topic, s.state)
+                c.execute(self.insert_events_statement, row)
+                ids.append(c.lastrowid)
+            for r in runs:
+                c.execute(UPSERT_RUN, r.params())
         return ids
 
-    def select_runs(self, status: str | None) -> list[RunRow]:
+    def runs(self, status: str | None = None) -> list[RunRow]:
         sql = "SELECT * FROM agentlog_runs"
         params: tuple[Any, ...] = ()
         if status is not None:
@@ -89,13 +110,13 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
             c.execute(sql, params)
             return [RunRow(*tuple(row)) for row in c.fetchall()]
 
-    def select_run_position(self, run_id: str) -> int | None:
+    def indexed_position(self, run_id: str) -> int | None:
         with self.datastore.transaction(commit=False) as c:
             c.execute("SELECT position FROM agentlog_runs WHERE run_id=?", (run_id,))
             row = c.fetchone()
             return None if row is None else int(row[0])
 
-    def select_run_ids(self, prefix: str) -> list[str]:
+    def run_ids(self, prefix: str) -> list[str]:
         # GLOB, not LIKE: LIKE ignores ASCII case, and ids are case-sensitive everywhere else.
         # Its metacharacters are matched literally inside brackets.
         pattern = "".join(f"[{ch}]" if ch in "*?[" else ch for ch in prefix) + "*"
@@ -106,7 +127,14 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
             )
             return [row[0] for row in c.fetchall()]
 
-    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str) -> str:
+
+class SQLiteLeases(SQLiteRecorder, LeaseStore):
+    """Owner leases in the ``agentlog_leases`` table."""
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [LEASES_DDL]
+
+    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
         with self.datastore.transaction(commit=True) as c:
             c.execute(TAKE_LEASE, (run_id, owner, until, now, dead))
             c.execute("SELECT owner FROM agentlog_leases WHERE run_id=?", (run_id,))
@@ -116,25 +144,11 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=True) as c:
             c.execute("DELETE FROM agentlog_leases WHERE run_id=? AND owner=?", (run_id, owner))
 
-    def select_lease(self, run_id: str) -> tuple[str, float] | None:
+    def lease(self, run_id: str) -> tuple[str, float] | None:
         with self.datastore.transaction(commit=False) as c:
             c.execute("SELECT owner, expires_at FROM agentlog_leases WHERE run_id=?", (run_id,))
             row = c.fetchone()
             return (row[0], row[1]) if row else None
-
-
-class SQLiteStore(Store):
-    def __init__(self, name: str, datastore: SQLiteDatastore, **options: Any) -> None:
-        events = SQLiteEventRecorder(datastore, events_table_name="agentlog_events")
-        snapshots = SQLiteAggregateRecorder(datastore, events_table_name="agentlog_snapshots")
-        blobs = SQLiteAggregateRecorder(datastore, events_table_name="agentlog_blobs")
-        for r in (events, snapshots, blobs):
-            r.create_table()
-        super().__init__(name, events, snapshots, blobs, **options)
-        self._datastore = datastore
-
-    def close(self) -> None:
-        self._datastore.close()
 
 
 def open_sqlite(
@@ -158,15 +172,17 @@ def open_sqlite(
 
         return open_memory(name, **options)  # an empty database: nothing to read yet
     datastore = SQLiteDatastore(db_name=path)
-    # Writers queue for SQLite's one write lock: wait for a connection as long as for the
-    # lock itself (busy_timeout) rather than failing after 5 s on a loaded machine.
-    pool = _Pool(db_name=path, pool_timeout=30.0)
-    pool.synchronous = sync
-    datastore.pool = pool
+    datastore.pool = _Pool(db_name=path, synchronous=sync)
     try:
-        return SQLiteStore(name, datastore, **options)
+        return open_tables(
+            name,
+            datastore,
+            SQLiteEventRecorder,
+            SQLiteAggregateRecorder,
+            SQLiteLeases(datastore),
+            **options,
+        )
     except Exception as e:  # eventsourcing wraps sqlite3 errors in its own types
-        datastore.close()
         cause = e.__cause__ if isinstance(e.__cause__, sqlite3.Error) else e
         raise StoreUnavailable(f"{name}: cannot open the SQLite database: {cause}") from e
 
