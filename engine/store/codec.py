@@ -33,7 +33,7 @@ def encode_event(event: Event) -> tuple[str, bytes]:
 
 @lru_cache(maxsize=256)
 def _topic(cls: type[Event]) -> str:
-    return f"{cls.__struct_config__.tag}:{cls.SCHEMA}"
+    return topic(str(cls.__struct_config__.tag), cls.SCHEMA)
 
 
 @lru_cache(maxsize=1024)
@@ -64,16 +64,10 @@ def decode_event(topic: str, payload: bytes) -> Event:
         if current:
             event: Event = _decoder.decode(payload)
             return event
-        data = msgspec.msgpack.decode(payload)
-        cls = event_type(tag)
-        while version < cls.SCHEMA:
-            up = UPCASTERS.get((tag, version))
-            if up is not None:
-                data = up(data)
-            version += 1
+        data = upcast(tag, version, msgspec.msgpack.decode(payload))
         data["type"] = tag
-        upcast: Event = msgspec.convert(data, AnyEvent)
-        return upcast
+        lifted: Event = msgspec.convert(data, AnyEvent)
+        return lifted
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise CorruptData(f"cannot decode a stored {tag!r} event: {e}") from e
 
