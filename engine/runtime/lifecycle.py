@@ -55,7 +55,7 @@ def _answer(engine: Engine, run_id: str, value: object) -> RunResult:
     value = normalize(value, "the answer")
     if asked[-1].reason == "uncertain":
         calls.check_uncertain_answer(value)  # nothing is recorded for an unclear answer
-    agent = registry.load_agent(*adoption.runs_as(state, recorded, "be answered"))
+    agent = registry.load_agent(*adoption.runs_as(state, recorded, "be answered"), engine.registry)
     _replays(engine, agent, rid, [r.event for r in recorded])  # changed code: record nothing
     writer = RunWriter(engine.store, state)
     writer.append(ev.HumanInputProvided(at=ev.now(), call=call, value=value))
@@ -78,7 +78,7 @@ def _abandon(engine: Engine, run_id: str) -> RunResult:
         return RunResult(rid, "abandoned", error=state.error)
     started = recorded[0].event
     assert isinstance(started, ev.AgentStarted)
-    agent = registry.load_agent(name, path)
+    agent = registry.load_agent(name, path, engine.registry)
     writer = RunWriter(engine.store, state, snapshot_every=agent.snapshot_every)
     # Effects a previous abandon flagged as unknowable: abandoning again is a person's
     # word that they were checked by hand, so they are skipped (recorded as such).
@@ -236,7 +236,7 @@ def rewind(engine: Engine, run_id: str, to: int | str, effects: str = forks.REUS
     target = _outside_calls(recorded, target)
     started = recorded[0].event
     assert isinstance(started, ev.AgentStarted)
-    agent = registry.load_agent(name, path)
+    agent = registry.load_agent(name, path, engine.registry)
     fork_id = uuid.uuid4().hex
     inherited = [r.event for r in recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
     head = ev.AgentStarted(
