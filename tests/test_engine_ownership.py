@@ -164,6 +164,35 @@ def test_another_engine_finds_an_agent_by_its_recorded_name_and_undoes_with_its_
         runner.close()
 
 
+FACTORY = """
+from engine import Engine
+
+engine = Engine.open()
+
+
+def make():
+    @engine.agent(name="made-NAME")
+    def made(run, n: int) -> int:
+        return n + 1
+
+    return made
+
+
+make()  # the agent is no attribute of the module: only its engine holds it
+"""
+
+
+def test_an_agent_only_its_modules_engine_holds_is_found_by_recorded_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent defined (with ``name=``) inside a function the module calls on import is
+    found through the registry of the module's engine."""
+    tag = uuid.uuid4().hex[:8]
+    factory = _module(tmp_path, monkeypatch, f"factory_{tag}", FACTORY.replace("NAME", tag))
+    found = registry.load_agent(f"made-{tag}", factory.__name__, Engine("memory://").registry)
+    assert found.name == f"made-{tag}" and found.fn(None, n=1) == 2
+
+
 @pytest.mark.parametrize(
     ("imports", "call"),
     [("from TOOLS import charge", "charge"), ("import TOOLS", "TOOLS.charge")],

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mypy import api
+
+from engine import Engine
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,3 +58,10 @@ def test_a_wrong_argument_type_to_a_decorated_tool_is_a_type_error(tmp_path: Pat
     assert status == 1, out
     assert 'Argument 2 to "charge" has incompatible type "str"; expected "int"' in out
     assert 'Argument 1 to "fetch" has incompatible type "int"; expected "str"' in out
+
+
+def test_an_unknown_tool_option_is_a_type_error_at_run_time_too() -> None:
+    """A misspelt option is refused when the decorator applies, not silently ignored."""
+    options: dict[str, object] = {"side_effects": True}
+    with pytest.raises(TypeError, match="side_effects"):
+        Engine("memory://").tool(**options)(lambda: None)  # type: ignore[arg-type]

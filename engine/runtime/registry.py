@@ -85,7 +85,8 @@ def _imported_tool(agent: AgentDef, name: str) -> ToolDef | None:
 def load_agent(name: str, import_path: str, known: Registry | None = None) -> AgentDef:
     """The agent recorded as ``name`` (``module:qualname``): the one ``known`` (the running
     engine's registry) defines, else the one its module defines, found by qualname or by
-    the recorded name (``name=``), the module imported or its script loaded if need be."""
+    the recorded name (``name=``) among the module's agents and its engines' registries;
+    the module is imported, or its script loaded, if need be."""
     found = known.agent(name) if known is not None else None
     if found is not None:
         return found
@@ -99,6 +100,10 @@ def load_agent(name: str, import_path: str, known: Registry | None = None) -> Ag
     for value in list(vars(module).values()):
         if isinstance(value, AgentDef) and value.name == name:
             return value
+        own = getattr(value, "__dict__", {}).get("registry")  # an engine of the module's
+        found = own.agent(name) if isinstance(own, Registry) else None
+        if found is not None:
+            return found
     raise UsageError(f"{name} is not an agent (decorate it with @engine.agent)")
 
 
