@@ -24,12 +24,14 @@ from .errors import (
 if TYPE_CHECKING:
     from .policy import CircuitBreaker, RetryPolicy
     from .runtime import Engine, EventView, RunResult, RunSummary
+    from .runtime.config import EngineConfig
     from .state import RunState
 
 # name -> the module (relative to this package) that defines it, loaded on first access
 _LAZY = {
     "CircuitBreaker": ".policy",
     "Engine": ".runtime.engine",
+    "EngineConfig": ".runtime.config",
     "EventView": ".runtime.results",
     "RetryPolicy": ".policy",
     "RunResult": ".runtime.results",
@@ -43,6 +45,7 @@ __all__ = [
     "ConcurrencyError",
     "CorruptData",
     "Engine",
+    "EngineConfig",
     "EventView",
     "Indeterminate",
     "Logical",

@@ -96,6 +96,7 @@ def refund_charge(receipt: dict[str, Any]) -> dict[str, Any]:
     return {"refunded": receipt["charge_id"]}
 
 
+# The engine always passes the key; its default lets callers (and mypy) leave it out.
 @engine.tool(
     side_effect=True,
     # A business key: one charge per order, whichever run, fork or resume asks for it.
@@ -104,7 +105,7 @@ def refund_charge(receipt: dict[str, Any]) -> dict[str, Any]:
     compensate=refund_charge,
     retry=RetryPolicy(max_attempts=3, initial=0.1, maximum=1.0),
 )
-def charge_card(order_id: str, cents: int, *, idempotency_key: str) -> dict[str, Any]:
+def charge_card(order_id: str, cents: int, *, idempotency_key: str = "") -> dict[str, Any]:
     """Charge the customer's card under ``charge:<order>``; the service returns the first
     charge for a repeated key."""
     world = load_world()

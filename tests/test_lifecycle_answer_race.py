@@ -21,7 +21,11 @@ from engine import Engine, RunBusy
 from engine.errors import UsageError
 
 
-def _asker(eng: Engine, entered: threading.Event, release: threading.Event) -> Any:
+def _asker(
+    eng: Engine, entered: threading.Event, release: threading.Event, also: list[Engine]
+) -> Any:
+    """An agent of ``eng`` whose tool waits for ``release``; the engines ``also`` know it
+    too (as another process that imported its module would)."""
     tool_name = f"work_{uuid.uuid4().hex[:8]}"
 
     @eng.tool(name=tool_name)
@@ -34,6 +38,8 @@ def _asker(eng: Engine, entered: threading.Event, release: threading.Event) -> A
     def asker(run: Any) -> str:
         return str(work(run.ask("which?")))
 
+    for other in also:
+        other.agent(asker.fn, name=asker.name)
     return asker
 
 
@@ -48,7 +54,7 @@ def test_a_second_answer_while_the_first_runs_is_refused_as_busy(
     first = Engine.open(store_url)
     second = first if same_engine else Engine.open(store_url)
     entered, release = threading.Event(), threading.Event()
-    r = first.run(_asker(first, entered, release))
+    r = first.run(_asker(first, entered, release, also=[] if same_engine else [second]))
     assert r.status == "paused"
     outcome: dict[str, Any] = {}
     t = threading.Thread(target=lambda: outcome.update(r=first.answer(r.run_id, "a")))
@@ -77,7 +83,7 @@ def test_two_answers_racing_give_one_winner_and_one_clear_refusal(store_url: str
         engines = [Engine.open(store_url), Engine.open(store_url)]
         entered, release = threading.Event(), threading.Event()
         release.set()  # no overlap forced: the race is the point
-        r = engines[0].run(_asker(engines[0], entered, release))
+        r = engines[0].run(_asker(engines[0], entered, release, also=engines[1:]))
         outcomes = _race_answers(engines, r.run_id)
         assert outcomes.count("completed") == 1, outcomes
         loser = next(o for o in outcomes if o != "completed")

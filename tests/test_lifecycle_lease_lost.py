@@ -8,8 +8,7 @@ from typing import Any
 
 from conftest import all_backends
 
-from engine import Engine
-from engine.runtime.leases import Leases
+from engine import Engine, EngineConfig
 
 
 @all_backends
@@ -17,8 +16,7 @@ def test_an_owner_that_lost_its_lease_stops_without_writing(store_url: str) -> N
     """Run A's owner is presumed dead while its tool is still running (its lease was taken
     over). When the tool returns, A records nothing more and stops: status 'running', the
     error naming the new owner; the tool after it never runs in A."""
-    engine = Engine.open(store_url)
-    engine.leases = Leases(engine.owner, ttl=0.3)  # beats every 0.1 s
+    engine = Engine(store_url, config=EngineConfig(lease_ttl=0.3))  # beats every 0.1 s
     entered, release = threading.Event(), threading.Event()
     ran: list[str] = []
 

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,9 @@ from agents import service
 from agents.kit import ROOT, Crash, log_of, python
 from conftest import all_backends, backends
 
-from engine import Engine
+from engine import Engine, EngineConfig
 from engine.errors import UsageError
-from engine.runtime.leases import HOST, Leases, RunBusy
+from engine.runtime.leases import HOST, RunBusy
 
 PROCESS_BACKENDS = backends("sqlite", "postgres")
 
@@ -133,11 +134,19 @@ def test_a_run_holds_its_lease_only_while_it_executes(eng: Engine) -> None:
     assert eng.owner.startswith(f"{HOST}:{os.getpid()}:")
 
 
+@pytest.fixture
+def short_lease(store_url: str) -> Iterator[Engine]:
+    """An engine whose leases last 0.6 s without a heartbeat."""
+    e = Engine(store_url, config=EngineConfig(lease_ttl=0.6))
+    yield e
+    e.close()
+
+
 @all_backends
-def test_the_heartbeat_renews_the_lease_while_a_long_call_runs(eng: Engine) -> None:
+def test_the_heartbeat_renews_the_lease_while_a_long_call_runs(short_lease: Engine) -> None:
     """With a 0.6 s lease, a call running 1.5 s keeps it: sampled every 50 ms it never
     lapses, its expiry moves forward, and another engine is refused meanwhile."""
-    eng.leases = Leases(eng.owner, ttl=0.6)
+    eng = short_lease
     samples: list[tuple[float, tuple[str, float] | None]] = []
     refused: list[str] = []
     other = Engine(eng.url, store=eng.store)  # another owner on the same store
@@ -235,7 +244,10 @@ def test_recoverers_racing_in_threads_never_run_a_run_twice(eng: Engine, engines
     counting = Counting()
     work = _crashable(eng, counting, delay=0.03)
     ids = _crashed_runs(eng, work, counting, 5)
-    pool = [eng] if engines == "one engine" else [eng, Engine(eng.url, store=eng.store)]
+    pool = [eng]
+    if engines == "two engines":  # another owner with the same code loaded (its agent)
+        pool.append(Engine(eng.url, store=eng.store))
+        pool[1].agent(work.fn)
     barrier = threading.Barrier(4)
     results: list[list[Any]] = []
     errors: list[BaseException] = []

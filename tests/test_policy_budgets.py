@@ -1,18 +1,18 @@
-"""Retry budgets stop retry storms: a per-run budget (``engine.guards.run_retry_budget``,
+"""Retry budgets stop retry storms: a per-run budget (``EngineConfig.run_retry_budget``,
 counted from the run's log, so a resume does not refill it) and a per-tool token bucket
 shared by every run of the process (``tool_retry_capacity`` / ``tool_retry_rate``,
-refilled by the injectable clock). An exhausted budget fails the call fast with an
+refilled by the configured clock). An exhausted budget fails the call fast with an
 error naming it. No real time passes: the clock moves only when a test moves it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from agents.fake_time import FakeTime, timed_engine
+from agents.fake_time import FakeTime, timed_engines
 from agents.kit import log_of
 from conftest import all_backends
 
@@ -28,8 +28,9 @@ def fake() -> FakeTime:
 
 
 @pytest.fixture
-def eng(store_url: str, fake: FakeTime) -> Iterator[Engine]:
-    yield from timed_engine(store_url, fake, seed=5)
+def engine_with(store_url: str, fake: FakeTime) -> Iterator[Callable[..., Engine]]:
+    """Engines on fake time built with the budgets a test names."""
+    yield from timed_engines(store_url, fake, seed=5)
 
 
 def count_types(eng: Engine, run_id: str, kind: str) -> int:
@@ -59,10 +60,12 @@ def test_token_bucket_spends_capacity_and_refills_with_the_clock() -> None:
 
 
 @all_backends
-def test_run_retry_budget_fails_the_call_fast_naming_the_budget(eng: Engine) -> None:
+def test_run_retry_budget_fails_the_call_fast_naming_the_budget(
+    engine_with: Callable[..., Engine],
+) -> None:
     """Budget 3, policy 20 attempts: three retries, then the fourth failure is final with
     an error naming the run's retry budget; agent code sees Transient."""
-    eng.guards.run_retry_budget = 3
+    eng = engine_with(run_retry_budget=3)
     count = Counter[str]()
     seen: list[str] = []
 
@@ -90,10 +93,12 @@ def test_run_retry_budget_fails_the_call_fast_naming_the_budget(eng: Engine) -> 
 
 
 @all_backends
-def test_the_run_budget_is_shared_by_its_calls_and_survives_a_resume(eng: Engine) -> None:
+def test_the_run_budget_is_shared_by_its_calls_and_survives_a_resume(
+    engine_with: Callable[..., Engine],
+) -> None:
     """Budget 4: the first tool spends 3 retries, the second gets one; a resume of the
     failed run re-attempts the call once but gets no retry (the log holds the count)."""
-    eng.guards.run_retry_budget = 4
+    eng = engine_with(run_retry_budget=4)
     count = Counter[str]()
 
     @eng.tool(retry=NOW)
@@ -128,11 +133,11 @@ def test_the_run_budget_is_shared_by_its_calls_and_survives_a_resume(eng: Engine
 
 @all_backends
 def test_tool_bucket_is_shared_by_runs_and_refills_with_the_clock(
-    eng: Engine, fake: FakeTime
+    engine_with: Callable[..., Engine], fake: FakeTime
 ) -> None:
     """Capacity 2, 0.5 token/s. Run A spends both tokens and then fails fast; run B gets
     no retry at all; another tool's bucket is untouched; 2 s later run C gets one."""
-    eng.guards.tool_retry_capacity, eng.guards.tool_retry_rate = 2, 0.5
+    eng = engine_with(tool_retry_capacity=2, tool_retry_rate=0.5)
     count = Counter[str]()
 
     @eng.tool(retry=NOW)
@@ -176,11 +181,13 @@ def test_tool_bucket_is_shared_by_runs_and_refills_with_the_clock(
 
 
 @all_backends
-def test_budgets_also_bound_resends_of_an_indeterminate_effect(eng: Engine, fake: FakeTime) -> None:
+def test_budgets_also_bound_resends_of_an_indeterminate_effect(
+    engine_with: Callable[..., Engine], fake: FakeTime
+) -> None:
     """A side effect that keeps timing out is re-sent (same key) with backoff, each re-send
     a retry_scheduled event; when the run's budget runs out it is verified once more and
     fails for good naming the budget, instead of hammering the service."""
-    eng.guards.run_retry_budget = 2
+    eng = engine_with(run_retry_budget=2)
     keys: list[str] = []
     verified: list[str] = []
 

@@ -246,12 +246,7 @@ def test_a_post_that_never_connected_is_retried_until_the_service_is_up(
     """Connection refused / connect timeout: nothing was sent, so the call is transient
     and retried after its backoff (during which the service comes up): one request."""
     with loopback(start) as svc:
-
-        def backoff(seconds: float) -> None:
-            fake.sleep(seconds)
-            svc.up()
-
-        eng.guards.sleep = backoff
+        fake.then = svc.up  # the service comes up during the backoff
         agent = make_agent(eng, make_charge(eng, svc, lib, "plain"), lib)
         r = eng.run(agent, order="o4")
         assert (r.status, r.output["receipt"]) == ("completed", "r-o4-1"), r

@@ -15,7 +15,7 @@ import pytest
 from agents.kit import log_of, tool_def
 from conftest import all_backends
 
-from engine import Engine, RetryPolicy
+from engine import Engine, EngineConfig, RetryPolicy
 from engine.runtime.attempts import RESPONSE_LIMIT
 
 CARD = "4111111111111111"
@@ -34,8 +34,7 @@ class HttpError(Exception):
 
 @pytest.fixture
 def eng(store_url: str) -> Iterator[Engine]:
-    e = Engine.open(store_url)
-    e.guards.sleep, e.guards.rng = (lambda s: None), random.Random(0)
+    e = Engine(store_url, config=EngineConfig(sleep=lambda s: None, rng=random.Random(0)))
     yield e
     e.close()
 

@@ -263,18 +263,17 @@ def test_a_resumed_run_continues_the_attempt_count(eng: Engine, fake: FakeTime) 
     def buyer(run: Any, item: str) -> list[Any]:
         return [reserve(item), quote(item)]
 
-    def stop_before_third(seconds: float) -> None:
-        fake.sleep(seconds)
+    def stop_before_third() -> None:
         if len(fake.slept) == 2:
             raise Stop
 
-    eng.guards.sleep = stop_before_third
+    fake.then = stop_before_third
     with pytest.raises(KeyboardInterrupt):
         eng.run(buyer, run_id="mid-retry", item="lamp")
     assert eng.state("mid-retry").status == "running"
     assert count == {"reserve": 1, "quote": 2}
 
-    eng.guards.sleep = fake.sleep
+    fake.then = None
     r = eng.resume("mid-retry")
     assert (r.status, r.output) == ("completed", ["lamp-1", 99])
     assert count == {"reserve": 1, "quote": 4}
@@ -302,15 +301,14 @@ def test_a_resumed_run_does_not_get_fresh_attempts(eng: Engine, fake: FakeTime) 
     def agent(run: Any) -> None:
         flaky()
 
-    def stop_second(seconds: float) -> None:
-        fake.sleep(seconds)
+    def stop_second() -> None:
         if len(fake.slept) == 2:
             raise Stop
 
-    eng.guards.sleep = stop_second
+    fake.then = stop_second
     with pytest.raises(KeyboardInterrupt):
         eng.run(agent, run_id="no-fresh")
-    eng.guards.sleep = fake.sleep
+    fake.then = None
     r = eng.resume("no-fresh")
     assert r.status == "failed" and count["n"] == 3
     failed = of_type(eng, "no-fresh", "tool_failed")
@@ -337,14 +335,13 @@ def test_a_side_effect_stopped_mid_retry_is_resent_with_its_key_and_counts_on(
     def agent(run: Any) -> str:
         return str(book("12A"))
 
-    def stop(seconds: float) -> None:
-        fake.sleep(seconds)
+    def stop() -> None:
         raise Stop
 
-    eng.guards.sleep = stop
+    fake.then = stop
     with pytest.raises(KeyboardInterrupt):
         eng.run(agent, run_id="book-stop")
-    eng.guards.sleep = fake.sleep
+    fake.then = None
     r = eng.resume("book-stop")
     assert (r.status, r.output) == ("completed", "12A-1")
     assert gw.requests == ["book-stop:1"] and count["book"] == 2

@@ -130,11 +130,7 @@ def test_read_only_tool_past_its_timeout_is_abandoned_and_its_late_result_kept(
             return "stale price"
         return "fresh price"
 
-    def sleep(seconds: float) -> None:
-        fake.sleep(seconds)
-        gate.set()  # the abandoned thread finishes during the backoff
-
-    eng.guards.sleep = sleep
+    fake.then = gate.set  # the abandoned thread finishes during the backoff
 
     @eng.agent
     def agent(run: Any) -> str:

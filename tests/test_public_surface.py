@@ -15,6 +15,7 @@ ENGINE_ALL = [
     "ConcurrencyError",
     "CorruptData",
     "Engine",
+    "EngineConfig",
     "EventView",
     "Indeterminate",
     "Logical",

@@ -13,8 +13,14 @@ from typing import Any
 from agents.kit import log_of, tool_def
 from conftest import all_backends
 
-from engine import Engine, Permanent, RetryPolicy
+from engine import Engine, EngineConfig, Permanent, RetryPolicy
 from engine.store import stream_id
+
+
+def engine_on(store_url: str, now: list[float]) -> Engine:
+    """An engine whose clock reads ``now[0]`` (the test moves it) and whose backoff
+    sleeps return at once."""
+    return Engine(store_url, config=EngineConfig(clock=lambda: now[0], sleep=lambda _s: None))
 
 
 def _outcome(eng: Engine, run_id: str, call: int) -> dict[str, Any]:
@@ -214,12 +220,10 @@ def test_compensating_an_effect_releases_its_business_key(eng: Engine) -> None:
 @all_backends
 def test_a_fallback_outcome_frees_the_business_key_instead_of_committing_it(store_url: str) -> None:
     """The degraded path is not the effect: a later run with the same key executes it."""
-    from engine import CircuitBreaker, Engine, RetryPolicy, Transient
+    from engine import CircuitBreaker, RetryPolicy, Transient
 
-    engine = Engine.open(store_url)
     now = [0.0]
-    engine.guards.clock = lambda: now[0]
-    engine.guards.sleep = lambda _s: None
+    engine = engine_on(store_url, now)
     sent: list[str] = []
     broken = {"on": True}
 
@@ -297,10 +301,8 @@ def test_a_fallback_after_an_unsure_attempt_keeps_the_key_claimed(store_url: str
     from engine import CircuitBreaker
     from engine.runtime import ledger
 
-    engine = Engine.open(store_url)
     now = [0.0]
-    engine.guards.clock = lambda: now[0]
-    engine.guards.sleep = lambda _s: None
+    engine = engine_on(store_url, now)
 
     def send(order: str, *, idempotency_key: str) -> str:
         raise TimeoutError("no reply")  # sent; outcome unknown
@@ -327,13 +329,13 @@ def test_a_fallback_after_an_unsure_attempt_keeps_the_key_claimed(store_url: str
 
 
 @all_backends
-def test_a_final_failure_after_an_unsure_attempt_keeps_the_key_claimed(eng: Engine) -> None:
+def test_a_final_failure_after_an_unsure_attempt_keeps_the_key_claimed(store_url: str) -> None:
     """Attempt 1 timed out (the charge may have landed), the verifier found nothing yet,
     attempt 2 failed permanently: the run fails but the ledger still holds its claim, so a
     second run with the same key does not send; it asks a person."""
     from engine.runtime import ledger
 
-    eng.guards.sleep = lambda _s: None
+    eng = Engine(store_url, config=EngineConfig(sleep=lambda _s: None))
     sent: list[int] = []
 
     @eng.tool(

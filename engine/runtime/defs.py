@@ -14,9 +14,10 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol
 
 import msgspec
+from typing_extensions import ParamSpec, TypeVar
 
 from ..errors import UsageError
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
@@ -25,6 +26,10 @@ from ..secrets import WORDS, Seen, folded, redact, replay_key
 DEFAULT_REDACT = WORDS  # CONTRACT's secret words, folded
 _json = msgspec.json.Encoder(order="deterministic")
 _packer = msgspec.msgpack.Encoder()
+
+# An agent's parameters and result; an unparameterised ``AgentDef`` means any.
+P = ParamSpec("P", default=...)
+R = TypeVar("R", default=Any)
 
 
 def args_hash(name: str, args: Any, key: bytes | None = None) -> str:
@@ -52,7 +57,7 @@ class ToolDef:
     fn: Callable[..., Any]
     name: str
     side_effect: bool = False
-    key: Callable[..., str] | None = None
+    key: Callable[..., object] | None = None
     verify: Callable[[str], Any] | None = None
     compensate: Callable[[Any], Any] | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -96,14 +101,22 @@ class ToolDef:
         return redact(value, self.redact, seen)
 
 
-@dataclass(eq=False)
-class AgentDef:
-    """A registered agent: ``fn(run, **input)``; found again by its import path."""
+class ToolLookup(Protocol):
+    """Where an agent's tools are found by name: the registry of the engine defining it."""
 
-    fn: Callable[..., Any]
+    def tool(self, name: str) -> ToolDef | None: ...
+
+
+@dataclass(eq=False)
+class AgentDef(Generic[P, R]):
+    """A registered agent: ``fn(run, **input)``; found again by its import path, its tools
+    in ``registry``. Called directly, it is ``fn`` (typed as ``fn`` is)."""
+
+    fn: Callable[P, R]
     name: str  # module:qualname
     import_path: str  # module name, or the script's file for __main__
     snapshot_every: int = 100
+    registry: ToolLookup | None = None  # the defining engine's tools
     is_async: bool = False
     version: str = ""
 
@@ -111,7 +124,7 @@ class AgentDef:
         self.is_async = inspect.iscoroutinefunction(self.fn)
         self.version = code_version(self.fn)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
     def check_input(self, input: dict[str, Any]) -> None:
@@ -141,10 +154,15 @@ def qualified(fn: Callable[..., Any]) -> tuple[str, str]:
     qualname = getattr(fn, "__qualname__", getattr(fn, "__name__", "agent"))
     path = module
     if module == "__main__":
-        main = sys.modules.get("__main__")
-        spec = getattr(main, "__spec__", None)
-        if spec is not None and spec.name and spec.name != "__main__":
-            module = path = spec.name  # run with python -m: importable by name
-        else:
-            path = os.path.abspath(getattr(main, "__file__", "") or "")
+        module, path = main_module_path(sys.modules.get("__main__"))
     return f"{module}:{qualname}", path
+
+
+def main_module_path(main: object) -> tuple[str, str]:
+    """The module name and import path a run started from ``__main__`` (``main``)
+    records: its name when run with ``python -m`` (importable by it), else the script's
+    file."""
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return spec.name, spec.name
+    return "__main__", os.path.abspath(getattr(main, "__file__", "") or "")

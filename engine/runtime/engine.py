@@ -9,10 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, overload
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any, TypeVar, overload
+
+from typing_extensions import ParamSpec, Unpack
 
 from .. import events as ev
 from .. import observe
@@ -27,30 +31,39 @@ from ..history import (
     state_at,
 )
 from ..kinds import Effects, RunStatus
-from ..policy import CircuitBreaker, Classifier, RetryPolicy, describe
+from ..policy import describe
 from ..secrets import key_check, refuse_secret_input, replay_key
 from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
-from . import adoption, calls, registry
+from . import adoption, declare
 from .answer import answer as answer_run
 from .catalog import Catalog
 from .config import EngineConfig
 from .context import current
-from .defs import DEFAULT_REDACT, AgentDef, ToolDef, normalize, qualified
+from .declare import ToolOptions
+from .defs import AgentDef, normalize
 from .driver import Driver
 from .driver import resume as resume_run
 from .driver import verify as verify_run
 from .guards import Guards
 from .journal import Journal
 from .leases import Leases, new_owner
+from .registry import Registry
 from .repository import RunRepository
 from .results import EventView, RunResult
 from .rewind import rewind as rewind_run
 from .saga import abandon as abandon_run
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 
 class Engine(Catalog):
-    """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store."""
+    """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store.
+
+    Everything an engine uses is its own, given or made when it is built: its settings
+    (``config``), guards, leases, the registry of the tools and agents it defined, and the
+    thread pool its async durable calls run in (shut down by ``close``)."""
 
     def __init__(
         self,
@@ -66,11 +79,14 @@ class Engine(Catalog):
         self.owner = new_owner()
         self.guards = Guards.of(config)
         self.leases = Leases(self.owner, ttl=config.lease_ttl)
+        self.registry = Registry()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     @classmethod
-    def open(cls, url: str | None = None) -> Engine:
+    def open(cls, url: str | None = None, *, config: EngineConfig | None = None) -> Engine:
         """An engine on ``url`` (default ``$AGENTLOG_URL``, else ``sqlite:///./agentlog.db``)."""
-        return cls(url)
+        return cls(url, config=config)
 
     @contextlib.contextmanager
     def kept_open(self, store: Store) -> Iterator[bool]:
@@ -79,85 +95,70 @@ class Engine(Catalog):
         with self._closing:
             yield self._store is store
 
+    def executor(self) -> Executor:
+        """The thread pool async durable calls run in: created on first use (as many
+        threads as asyncio's default pool), shut down by ``close``."""
+        with self._pool_lock:
+            if self._pool is None:
+                size = min(32, (os.cpu_count() or 1) + 4)
+                self._pool = ThreadPoolExecutor(size, thread_name_prefix="agentlog-call")
+            return self._pool
+
     def close(self) -> None:
+        """Close the store and shut the thread pool down; a thread still busy (a tool
+        abandoned at its timeout) is not waited for. The engine may be used again."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
         with self._closing:
             super().close()
 
     # --- decorators ------------------------------------------------------------------
 
     @overload
-    def tool(self, fn: Callable[..., Any]) -> Callable[..., Any]: ...
+    def tool(self, fn: Callable[P, R], **options: Unpack[ToolOptions]) -> Callable[P, R]: ...
     @overload
-    def tool(self, fn: None = None, **options: Any) -> Callable[[Callable[..., Any]], Any]: ...
+    def tool(
+        self, fn: None = None, **options: Unpack[ToolOptions]
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
-    def tool(self, fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-        """Make ``fn`` a durable tool: inside a run its calls are recorded and replayed."""
+    def tool(self, fn: Callable[P, R] | None = None, **options: Unpack[ToolOptions]) -> Any:
+        """Make ``fn`` a durable tool of this engine: inside a run its calls are recorded
+        and replayed. ``@engine.tool`` or ``@engine.tool(side_effect=True, ...)``; the
+        wrapper keeps ``fn``'s parameters and result type."""
         if fn is None:
-            return lambda f: self.tool(f, **options)
-        tool = _tool_def(fn, **options)
-        registry.add_tool(tool)
-
-        if tool.is_async:
-
-            @functools.wraps(fn)
-            async def durable_async(*args: Any, **kwargs: Any) -> Any:
-                ctx = current()
-                if ctx is None:
-                    return await fn(*args, **kwargs)
-                # The identity is taken now, before any await: concurrent calls
-                # (asyncio.gather) number in the order they are issued.
-                number = ctx.next_call()
-                loop = asyncio.get_running_loop()
-                call = asyncio.ensure_future(
-                    asyncio.to_thread(
-                        calls.call_tool, ctx, tool, args, kwargs, number=number, loop=loop
-                    )
-                )
-                ctx.in_flight.add(call)
-                call.add_done_callback(ctx.in_flight.discard)
-                return await call
-
-            durable_async.__agentlog_tool__ = tool  # type: ignore[attr-defined]
-            return durable_async
-
-        @functools.wraps(fn)
-        def durable(*args: Any, **kwargs: Any) -> Any:
-            ctx = current()
-            if ctx is None:
-                return fn(*args, **kwargs)  # outside a run: a plain call
-            return calls.call_tool(ctx, tool, args, kwargs)
-
-        durable.__agentlog_tool__ = tool  # type: ignore[attr-defined]
-        return durable
+            return lambda f: declare.tool(self.registry, f, options)
+        return declare.tool(self.registry, fn, options)
 
     @overload
-    def agent(self, fn: Callable[..., Any]) -> AgentDef: ...
+    def agent(
+        self, fn: Callable[P, R], *, snapshot_every: int = ..., name: str | None = ...
+    ) -> AgentDef[P, R]: ...
     @overload
     def agent(
         self, fn: None = None, *, snapshot_every: int = ..., name: str | None = ...
-    ) -> Callable[[Callable[..., Any]], AgentDef]: ...
+    ) -> Callable[[Callable[P, R]], AgentDef[P, R]]: ...
 
     def agent(
         self,
-        fn: Callable[..., Any] | None = None,
+        fn: Callable[P, R] | None = None,
         *,
         snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
         name: str | None = None,
     ) -> Any:
-        """Register ``fn(run, **input)`` as an agent."""
+        """Register ``fn(run, **input)`` as an agent of this engine (``name`` replaces the
+        recorded ``module:qualname``)."""
         if fn is None:
             return lambda f: self.agent(f, snapshot_every=snapshot_every, name=name)
-        qual, path = qualified(fn)
-        agent = AgentDef(fn, name or qual, path, snapshot_every=snapshot_every)
-        registry.add_agent(agent)
-        return agent
+        return declare.agent(self.registry, fn, snapshot_every=snapshot_every, name=name)
 
     # --- running ---------------------------------------------------------------------
 
     @functools.cached_property
     def _runs(self) -> RunRepository:
         """How this engine finds, leases and loads runs."""
-        return RunRepository(self, self.leases)
+        return RunRepository(self, self.leases, self.registry)
 
     @functools.cached_property
     def _driver(self) -> Driver:
@@ -269,35 +270,3 @@ class Engine(Catalog):
     def events(self, run_id: str) -> list[EventView]:
         """The run's recorded events, in order."""
         return [EventView.of(r) for r in read_events(self.store, self.resolve(run_id))]
-
-
-def _tool_def(
-    fn: Callable[..., Any],
-    *,
-    name: str | None = None,
-    side_effect: bool = False,
-    key: Callable[..., str] | None = None,
-    verify: Callable[[str], Any] | None = None,
-    compensate: Callable[[Any], Any] | None = None,
-    retry: RetryPolicy | None = None,
-    timeout: float | str | None = None,
-    breaker: CircuitBreaker | None = None,
-    fallback: Callable[..., Any] | None = None,
-    classify: Classifier | None = None,
-    redact: tuple[str, ...] | list[str] = (),
-    redact_default: bool = True,
-) -> ToolDef:
-    return ToolDef(
-        fn,
-        name or str(getattr(fn, "__qualname__", getattr(fn, "__name__", "tool"))),
-        side_effect=side_effect,
-        key=key,
-        verify=verify,
-        compensate=compensate,
-        retry=retry or RetryPolicy(),
-        timeout=timeout,
-        breaker=breaker,
-        fallback=fallback,
-        classify=classify,
-        redact=(DEFAULT_REDACT if redact_default else frozenset()) | set(redact),
-    )

@@ -2,7 +2,7 @@
 
 They are process state, not history: a breaker's transitions are recorded as events in
 the tool's own stream, budgets and latency statistics live in memory. Clock, sleep and
-random source are injectable so tests are deterministic and fast.
+random source come from the engine's config (tests pass fakes there), fixed once built.
 """
 
 from __future__ import annotations
@@ -134,9 +134,10 @@ class Latency:
             return min(self.ceiling, max(self.floor, self.mean + self.k * sigma))
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Guards:
-    """The guards of one engine: settings plus per-tool state, created on first use."""
+    """The guards of one engine: settings (fixed at construction, from its config) plus
+    per-tool state, created on first use."""
 
     run_retry_budget: int = 50
     tool_retry_capacity: float = 100.0
@@ -163,15 +164,15 @@ class Guards:
 
     def breaker(self, tool: str, settings: CircuitBreaker) -> Breaker:
         with self._lock:
-            if tool not in self.breakers:  # the clock is read through: injectable any time
-                self.breakers[tool] = Breaker(settings, lambda: self.clock())
+            if tool not in self.breakers:
+                self.breakers[tool] = Breaker(settings, self.clock)
             return self.breakers[tool]
 
     def bucket(self, tool: str) -> TokenBucket:
         with self._lock:
             if tool not in self.buckets:
                 self.buckets[tool] = TokenBucket(
-                    self.tool_retry_capacity, self.tool_retry_rate, lambda: self.clock()
+                    self.tool_retry_capacity, self.tool_retry_rate, self.clock
                 )
             return self.buckets[tool]
 

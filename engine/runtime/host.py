@@ -7,6 +7,7 @@ sits at the top of the runtime and imports them, never the other way round.
 from __future__ import annotations
 
 import contextlib
+from concurrent.futures import Executor
 from typing import Protocol
 
 from ..store import Store
@@ -30,6 +31,10 @@ class Host(Protocol):
 
     @property
     def owner(self) -> str: ...
+
+    def executor(self) -> Executor:
+        """The thread pool the host's async durable calls run in."""
+        ...
 
     def kept_open(self, store: Store) -> contextlib.AbstractContextManager[bool]:
         """Whether ``store`` is the host's open store; closing waits until the block ends."""

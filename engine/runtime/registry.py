@@ -1,8 +1,10 @@
-"""Process-wide registry of tool and agent definitions, and finding an agent again.
+"""An engine's own tools and agents, and finding an agent again by the name a run recorded.
 
-Definitions are registered by whichever ``Engine`` decorated them; the engine that runs
-an agent (say, the CLI's) finds them here, importing the agent's module (or script) by
-the path its run recorded when they are not loaded yet.
+Each ``Engine`` owns a :class:`Registry` of the definitions its decorators made, so two
+engines in one process may each define a tool ``charge``. The engine that runs an agent
+(say, the CLI's) looks in its own registry, else imports the agent's module (or script)
+by the path its run recorded and finds the definition there; an agent's tools are those
+of the engine that defined it. Nothing here is process-wide.
 """
 
 from __future__ import annotations
@@ -12,28 +14,47 @@ import importlib.util
 import os
 import sys
 import threading
+from types import ModuleType
+from typing import Any
 
 from .. import observe
 from ..errors import UsageError
-from .defs import AgentDef, ToolDef
-
-_lock = threading.Lock()
-TOOLS: dict[str, ToolDef] = {}
-AGENTS: dict[str, AgentDef] = {}
+from .defs import AgentDef, ToolDef, main_module_path
 
 
-def add_tool(tool: ToolDef) -> None:
-    with _lock:
-        before = TOOLS.get(tool.name)
-        TOOLS[tool.name] = tool
-    if before is not None and _origin(before.fn) != _origin(tool.fn):
-        observe.get().warning(
-            "tool_name_reused",
-            tool=tool.name,
-            was=_origin(before.fn),
-            now=_origin(tool.fn),
-            hint="pass name= to @engine.tool to keep tools apart",
-        )
+class Registry:
+    """The tools and agents one engine defined, by name (the latest definition wins)."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolDef] = {}
+        self._agents: dict[str, AgentDef] = {}
+        self._lock = threading.Lock()
+
+    def add_tool(self, tool: ToolDef) -> None:
+        """Keep ``tool``; warn when it replaces another function under the same name."""
+        with self._lock:
+            before = self._tools.get(tool.name)
+            self._tools[tool.name] = tool
+        if before is not None and _origin(before.fn) != _origin(tool.fn):
+            observe.get().warning(
+                "tool_name_reused",
+                tool=tool.name,
+                was=_origin(before.fn),
+                now=_origin(tool.fn),
+                hint="pass name= to @engine.tool to keep tools apart",
+            )
+
+    def add_agent(self, agent: AgentDef) -> None:
+        with self._lock:
+            self._agents[agent.name] = agent
+
+    def tool(self, name: str) -> ToolDef | None:
+        with self._lock:
+            return self._tools.get(name)
+
+    def agent(self, name: str) -> AgentDef | None:
+        with self._lock:
+            return self._agents.get(name)
 
 
 def _origin(fn: object) -> str:
@@ -41,45 +62,70 @@ def _origin(fn: object) -> str:
 
 
 def tool_for(agent: AgentDef, name: str) -> ToolDef | None:
-    """The tool named ``name`` that ``agent``'s calls recorded (its compensation undoes
-    them), or None if it is not defined in this process."""
-    return TOOLS.get(name)
+    """The tool named ``name`` as ``agent``'s code knows it (its compensation undoes the
+    calls ``agent``'s runs recorded): its engine's, else one its module imported from
+    another engine's module; None if neither defines it."""
+    found = agent.registry.tool(name) if agent.registry is not None else None
+    return found if found is not None else _imported_tool(agent, name)
 
 
-def add_agent(agent: AgentDef) -> None:
-    with _lock:
-        AGENTS[agent.name] = agent
+def _imported_tool(agent: AgentDef, name: str) -> ToolDef | None:
+    """A tool named ``name`` that the agent's module holds, directly (``from m import
+    charge``) or through a module it imported (``m.charge``)."""
+    namespace: dict[str, Any] = getattr(agent.fn, "__globals__", {})
+    for value in list(namespace.values()):
+        inner = vars(value).values() if isinstance(value, ModuleType) else ()
+        for candidate in (value, *list(inner)):
+            tool = getattr(candidate, "__dict__", {}).get("__agentlog_tool__")
+            if isinstance(tool, ToolDef) and tool.name == name:
+                return tool
+    return None
 
 
-def load_agent(name: str, import_path: str) -> AgentDef:
-    """The agent recorded as ``name`` (``module:qualname``), importing it if needed."""
-    found = AGENTS.get(name)
+def load_agent(name: str, import_path: str, known: Registry | None = None) -> AgentDef:
+    """The agent recorded as ``name`` (``module:qualname``): the one ``known`` (the running
+    engine's registry) defines, else the one its module defines, found by qualname or by
+    the recorded name (``name=``) among the module's agents and its engines' registries;
+    the module is imported, or its script loaded, if need be."""
+    found = known.agent(name) if known is not None else None
     if found is not None:
         return found
     module_name, _, qualname = name.partition(":")
-    if import_path.endswith(".py"):
-        module = _load_script(import_path)
-    else:
-        if "" not in sys.path and os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        try:
-            module = importlib.import_module(import_path or module_name)
-        except ImportError as e:
-            raise UsageError(f"cannot import agent {name}: {e}") from None
+    module = _module(name, module_name, import_path)
     obj: object = module
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
     if isinstance(obj, AgentDef):
         return obj
-    found = AGENTS.get(name)
-    if found is None:
-        raise UsageError(f"{name} is not an agent (decorate it with @engine.agent)")
-    return found
+    for value in list(vars(module).values()):
+        if isinstance(value, AgentDef) and value.name == name:
+            return value
+        own = getattr(value, "__dict__", {}).get("registry")  # an engine of the module's
+        found = own.agent(name) if isinstance(own, Registry) else None
+        if found is not None:
+            return found
+    raise UsageError(f"{name} is not an agent (decorate it with @engine.agent)")
 
 
-def _load_script(path: str) -> object:
+def _module(name: str, module_name: str, import_path: str) -> ModuleType:
+    """The agent's module: this process's ``__main__`` when the run started from it (its
+    code is not executed twice), else imported by name, or its script loaded."""
+    main = sys.modules.get("__main__")
+    if main is not None and import_path == main_module_path(main)[1]:
+        return main
+    if import_path.endswith(".py"):
+        return _load_script(import_path)
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(import_path or module_name)
+    except ImportError as e:
+        raise UsageError(f"cannot import agent {name}: {e}") from None
+
+
+def _load_script(path: str) -> ModuleType:
     """Import a script that was run as ``__main__`` under a private name (its main
-    block does not run); the agents it defines register under their recorded names."""
+    block does not run); its agents are found there by their recorded names."""
     if not os.path.isfile(path):
         raise UsageError(f"cannot find the agent's script {path}")
     name = "__agentlog_script_" + str(abs(hash(path)))

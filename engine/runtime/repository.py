@@ -27,8 +27,11 @@ class LoadedRun:
     """A run read once. The agent, journal and writer are built on first use, so a refusal
     that needs only the log (a finished run, a run not waiting) never imports agent code."""
 
-    def __init__(self, store: Store, log: RunLog, act: str) -> None:
+    def __init__(
+        self, store: Store, log: RunLog, act: str, known: registry.Registry | None = None
+    ) -> None:
         self.store = store
+        self._known = known  # the running engine's definitions, looked up first
         self.run_id: str = log.run_id
         self.recorded: list[Recorded] = log.recorded
         self.state: RunState = log.state
@@ -40,7 +43,7 @@ class LoadedRun:
     @functools.cached_property
     def agent(self) -> AgentDef:
         """The agent definition that runs the run (its module imported if need be)."""
-        return registry.load_agent(self.agent_name, self.import_path)
+        return registry.load_agent(self.agent_name, self.import_path, self._known)
 
     @functools.cached_property
     def journal(self) -> Journal:
@@ -61,9 +64,12 @@ def result_of(state: RunState) -> RunResult:
 class RunRepository:
     """The runs of one store: which run an id names, its owner lease, loading it."""
 
-    def __init__(self, catalog: Catalog, leases: Leases) -> None:
+    def __init__(
+        self, catalog: Catalog, leases: Leases, known: registry.Registry | None = None
+    ) -> None:
         self._catalog = catalog
         self.leases = leases
+        self.known = known  # the running engine's tools and agents
 
     @property
     def store(self) -> Store:
@@ -80,4 +86,4 @@ class RunRepository:
     def load(self, run_id: str, act: str) -> LoadedRun:
         """The run ``run_id`` (a full id), read and checked; refuses an imported run nobody
         adopted, saying it cannot ``act`` ("be resumed", "be answered", ...)."""
-        return LoadedRun(self.store, read_run(self.store, run_id), act)
+        return LoadedRun(self.store, read_run(self.store, run_id), act, self.known)

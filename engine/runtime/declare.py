@@ -1,0 +1,141 @@
+"""What the decorators make: a function turned into an engine's durable tool, or its agent.
+
+A tool's wrapper keeps the function's signature. Outside a run it is a plain call; inside
+one it is a durable call (``calls.call_tool``). Sync and async wrappers share that
+choice (:func:`_dispatch`) and differ only in awaiting it: an async tool's durable call
+runs in the executing engine's thread pool while the event loop awaits it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable
+from typing import Any, Literal, TypedDict, TypeVar
+
+from typing_extensions import ParamSpec, Unpack
+
+from ..history import DEFAULT_SNAPSHOT_EVERY
+from ..policy import CircuitBreaker, Classifier, RetryPolicy
+from . import calls
+from .context import RunContext, current
+from .defs import DEFAULT_REDACT, AgentDef, ToolDef, qualified
+from .registry import Registry
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options of ``@engine.tool(...)`` (CONTRACT.md); each has a default."""
+
+    name: str | None  # default: the function's qualname
+    side_effect: bool  # intent recorded and committed before the call
+    key: Callable[..., object] | None  # the business key, from the call's arguments
+    verify: Callable[[str], Any] | None  # verify(key) -> the recorded result, or None
+    compensate: Callable[..., Any] | None  # compensate(result) on abandon
+    retry: RetryPolicy | None
+    timeout: float | Literal["adaptive"] | None
+    breaker: CircuitBreaker | None
+    fallback: Callable[..., Any] | None  # the degraded path while the breaker is open
+    classify: Classifier | None
+    redact: tuple[str, ...] | list[str]  # argument names never persisted or logged
+    redact_default: bool  # also redact the secret words (CONTRACT's list)
+
+
+def tool(registry: Registry, fn: Callable[P, R], options: ToolOptions) -> Callable[P, R]:
+    """``fn`` as a durable tool defined in ``registry``."""
+    definition = tool_def(fn, **options)
+    registry.add_tool(definition)
+
+    if definition.is_async:
+
+        async def durable_async(*args: Any, **kwargs: Any) -> Any:
+            return await _dispatch(definition, fn, args, kwargs)
+
+        wrapper: Callable[..., Any] = durable_async
+    else:
+
+        def durable(*args: Any, **kwargs: Any) -> Any:
+            return _dispatch(definition, fn, args, kwargs)
+
+        wrapper = durable
+    functools.update_wrapper(wrapper, fn)
+    wrapper.__agentlog_tool__ = definition  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _dispatch(
+    tool: ToolDef, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """One call of ``tool``: outside a run, ``fn`` itself (an async tool's coroutine);
+    inside one, the durable call (an async tool's as a future its wrapper awaits)."""
+    ctx = current()
+    if ctx is None:
+        return fn(*args, **kwargs)
+    if not tool.is_async:
+        return calls.call_tool(ctx, tool, args, kwargs)
+    return _submit(ctx, tool, args, kwargs)
+
+
+def _submit(
+    ctx: RunContext, tool: ToolDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> asyncio.Future[Any]:
+    """Start an async tool's durable call in the engine's pool, with this context (the
+    run). Its identity is taken now, before any await: concurrent calls
+    (asyncio.gather) number in the order they are issued."""
+    number = ctx.next_call()
+    loop = asyncio.get_running_loop()
+    work = functools.partial(
+        contextvars.copy_context().run,
+        calls.call_tool,
+        ctx,
+        tool,
+        args,
+        kwargs,
+        number=number,
+        loop=loop,
+    )
+    call = loop.run_in_executor(ctx.host.executor(), work)
+    ctx.in_flight.add(call)
+    call.add_done_callback(ctx.in_flight.discard)
+    return call
+
+
+def agent(
+    registry: Registry,
+    fn: Callable[P, R],
+    *,
+    snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+    name: str | None = None,
+) -> AgentDef[P, R]:
+    """``fn(run, **input)`` as an agent defined in ``registry`` (whose tools it uses)."""
+    qual, path = qualified(fn)
+    definition = AgentDef(fn, name or qual, path, snapshot_every=snapshot_every, registry=registry)
+    registry.add_agent(definition)
+    return definition
+
+
+def tool_def(fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> ToolDef:
+    """The definition ``@engine.tool(**options)`` makes of ``fn``; TypeError for an
+    option it does not know (a misspelt one is not ignored)."""
+    unknown = sorted(set(options) - ToolOptions.__optional_keys__)
+    if unknown:
+        raise TypeError(f"@engine.tool got unexpected options: {', '.join(unknown)}")
+    redact = options.get("redact", ())
+    secret_words = DEFAULT_REDACT if options.get("redact_default", True) else frozenset()
+    return ToolDef(
+        fn,
+        options.get("name") or str(getattr(fn, "__qualname__", getattr(fn, "__name__", "tool"))),
+        side_effect=options.get("side_effect", False),
+        key=options.get("key"),
+        verify=options.get("verify"),
+        compensate=options.get("compensate"),
+        retry=options.get("retry") or RetryPolicy(),
+        timeout=options.get("timeout"),
+        breaker=options.get("breaker"),
+        fallback=options.get("fallback"),
+        classify=options.get("classify"),
+        redact=secret_words | set(redact),
+    )
