@@ -193,7 +193,7 @@ def _release(
     key_state = ledger.read(engine.store, effect.key)
     if not key_state.owned_by(run_id, effect.call):
         return []
-    return [ledger.release_event(key_state, effect.key, run_id, effect.call, reason)]
+    return [ledger.release_event(effect.key, key_state.version, run_id, effect.call, reason)]
 
 
 def _stuck(writer: RunWriter, call: int, message: str, kind: str = "permanent") -> RunResult:
