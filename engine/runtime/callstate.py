@@ -20,12 +20,14 @@ from .. import events as ev
 from ..kinds import FailureKind, Source
 from .defs import ToolDef
 
+# The structs below hold events and plain values, never themselves: the cycle collector
+# need not track them (gc=False), which makes the hot path's many small ones cheaper.
 AFFIRMATIVE = {"done", "yes", "y", "true", "1", "happened"}
 NEGATIVE = {"not done", "no", "n", "false", "0", "not happened", "did not happen"}
 INDETERMINATE, TRANSIENT = FailureKind.INDETERMINATE, FailureKind.TRANSIENT
 
 
-class CallState(msgspec.Struct, frozen=True):
+class CallState(msgspec.Struct, frozen=True, gc=False):
     """What the log (and, live, the ledger) says of one call identity."""
 
     kind: str  # tool, decide, plan, step, checkpoint, ask
@@ -147,14 +149,14 @@ def retried(entry: CallState, key: str | None) -> CallState:
 # --- observations: what the driver saw ----------------------------------------------
 
 
-class Returned(msgspec.Struct, frozen=True):
+class Returned(msgspec.Struct, frozen=True, gc=False):
     """The attempt returned ``value``."""
 
     value: Any
     duration: float
 
 
-class Failed(msgspec.Struct, frozen=True):
+class Failed(msgspec.Struct, frozen=True, gc=False):
     """The attempt failed (``elapsed``: since the first attempt of this series)."""
 
     kind: str
@@ -162,11 +164,11 @@ class Failed(msgspec.Struct, frozen=True):
     elapsed: float
 
 
-class CircuitOpen(msgspec.Struct, frozen=True):
+class CircuitOpen(msgspec.Struct, frozen=True, gc=False):
     """The tool's breaker refused the attempt."""
 
 
-class NoBudget(msgspec.Struct, frozen=True):
+class NoBudget(msgspec.Struct, frozen=True, gc=False):
     """A retry of a failure of ``kind`` was refused by a retry budget (``reason``)."""
 
     kind: str
@@ -174,13 +176,13 @@ class NoBudget(msgspec.Struct, frozen=True):
     reason: str
 
 
-class Unsure(msgspec.Struct, frozen=True):
+class Unsure(msgspec.Struct, frozen=True, gc=False):
     """A recorded request's outcome is unknown (the ledger did not settle it)."""
 
     reason: str
 
 
-class Held(msgspec.Struct, frozen=True):
+class Held(msgspec.Struct, frozen=True, gc=False):
     """Another run holds the key and its outcome stays unknown (intent now written)."""
 
     reason: str
@@ -192,7 +194,7 @@ Observation = Returned | Failed | CircuitOpen | NoBudget | Unsure | Held
 # --- decisions: what happens next ------------------------------------------------------
 
 
-class Attempt(msgspec.Struct, frozen=True):
+class Attempt(msgspec.Struct, frozen=True, gc=False):
     """Run the tool (under the call's key). ``again``: a retry within the current series,
     whose ``max_elapsed`` counts from its first attempt; otherwise a series starts (the
     first attempt, a re-send after an uncertain outcome)."""
@@ -200,40 +202,40 @@ class Attempt(msgspec.Struct, frozen=True):
     again: bool = False
 
 
-class Retry(msgspec.Struct, frozen=True):
+class Retry(msgspec.Struct, frozen=True, gc=False):
     """Record the failed attempt, wait out a jittered backoff (if a retry budget allows:
     else decide on ``NoBudget``), then ``then``."""
 
     then: Decision
 
 
-class Verify(msgspec.Struct, frozen=True):
+class Verify(msgspec.Struct, frozen=True, gc=False):
     """Ask the tool's verifier: an effect it finds is the outcome; else ``otherwise``."""
 
     otherwise: Decision
 
 
-class Ask(msgspec.Struct, frozen=True):
+class Ask(msgspec.Struct, frozen=True, gc=False):
     """Pause the run: a person says whether the effect happened."""
 
     reason: str
 
 
-class Pause(msgspec.Struct, frozen=True):
+class Pause(msgspec.Struct, frozen=True, gc=False):
     """The question was asked and is not answered yet."""
 
     message: str
 
 
-class Resend(msgspec.Struct, frozen=True):
+class Resend(msgspec.Struct, frozen=True, gc=False):
     """A person said it did not happen: a fresh intent, then a new series of attempts."""
 
 
-class Fallback(msgspec.Struct, frozen=True):
+class Fallback(msgspec.Struct, frozen=True, gc=False):
     """Take the tool's degraded path (not the effect)."""
 
 
-class Done(msgspec.Struct, frozen=True):
+class Done(msgspec.Struct, frozen=True, gc=False):
     """The call's outcome is ``value`` (from ``source``); ``with_intent``: write the
     intent with it even if one was written."""
 
@@ -243,7 +245,7 @@ class Done(msgspec.Struct, frozen=True):
     with_intent: bool = False
 
 
-class Fail(msgspec.Struct, frozen=True):
+class Fail(msgspec.Struct, frozen=True, gc=False):
     """The call fails for good; ``chained``: the last attempt's error is the cause."""
 
     kind: str

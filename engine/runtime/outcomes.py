@@ -54,14 +54,27 @@ def record(
     with_intent: bool | None = None,
 ) -> CallState:
     """Append ``events`` in one commit, preceded by the intent if asked, or by default if
-    none was written yet (a read-only tool's)."""
+    none was written yet (a read-only tool's); the state with the intent written."""
+    written = _append(call, state, events, extra, with_intent)
+    return state if written is None else evolve(state, written)
+
+
+def _append(
+    call: Call,
+    state: CallState,
+    events: tuple[ev.Event, ...],
+    extra: list[Append] | None,
+    with_intent: bool | None,
+) -> ev.ToolInvoked | None:
+    """``record`` for the call's last write (no state after it): the intent if written."""
+    written = None
     if with_intent is None:
         with_intent = state.intent is None
     if with_intent:
         written = intent(call, state)
-        events, state = (written, *events), evolve(state, written)
+        events = (written, *events)
     call.ctx.record(*events, extra=extra or ())
-    return state
+    return written
 
 
 def succeed(
@@ -99,7 +112,7 @@ def succeed(
                 extra.append(ledger.commit_event(key, version, run_id, call.number, value))
             else:  # the degraded path is not the effect: the key is free again
                 extra.append(ledger.release_event(key, version, run_id, call.number, source))
-        record(call, state, done, extra=extra, with_intent=with_intent or state.intent is None)
+        _append(call, state, (done,), extra, with_intent or state.intent is None)
     failpoints.hit("after_outcome")
     ctx.log.info("tool_succeeded", call=call.number, tool=tool.name, key=state.key, source=source)
     return value
@@ -127,7 +140,7 @@ def fail(
     if releases(state, kind):
         assert state.key is not None
         extra.append(ledger.release_event(state.key, state.claim, ctx.run_id, call.number, kind))
-    record(call, state, final, extra=extra)
+    _append(call, state, (final,), extra, None)
     ctx.failed_call = call.number
     ctx.log.info("tool_failed", call=call.number, tool=call.tool.name, kind=kind, key=state.key)
 

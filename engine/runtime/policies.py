@@ -1,6 +1,6 @@
 """The policies an attempt runs under, as steps around it, and those between attempts.
 
-An attempt is a pipeline: each step takes the call, its state and the next step, and
+An attempt is a pipeline: each step takes the next step, the call and its state, and
 returns what came of it (``Returned``, ``Raised``, or ``CircuitOpen``). ``latency`` feeds
 adaptive timeouts, ``breaker`` may refuse the attempt and learns from its end, and
 ``attempt`` (innermost) invokes the tool under its timeout and classifies a failure.
@@ -11,6 +11,7 @@ its jittered backoff.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -34,7 +35,7 @@ class Raised(msgspec.Struct, frozen=True):
 
 Outcome = Returned | Raised | CircuitOpen
 Next = Callable[[Call, CallState], Outcome]
-Step = Callable[[Call, CallState, Next], Outcome]
+Step = Callable[[Next, Call, CallState], Outcome]  # its first argument: the next step
 CIRCUIT_OPEN = CircuitOpen()
 
 
@@ -53,7 +54,7 @@ def attempt(call: Call, state: CallState) -> Outcome:
     return Returned(result, clock() - started)
 
 
-def breaker(call: Call, state: CallState, then: Next) -> Outcome:
+def breaker(then: Next, call: Call, state: CallState) -> Outcome:
     """Fail fast while the tool's circuit is open; a transient or indeterminate failure
     counts against it, a success closes it, any other end says nothing of its health."""
     tool, guards = call.tool, call.ctx.guards
@@ -75,7 +76,7 @@ def breaker(call: Call, state: CallState, then: Next) -> Outcome:
     return out
 
 
-def latency(call: Call, state: CallState, then: Next) -> Outcome:
+def latency(then: Next, call: Call, state: CallState) -> Outcome:
     """A returned attempt's duration joins the tool's latency (adaptive timeouts)."""
     out = then(call, state)
     if isinstance(out, Returned):
@@ -86,15 +87,8 @@ def latency(call: Call, state: CallState, then: Next) -> Outcome:
 def chain(steps: Sequence[Step], last: Next) -> Next:
     """``steps`` around ``last``, the first outermost."""
     for step in reversed(steps):
-        last = _around(step, last)
+        last = partial(step, last)
     return last
-
-
-def _around(step: Step, then: Next) -> Next:
-    def run(call: Call, state: CallState) -> Outcome:
-        return step(call, state, then)
-
-    return run
 
 
 run_attempt = chain((latency, breaker), attempt)
