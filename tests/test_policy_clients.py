@@ -25,7 +25,7 @@ from agents.loopback import READ_TIMEOUT, Loopback, loopback
 
 from engine import Engine, RetryPolicy
 from engine.runtime import ledger
-from engine.runtime.attempts import RESPONSE_LIMIT
+from engine.runtime.evidence import RESPONSE_LIMIT
 
 STORES = pytest.mark.parametrize(
     "store_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True

@@ -16,7 +16,7 @@ from agents.kit import log_of, tool_def
 from conftest import all_backends
 
 from engine import Engine, EngineConfig, RetryPolicy
-from engine.runtime.attempts import RESPONSE_LIMIT
+from engine.runtime.evidence import RESPONSE_LIMIT
 
 CARD = "4111111111111111"
 
@@ -131,12 +131,12 @@ def test_final_failures_carry_evidence_and_no_response_means_none(eng: Engine) -
 
 def test_response_truncation_counts_bytes_not_characters() -> None:
     """2 KiB means bytes: a multi-byte response is cut on a character boundary."""
-    from engine.runtime.attempts import _truncated
+    from engine.runtime.evidence import truncated
 
     text = "é" * 3000  # 2 bytes each
-    cut = _truncated(text)
+    cut = truncated(text)
     assert len(cut.encode()) <= RESPONSE_LIMIT and len(cut) == RESPONSE_LIMIT // 2
-    assert _truncated("short") == "short"
-    assert _truncated({"a": 1}) == "{'a': 1}"
-    assert _truncated(b"\xff" * 5000).startswith("\ufffd")
-    assert len(_truncated(b"\xff" * 5000).encode()) <= RESPONSE_LIMIT
+    assert truncated("short") == "short"
+    assert truncated({"a": 1}) == "{'a': 1}"
+    assert truncated(b"\xff" * 5000).startswith("\ufffd")
+    assert len(truncated(b"\xff" * 5000).encode()) <= RESPONSE_LIMIT

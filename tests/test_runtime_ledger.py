@@ -57,6 +57,27 @@ def test_business_key_executes_once_across_runs(eng: Engine) -> None:
 
 
 @all_backends
+def test_a_ledger_outcome_of_none_is_returned_without_running_the_tool(eng: Engine) -> None:
+    """The ledger's outcome is the call's even when it is None (a tool with no result):
+    the second run records it (source 'ledger') and never sends the effect again."""
+    sent: list[str] = []
+
+    @eng.tool(side_effect=True, key=lambda order: f"notify:{order}")
+    def notify(order: str) -> None:
+        sent.append(order)
+
+    @eng.agent
+    def notifier(run: Any, order: str) -> str:
+        notify(order)
+        return "ok"
+
+    one, two = eng.run(notifier, order="o1"), eng.run(notifier, order="o1")
+    assert (one.status, two.status) == ("completed", "completed")
+    assert sent == ["o1"]
+    assert _outcome(eng, two.run_id, 1)["source"] == "ledger"
+
+
+@all_backends
 def test_business_key_is_deduped_across_a_fork(eng: Engine) -> None:
     """A resend fork that re-executes a keyed effect gets the ledger's outcome; an unkeyed
     effect after the target is sent again under the fork's default key."""

@@ -51,19 +51,22 @@ def check_args(state: KeyState, key: str, ahash: str) -> None:
         )
 
 
-def claim_event(state: KeyState, key: str, run_id: str, call: int, ahash: str) -> Append:
+def claim_event(key: str, version: int, run_id: str, call: int, ahash: str) -> Append:
+    """Claim ``key``, whose stream is at ``version``, for ``call`` of ``run_id``."""
     e = ev.EffectClaimed(at=ev.now(), key=key, run_id=run_id, call=call, args_hash=ahash)
-    return Append(stream_id("effect:" + key), state.version + 1, e)
+    return Append(stream_id("effect:" + key), version + 1, e)
 
 
-def commit_event(state: KeyState, key: str, run_id: str, call: int, result: object) -> Append:
+def commit_event(key: str, version: int, run_id: str, call: int, result: object) -> Append:
+    """Record that the effect under ``key`` happened, with ``result``."""
     e = ev.EffectCommitted(at=ev.now(), key=key, run_id=run_id, call=call, result=result)
-    return Append(stream_id("effect:" + key), state.version + 1, e)
+    return Append(stream_id("effect:" + key), version + 1, e)
 
 
-def release_event(state: KeyState, key: str, run_id: str, call: int, reason: str) -> Append:
+def release_event(key: str, version: int, run_id: str, call: int, reason: str) -> Append:
+    """Free ``key``: the effect did not happen (or was undone)."""
     e = ev.EffectReleased(at=ev.now(), key=key, run_id=run_id, call=call, reason=reason)
-    return Append(stream_id("effect:" + key), state.version + 1, e)
+    return Append(stream_id("effect:" + key), version + 1, e)
 
 
 def wait_settled(store: Store, key: str, seconds: float, poll: float = 0.05) -> KeyState:

@@ -1,105 +1,158 @@
-"""A tool call in flight and how its intent and outcome are written to the log."""
+"""A tool call in flight and how its events are written: intent, outcome, the ledger's
+commit or release with it, and the tool's own stream (breaker transitions, late results).
+
+Each writer takes the call's ``CallState`` and returns it evolved by what it wrote.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from .. import events as ev
 from .. import failpoints
-from ..store import Append
+from ..store import Append, Store, stream_id
 from . import ledger
+from .callstate import CallState, Settlement, evolve, releases, settle
 from .context import RunContext
 from .defs import ToolDef, normalize
 
 
-@dataclass
-class Call:
-    """One tool call in flight: who, what, under which key, how far it got."""
+class Call(msgspec.Struct, frozen=True):
+    """What is called: the run, the tool, the call identity and its arguments."""
 
     ctx: RunContext
     tool: ToolDef
     number: int
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    named: dict[str, Any]
     ahash: str
-    key: str | None = None
-    business: bool = False
-    attempts: int = 0
-    intent_written: bool = False
-    claim_version: int = 0  # the ledger version of our claim (business keys)
-    maybe_landed: bool = False  # an attempt's outcome was unknown: the effect may exist
-    parent_call: int | None = None  # a fork taking over its parent's effect at this call
-    loop: asyncio.AbstractEventLoop | None = None
-    shown: dict[str, Any] = field(default_factory=dict)  # the arguments as recorded (redacted)
-
-    @property
-    def run_id(self) -> str:
-        return self.ctx.run_id
+    shown: dict[str, Any]  # the arguments as recorded (redacted)
+    loop: asyncio.AbstractEventLoop | None = None  # an async tool's: the agent's loop
 
 
-def intent(c: Call) -> ev.ToolInvoked:
+def intent(call: Call, state: CallState) -> ev.ToolInvoked:
     return ev.ToolInvoked(
         at=ev.now(),
-        call=c.number,
-        tool=c.tool.name,
-        args=c.shown,
-        args_hash=c.ahash,
-        key=c.key,
-        side_effect=c.tool.side_effect,
-        parent_call=c.parent_call,
+        call=call.number,
+        tool=call.tool.name,
+        args=call.shown,
+        args_hash=call.ahash,
+        key=state.key,
+        side_effect=call.tool.side_effect,
+        parent_call=state.parent_call,
     )
-
-
-def succeed(
-    c: Call, result: Any, *, source: str, intent: bool = False, duration: float = 0.0
-) -> Any:
-    # Secret-named entries are redacted live too: the agent sees what a replay will give it.
-    value = c.tool.redacted(normalize(result, f"result of tool {c.tool.name}"), c.ctx.seen)
-    done = ev.ToolSucceeded(
-        at=ev.now(),
-        call=c.number,
-        tool=c.tool.name,
-        result=value,
-        attempt=max(c.attempts, 1),
-        duration=duration,
-        source=source,
-    )
-    extra: list[Append] = []
-    if c.business and c.claim_version and source != "ledger":
-        assert c.key is not None
-        state = ledger.KeyState(c.claim_version, None, None)
-        if source == "fallback":  # the degraded path is not the effect: free the key,
-            if not c.maybe_landed:  # unless an earlier attempt may have landed it
-                extra.append(ledger.release_event(state, c.key, c.run_id, c.number, "fallback"))
-        else:
-            extra.append(ledger.commit_event(state, c.key, c.run_id, c.number, value))
-    tool = c.tool
-    if (
-        source == "executed"
-        and c.intent_written
-        and not extra
-        and tool.side_effect
-        and (tool.verify is not None or tool.takes_key)
-        and c.ctx.config.defer_outcomes
-    ):
-        c.ctx.defer(done)  # a crash before the next commit leaves it uncertain: self-resolving
-    else:
-        record(c, done, extra=extra, with_intent=intent or not c.intent_written)
-    failpoints.hit("after_outcome")
-    c.ctx.log.info("tool_succeeded", call=c.number, tool=c.tool.name, key=c.key, source=source)
-    return value
 
 
 def record(
-    c: Call, *events: ev.Event, extra: list[Append] | None = None, with_intent: bool | None = None
-) -> None:
-    """Append ``events``, preceded by the intent if it was not written yet (read-only tools)."""
+    call: Call,
+    state: CallState,
+    *events: ev.Event,
+    extra: list[Append] | None = None,
+    with_intent: bool | None = None,
+) -> CallState:
+    """Append ``events`` in one commit, preceded by the intent if asked, or by default if
+    none was written yet (a read-only tool's); the state with the intent written."""
+    written = _append(call, state, events, extra, with_intent)
+    return state if written is None else evolve(state, written)
+
+
+def _append(
+    call: Call,
+    state: CallState,
+    events: tuple[ev.Event, ...],
+    extra: list[Append] | None,
+    with_intent: bool | None,
+) -> ev.ToolInvoked | None:
+    """``record`` for the call's last write (no state after it): the intent if written."""
+    written = None
     if with_intent is None:
-        with_intent = not c.intent_written
+        with_intent = state.intent is None
     if with_intent:
-        events = (intent(c), *events)
-        c.intent_written = True
-    c.ctx.record(*events, extra=extra or ())
+        written = intent(call, state)
+        events = (written, *events)
+    call.ctx.record(*events, extra=extra or ())
+    return written
+
+
+def succeed(
+    call: Call,
+    state: CallState,
+    result: Any,
+    source: str,
+    *,
+    duration: float = 0.0,
+    with_intent: bool = False,
+) -> Any:
+    """Write the call's outcome ``result`` (settling its key, or deferred) and return it
+    as a replay will give it."""
+    tool, ctx = call.tool, call.ctx
+    # Secret-named entries are redacted live too: the agent sees what a replay will give it.
+    value = tool.redacted(normalize(result, f"result of tool {tool.name}"), ctx.seen)
+    done = ev.ToolSucceeded(
+        at=ev.now(),
+        call=call.number,
+        tool=tool.name,
+        result=value,
+        attempt=max(state.attempts, 1),
+        duration=duration,
+        source=source,
+    )
+    how = settle(tool, state, source, defer=ctx.config.defer_outcomes)
+    if how is Settlement.DEFER:
+        ctx.defer(done)  # a crash before the next commit leaves it uncertain: self-resolving
+    else:
+        extra: list[Append] = []
+        if how is not Settlement.RECORD:
+            assert state.key is not None
+            key, version, run_id = state.key, state.claim, ctx.run_id
+            if how is Settlement.COMMIT:
+                extra.append(ledger.commit_event(key, version, run_id, call.number, value))
+            else:  # the degraded path is not the effect: the key is free again
+                extra.append(ledger.release_event(key, version, run_id, call.number, source))
+        _append(call, state, (done,), extra, with_intent or state.intent is None)
+    failpoints.hit("after_outcome")
+    ctx.log.info("tool_succeeded", call=call.number, tool=tool.name, key=state.key, source=source)
+    return value
+
+
+def fail(
+    call: Call, state: CallState, kind: str, message: str, failed: ev.ToolFailed | None
+) -> None:
+    """Write the call's final failure (its last failed attempt's evidence with it),
+    freeing its key unless the effect may have happened."""
+    ctx = call.ctx
+    final = ev.ToolFailed(
+        at=ev.now(),
+        call=call.number,
+        tool=call.tool.name,
+        kind=kind,
+        message=message,
+        error_type=failed.error_type if failed else "",
+        attempt=max(state.attempts, 1),
+        final=True,
+        duration=failed.duration if failed else 0.0,
+        evidence=failed.evidence if failed else {},
+    )
+    extra: list[Append] = []
+    if releases(state, kind):
+        assert state.key is not None
+        extra.append(ledger.release_event(state.key, state.claim, ctx.run_id, call.number, kind))
+    _append(call, state, (final,), extra, None)
+    ctx.failed_call = call.number
+    ctx.log.info("tool_failed", call=call.number, tool=call.tool.name, kind=kind, key=state.key)
+
+
+def tool_stream_append(store: Store, tool: str, event: ev.Event) -> bool:
+    """Append ``event`` to the tool's own stream (breaker transitions, late results);
+    other processes write it too, so a conflict re-reads its end. False if it failed."""
+    sid = stream_id("tool:" + tool)
+    for _ in range(5):
+        try:
+            store.append([Append(sid, store.last_position(sid) + 1, event)])
+            return True
+        except Exception:  # a lost evidence record must not fail the call
+            continue
+    return False

@@ -150,7 +150,9 @@ class Saga:
         key_state = ledger.read(self.writer.store, effect.key)
         if not key_state.owned_by(self.run_id, effect.call):
             return []
-        return [ledger.release_event(key_state, effect.key, self.run_id, effect.call, reason)]
+        return [
+            ledger.release_event(effect.key, key_state.version, self.run_id, effect.call, reason)
+        ]
 
     def stuck(self, call: int, message: str, kind: str = FailureKind.PERMANENT) -> RunResult:
         """Undoing cannot finish safely: the run fails, naming the effect; abandon retries."""

@@ -78,7 +78,9 @@ def craft_uncertain(
     )
     extra = []
     if t.key is not None:
-        extra.append(ledger.claim_event(ledger.read(engine.store, key), key, run_id, 1, ahash))
+        extra.append(
+            ledger.claim_event(key, ledger.read(engine.store, key).version, run_id, 1, ahash)
+        )
     writer.append(intent, extra=extra)
     return key
 
