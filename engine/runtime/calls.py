@@ -19,9 +19,9 @@ from msgspec.structs import replace
 
 from .. import events as ev
 from .. import failpoints
-from ..effects import Effect
+from ..effects import Effect, Outcome
 from ..errors import ConcurrencyError, NonDeterminismError, Paused, ToolError, UsageError
-from ..kinds import FailureKind, Source
+from ..kinds import Source
 from ..policy import error_for
 from . import forks, ledger
 from .calldriver import drive
@@ -89,8 +89,7 @@ def call_tool(
         if isinstance(out, ev.ToolFailed) and ctx.journal.failed_call != number:
             ctx.failed_call = number
             raise error_for(out.kind, f"{tool.name}: {out.message}")  # as it was raised live
-        unsure = isinstance(out, ev.ToolFailed) and out.kind == FailureKind.INDETERMINATE
-        if entry.intent is not None and (out is None or unsure) and tool.side_effect:
+        if entry.unresolved and tool.side_effect:
             ctx.live(number, f"resolve uncertain {tool.name}")
             return drive(call, *_resolve_uncertain(call, resumed(entry, key)))
         state = retried(entry, key)  # the failure that ended the run: re-attempt it
@@ -109,7 +108,7 @@ def _take_over(call: Call, state: CallState, parent: Effect) -> Opening:
     is resolved under the parent's key (ledger, verifier, same-key re-send, or a person),
     never by a blind send under the fork's own key."""
     state = replace(state, key=parent.key or state.key, parent_call=parent.call)
-    if parent.outcome == "committed":
+    if parent.outcome == Outcome.COMMITTED:
         return state, Done(parent.result, Source.PARENT, with_intent=True)
     state = record(call, state, with_intent=True)
     return _resolve_uncertain(call, replace(state, maybe_landed=True))

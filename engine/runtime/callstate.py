@@ -48,6 +48,16 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
     def describe(self) -> str:
         return f"{self.kind} {self.name!r}"
 
+    @property
+    def unresolved(self) -> bool:
+        """Its intent went out and the log does not say how it ended (no outcome, or a
+        final ``indeterminate`` failure): a re-execution resolves it (ledger, verifier,
+        same-key re-send or a person) before anything is sent again. The run-level
+        reader of the same question is :func:`engine.effects.uncertain`."""
+        out = self.outcome
+        unsure = isinstance(out, ev.ToolFailed) and out.kind == INDETERMINATE
+        return self.intent is not None and (out is None or unsure)
+
     def attempted(self) -> CallState:
         """An attempt went out (the log records how it ended)."""
         return replace(self, attempts=self.attempts + 1)

@@ -9,7 +9,7 @@ import uuid
 import msgspec
 
 from .. import events as ev
-from ..effects import Effect, effects
+from ..effects import Effect, answered, effects
 from ..errors import UsageError
 from ..history import RunWriter, read_events, resolve_position, standing
 from ..state import RunState
@@ -120,6 +120,6 @@ def outside_calls(recorded: list[Recorded], target: int) -> int:
         e = r.event
         if isinstance(e, ev.ToolInvoked):
             open_at[e.call] = r.position
-        elif isinstance(e, ev.ToolSucceeded) or (isinstance(e, ev.ToolFailed) and e.final):
-            open_at.pop(e.call, None)
+        elif (call := answered(e)) is not None:
+            open_at.pop(call, None)
     return min(open_at.values()) - 1 if open_at else target
