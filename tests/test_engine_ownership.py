@@ -4,6 +4,8 @@ its async durable calls run in, which ``close`` shuts down."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import random
 import sys
@@ -193,17 +195,35 @@ def test_an_agent_only_its_modules_engine_holds_is_found_by_recorded_name(
     assert found.name == f"made-{tag}" and found.fn(None, n=1) == 2
 
 
+SERVICE = """
+import TOOLS
+
+
+def pay(order: str) -> str:
+    return TOOLS.charge(order)
+"""
+
+
 @pytest.mark.parametrize(
     ("imports", "call"),
-    [("from TOOLS import charge", "charge"), ("import TOOLS", "TOOLS.charge")],
+    [
+        ("from TOOLS import charge", "charge"),
+        ("import TOOLS", "TOOLS.charge"),
+        ("from SERVICE import pay", "pay"),  # reached only through a module of the user's
+    ],
 )
 def test_a_tool_imported_from_another_engines_module_is_undone_with_its_compensation(
     store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, imports: str, call: str
 ) -> None:
     """The agent's engine did not define ``charge``: the module the agent's module imported
-    it from did (on an engine of its own); abandon still finds its compensation."""
+    it from did (on an engine of its own), directly or through another module; abandon
+    still finds its compensation, as a process-wide registry did."""
     tag = uuid.uuid4().hex[:8]
     tools = _module(tmp_path, monkeypatch, f"tools_{tag}", TOOLS)
+    service = SERVICE.replace("TOOLS", tools.__name__)
+    imports = imports.replace(
+        "SERVICE", _module(tmp_path, monkeypatch, f"service_{tag}", service).__name__
+    )
     text = AGENTS.replace("IMPORT", imports).replace("CALL", call)
     agents = _module(tmp_path, monkeypatch, f"agents_{tag}", text.replace("TOOLS", tools.__name__))
     runner = Engine(store_url)
@@ -276,5 +296,38 @@ def test_async_durable_calls_run_in_the_engines_own_pool_which_close_shuts_down(
     try:
         assert eng.run(agent, order="o2").output == "sent o2"
         assert eng.executor() is not pool
+    finally:
+        eng.close()
+
+
+def test_concurrent_async_calls_are_not_queued_behind_a_small_pool(store_url: str) -> None:
+    """Two runs of an async agent, each gathering 12 calls of a tool that waits until all
+    24 have started: every call holds a pool thread while its tool runs, so the engine's
+    pool must be wider than asyncio's default (6 threads on two cores) or they deadlock
+    (the tools give up after a generous 60 s and the runs fail)."""
+    eng = Engine(store_url)
+    lock, started, everyone = threading.Lock(), [0], threading.Event()
+
+    @eng.tool
+    async def wait_for_all(i: int) -> int:
+        with lock:
+            started[0] += 1
+            if started[0] == 24:
+                everyone.set()
+        for _ in range(6000):  # gives up after about 60 s, only when the pool is too small
+            if everyone.is_set():
+                return i
+            await asyncio.sleep(0.01)
+        raise RuntimeError(f"only {started[0]} of 24 calls started")
+
+    @eng.agent
+    async def agent(run: Any, n: int) -> int:
+        return sum(await asyncio.gather(*(wait_for_all(i) for i in range(n))))
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as runs:
+            results = list(runs.map(lambda _: eng.run(agent, n=12), range(2)))
+        assert [r.status for r in results] == ["completed", "completed"]
+        assert [r.output for r in results] == [66, 66]
     finally:
         eng.close()

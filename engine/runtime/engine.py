@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -57,6 +56,10 @@ from .saga import abandon as abandon_run
 P = ParamSpec("P")
 R = TypeVar("R")
 
+# Threads an engine's async durable calls may use at once (asyncio's default pool is
+# min(32, cpus + 4) per event loop, and each run of an async agent has its own loop).
+POOL_THREADS = 256
+
 
 class Engine(Catalog):
     """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store.
@@ -96,12 +99,13 @@ class Engine(Catalog):
             yield self._store is store
 
     def executor(self) -> Executor:
-        """The thread pool async durable calls run in: created on first use (as many
-        threads as asyncio's default pool), shut down by ``close``."""
+        """The thread pool async durable calls run in: created on first use, shut down by
+        ``close``. Each call holds a thread while its tool runs, so the pool is as wide as
+        every run's own asyncio pool together would be: a thread is started only when all
+        are busy, and concurrent runs do not queue behind each other's calls."""
         with self._pool_lock:
             if self._pool is None:
-                size = min(32, (os.cpu_count() or 1) + 4)
-                self._pool = ThreadPoolExecutor(size, thread_name_prefix="agentlog-call")
+                self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="agentlog-call")
             return self._pool
 
     def close(self) -> None:

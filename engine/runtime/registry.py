@@ -63,23 +63,63 @@ def _origin(fn: object) -> str:
 
 def tool_for(agent: AgentDef, name: str) -> ToolDef | None:
     """The tool named ``name`` as ``agent``'s code knows it (its compensation undoes the
-    calls ``agent``'s runs recorded): its engine's, else one its module imported from
-    another engine's module; None if neither defines it."""
+    calls ``agent``'s runs recorded): its engine's, else the nearest one its code reaches
+    on another engine (imported by its module, or by a module its module uses); None if
+    none does."""
     found = agent.registry.tool(name) if agent.registry is not None else None
-    return found if found is not None else _imported_tool(agent, name)
+    return found if found is not None else _reachable_tool(agent, name)
 
 
-def _imported_tool(agent: AgentDef, name: str) -> ToolDef | None:
-    """A tool named ``name`` that the agent's module holds, directly (``from m import
-    charge``) or through a module it imported (``m.charge``)."""
-    namespace: dict[str, Any] = getattr(agent.fn, "__globals__", {})
-    for value in list(namespace.values()):
-        inner = vars(value).values() if isinstance(value, ModuleType) else ()
-        for candidate in (value, *list(inner)):
-            tool = getattr(candidate, "__dict__", {}).get("__agentlog_tool__")
-            if isinstance(tool, ToolDef) and tool.name == name:
+REACH_LIMIT = 500  # modules looked through before giving up (a large import graph)
+
+
+def _reachable_tool(agent: AgentDef, name: str) -> ToolDef | None:
+    """The tool named ``name`` nearest to the agent's module: held by a name of its module
+    (``from m import charge``), of a module it imported (``m.charge``), or of the module
+    a function it uses comes from, and so on, breadth first."""
+    start: dict[str, Any] = getattr(agent.fn, "__globals__", {})
+    queue, seen = [start], {id(start)}
+    while queue and len(seen) <= REACH_LIMIT:
+        namespace = queue.pop(0)
+        for value in list(namespace.values()):
+            tool = _held_tool(value, name)
+            if tool is not None:
                 return tool
+            nxt = _namespace_of(value)
+            if nxt is not None and id(nxt) not in seen:
+                seen.add(id(nxt))
+                queue.append(nxt)
     return None
+
+
+def _namespace_of(value: object) -> dict[str, Any] | None:
+    """The globals of the module ``value`` is, or that the function ``value`` comes from;
+    None for the standard library's and agentlog's own (no user's tool lives there)."""
+    if isinstance(value, ModuleType):
+        module: object = value
+    else:
+        module = sys.modules.get(str(getattr(value, "__module__", "") or ""))
+    top = str(getattr(module, "__name__", "")).partition(".")[0]
+    if not top or top in sys.stdlib_module_names or top in _OWN or top.startswith("_"):
+        return None
+    space = getattr(module, "__dict__", None)
+    return space if isinstance(space, dict) else None
+
+
+_OWN = frozenset({"engine", "replay", "projections", "builtins"})
+
+
+def _held_tool(value: object, name: str) -> ToolDef | None:
+    """The tool ``name`` that ``value`` is (a decorated function) or holds (an engine)."""
+    try:  # any object of any module: a property or proxy may raise
+        held = vars(value)
+        tool = held.get("__agentlog_tool__")
+        if not isinstance(tool, ToolDef):
+            registry = held.get("registry")
+            tool = registry.tool(name) if isinstance(registry, Registry) else None
+    except Exception:
+        return None
+    return tool if isinstance(tool, ToolDef) and tool.name == name else None
 
 
 def load_agent(name: str, import_path: str, known: Registry | None = None) -> AgentDef:
