@@ -22,7 +22,6 @@ import msgspec
 from .errors import Indeterminate, Logical, Permanent, ToolError, Transient
 from .kinds import TOOL_KINDS
 
-KINDS = TOOL_KINDS
 KIND_CLASSES: dict[str, type[ToolError]] = {
     "transient": Transient,
     "permanent": Permanent,
@@ -69,7 +68,7 @@ NO_RETRY = RetryPolicy(max_attempts=1)
 
 
 class CircuitBreaker(msgspec.Struct, frozen=True):
-    """Per-tool, per-process breaker settings (the live state lives in the engine)."""
+    """Per-tool breaker settings (the live state lives in each engine's guards)."""
 
     failure_threshold: int = 5
     reset_timeout: float = 30.0
@@ -239,7 +238,7 @@ def default_kind(exc: BaseException, *, side_effect: bool, depth: int = 0) -> st
     kind = row.side_effect if side_effect else row.read_only
     if row.by == OWN:
         own = getattr(exc, "kind", None)
-        return own if own in KINDS else kind
+        return own if own in TOOL_KINDS else kind
     if row.by in (HTTP_STATUS, SMTP_REPLY):
         status = http_status(exc) if row.by == HTTP_STATUS else _int(exc, "smtp_code")
         table = HTTP_STATUS_TABLE if row.by == HTTP_STATUS else SMTP_REPLY_TABLE

@@ -29,10 +29,10 @@ import yarl
 
 from engine import Indeterminate, Logical, Permanent, Transient
 from engine.errors import ToolError
+from engine.kinds import TOOL_KINDS
 from engine.policy import (
     DEFAULT_TABLE,
     HTTP_STATUS,
-    KINDS,
     SMTP_REPLY,
     WRAPPED,
     classify,
@@ -230,7 +230,7 @@ def test_every_row_of_the_table_is_exercised_and_well_formed() -> None:
     names = [r.match for r in DEFAULT_TABLE]
     assert len(names) == len(set(names))
     for r in DEFAULT_TABLE:
-        assert r.side_effect in KINDS and r.read_only in KINDS and r.why, r
+        assert r.side_effect in TOOL_KINDS and r.read_only in TOOL_KINDS and r.why, r
     assert DEFAULT_TABLE[-1].match == "builtins.BaseException"
 
 

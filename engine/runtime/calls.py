@@ -20,7 +20,7 @@ from msgspec.structs import replace
 from .. import events as ev
 from .. import failpoints
 from ..effects import Effect, Outcome
-from ..errors import ConcurrencyError, NonDeterminismError, Paused, ToolError, UsageError
+from ..errors import ConcurrencyError, UsageError
 from ..kinds import Source
 from ..policy import error_for
 from . import forks, ledger
@@ -177,10 +177,4 @@ def _resolve_uncertain(call: Call, state: CallState) -> Opening:
     return state, decide(call.tool, state, Unsure("the outcome of a sent request is unknown"))
 
 
-__all__ = [
-    "NonDeterminismError",
-    "Paused",
-    "ToolError",
-    "call_tool",
-    "check_uncertain_answer",
-]
+__all__ = ["call_tool", "check_uncertain_answer"]

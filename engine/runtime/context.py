@@ -25,9 +25,10 @@ from ..history import RunWriter
 from ..kinds import RunStatus
 from ..secrets import Seen, redact
 from ..store import Append
+from .callstate import CallState
 from .defs import AgentDef, args_hash, normalize
 from .host import Host
-from .journal import CallLog, Journal
+from .journal import Journal
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "agentlog_run", default=None
@@ -70,7 +71,7 @@ class _Decision:
     call: int
     name: str
     ahash: str
-    entry: CallLog | None
+    entry: CallState | None
 
     @property
     def replayed(self) -> bool:
@@ -116,6 +117,7 @@ class RunContext:
         self.in_flight: set[asyncio.Future[Any]] = set()
         # A fork's parent effects it may take over (runtime.forks), read on first need.
         self.inheritance: Any = None
+        self.inheritance_lock = threading.Lock()
         self._calls = 0
         self.failed_call: int | None = None  # the call whose failure is propagating
         # Once code and log disagree, nothing may run or be written, even if agent code
@@ -205,7 +207,7 @@ class RunContext:
         if self.deferred and not self.verify:
             self.record()
 
-    def recorded(self, call: int, kind: str, name: str, ahash: str = "") -> CallLog | None:
+    def recorded(self, call: int, kind: str, name: str, ahash: str = "") -> CallState | None:
         """The log's entry at ``call``, checked against what the code does now."""
         self.check_diverged()
         entry = self.journal.calls.get(call)

@@ -227,7 +227,9 @@ class Engine(Catalog):
                 message = f"not resumed: {describe(e)}"
                 logger = observe.get(run_id=row.run_id)
                 logger.error("recover_skipped_run", reason=why, error=message)
-                results.append(RunResult(row.run_id, row.status, error=message, not_resumed=why))
+                results.append(
+                    RunResult(row.run_id, RunStatus.RUNNING, error=message, not_resumed=why)
+                )
         return results
 
     def answer(self, run_id: str, value: Any) -> RunResult:

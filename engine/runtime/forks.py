@@ -40,13 +40,12 @@ class Inheritance:
 
 
 NOTHING = Inheritance([])
-_reading = threading.Lock()
 
 
 def inheritance(ctx: RunContext) -> Inheritance:
     """The run's inheritance, read once per execution (nothing for a run that is not a
     fork rewound with ``effects="reuse"``)."""
-    with _reading:  # concurrent calls of an async agent must share one pool
+    with ctx.inheritance_lock:  # concurrent calls of an async agent share one pool
         if ctx.inheritance is None:
             ctx.inheritance = _read(ctx) if ctx.writer.state.parent_run_id else NOTHING
         inherited: Inheritance = ctx.inheritance

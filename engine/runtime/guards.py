@@ -1,6 +1,6 @@
-"""Per-process guards around tool calls: circuit breakers, retry budgets, adaptive timeouts.
+"""An engine's guards around tool calls: circuit breakers, retry budgets, adaptive timeouts.
 
-They are process state, not history: a breaker's transitions are recorded as events in
+They are the engine's memory, not history: a breaker's transitions are recorded as events in
 the tool's own stream, budgets and latency statistics live in memory. Clock, sleep and
 random source come from the engine's config (tests pass fakes there), fixed once built.
 """

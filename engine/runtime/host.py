@@ -17,7 +17,7 @@ from .leases import Leases
 
 
 class Host(Protocol):
-    """An engine as a run sees it: its settings, per-process guards, the owner leases it
+    """An engine as a run sees it: its settings, its guards, the owner leases it
     holds, its owner id, and whether a store is still its open one."""
 
     @property

@@ -13,8 +13,6 @@ from .. import events as ev
 from ..store import Recorded
 from .callstate import CALL_EVENTS, CallState, evolve
 
-CallLog = CallState  # what the log says about one call identity
-
 
 @dataclass
 class Journal:

@@ -10,6 +10,7 @@ from msgspec.structs import replace
 
 from ..effects import Effect
 from ..events import AgentStarted, event_data
+from ..kinds import RunStatus
 from ..secrets import redact
 
 if TYPE_CHECKING:
@@ -21,9 +22,7 @@ class RunResult(msgspec.Struct, frozen=True):
     """The outcome of run/resume/answer/abandon/rewind. ``error`` is one line or None."""
 
     run_id: str
-    # A RunStatus value. Annotated ``str`` until the runtime's constructors (engine.py,
-    # lifecycle.py) pass members rather than literals; the stored strings are the same.
-    status: str
+    status: RunStatus  # equal to its string ("completed", ...), as stored
     output: Any = None
     error: str | None = None
     waiting: str | None = None  # the question a paused run waits on

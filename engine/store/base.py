@@ -17,6 +17,7 @@ from typing import Any, Protocol, cast
 import msgspec
 from eventsourcing.persistence import (
     AggregateRecorder,
+    ConnectionPoolClosedError,
     IntegrityError,
     PersistenceError,
     StoredEvent,
@@ -126,6 +127,8 @@ class Store(RunIndex, LeaseStore):
             ) from e
         except PersistenceError as e:
             raise StoreError(f"{self.name}: {_first_line(e)}") from e
+        except ConnectionPoolClosedError as e:  # used after close (eventsourcing's own type)
+            raise StoreError(f"{self.name}: the store is closed") from e
 
     # --- events --------------------------------------------------------------------
 

@@ -193,7 +193,7 @@ def _holds_agentlog_tables(name: str, path: str) -> bool:
     a database of other tables is refused."""
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
     try:
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT)) as conn:
             rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     except sqlite3.Error as e:
         raise StoreUnavailable(f"{name}: cannot open the SQLite database: {e}") from e
