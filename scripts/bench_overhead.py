@@ -5,8 +5,13 @@ kind and reports the CPU time (``time.process_time``) per call, so a busy machin
 both sides alike instead of blurring wall-clock figures. Sides alternate, ``--rounds``
 samples each; the table gives medians and the ratio this/baseline.
 
+``--instructions`` counts instructions instead (valgrind's cachegrind: the difference
+between runs of ``2 * calls`` and ``calls`` calls, divided by ``calls``): one sample per
+side, unmoved by other load on the machine.
+
     git worktree add /tmp/before <commit>          # or: git archive <commit> | tar -x -C DIR
     python scripts/bench_overhead.py --baseline /tmp/before --rounds 7
+    python scripts/bench_overhead.py --baseline /tmp/before --instructions --calls 500
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ def agent(run, n: int) -> int:
     return n
 
 engine.run(agent, n=10)  # warm-up: imports, schema, first snapshot
+if len(sys.argv) > 4:  # counted from outside: just make the calls
+    engine.run(agent, n=n)
+    raise SystemExit
 started = time.process_time()
 engine.run(agent, n=n)
 print(json.dumps((time.process_time() - started) / n * 1e6))
@@ -71,6 +79,31 @@ def sample(root: Path, url: str, kind: str, calls: int) -> float:
     return float(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def instructions(root: Path, url: str, kind: str, calls: int) -> float:
+    """Instructions per call of ``kind`` with the engine of checkout ``root``."""
+
+    def count(n: int) -> int:
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        valgrind = [
+            "valgrind",
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+        ]
+        out = subprocess.run(
+            [*valgrind, sys.executable, "-c", SAMPLE, url, kind, str(n), "count"],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        line = next(ln for ln in out.stderr.splitlines() if "I   refs" in ln or "I refs" in ln)
+        return int(line.split()[-1].replace(",", ""))
+
+    return (count(2 * calls) - count(calls)) / calls
+
+
 def measure(args: argparse.Namespace) -> dict[tuple[str, str, str], list[float]]:
     """Samples per (store, kind, side), sides alternating which goes first."""
     sides = {"baseline": Path(args.baseline).resolve(), "this": HERE}
@@ -82,7 +115,8 @@ def measure(args: argparse.Namespace) -> dict[tuple[str, str, str], list[float]]
                 for kind in KINDS:
                     for side in order:
                         url = store_url(store, Path(tmp) / f"{side}-{kind}-{r}.db")
-                        value = sample(sides[side], url, kind, args.calls)
+                        how = instructions if args.instructions else sample
+                        value = how(sides[side], url, kind, args.calls)
                         found.setdefault((store, kind, side), []).append(value)
     return found
 
@@ -101,15 +135,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--stores", default="memory,sqlite")
+    parser.add_argument("--instructions", action="store_true", help="count with cachegrind")
     args = parser.parse_args()
+    if args.instructions:
+        args.rounds = 1
     found = measure(args)
-    print("| store | call | baseline µs/call | this µs/call | this/baseline |")
+    unit = "instructions" if args.instructions else "µs"
+    print(f"| store | call | baseline {unit}/call | this {unit}/call | this/baseline |")
     print("|---|---|---:|---:|---:|")
     for store in args.stores.split(","):
         for kind in KINDS:
             base = statistics.median(found[(store, kind, "baseline")])
             this = statistics.median(found[(store, kind, "this")])
-            print(f"| {store} | {kind} | {base:.1f} | {this:.1f} | {this / base:.3f} |")
+            print(f"| {store} | {kind} | {base:,.1f} | {this:,.1f} | {this / base:.3f} |")
 
 
 if __name__ == "__main__":
