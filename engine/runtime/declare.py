@@ -12,9 +12,7 @@ import asyncio
 import contextvars
 import functools
 from collections.abc import Callable
-from typing import Any, Literal, TypedDict, TypeVar
-
-from typing_extensions import ParamSpec, Unpack
+from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 
 from ..history import DEFAULT_SNAPSHOT_EVERY
 from ..policy import CircuitBreaker, Classifier, RetryPolicy

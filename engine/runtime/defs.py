@@ -14,10 +14,9 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 import msgspec
-from typing_extensions import ParamSpec, TypeVar
 
 from ..errors import UsageError
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
@@ -27,9 +26,19 @@ DEFAULT_REDACT = WORDS  # CONTRACT's secret words, folded
 _json = msgspec.json.Encoder(order="deterministic")
 _packer = msgspec.msgpack.Encoder()
 
-# An agent's parameters and result; an unparameterised ``AgentDef`` means any.
-P = ParamSpec("P", default=...)
-R = TypeVar("R", default=Any)
+# An agent's parameters and result; an unparameterised ``AgentDef`` means any. Type
+# parameter defaults (PEP 696) are for the type checker only: Python 3.11's typing
+# does not take them, and the runtime needs no library for them.
+if TYPE_CHECKING:
+    from typing_extensions import ParamSpec, TypeVar
+
+    P = ParamSpec("P", default=...)
+    R = TypeVar("R", default=Any)
+else:
+    from typing import ParamSpec, TypeVar
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
 
 def args_hash(name: str, args: Any, key: bytes | None = None) -> str:

@@ -13,9 +13,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, TypeVar, overload
-
-from typing_extensions import ParamSpec, Unpack
+from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from .. import events as ev
 from .. import observe
@@ -100,9 +98,9 @@ class Engine(Catalog):
 
     def executor(self) -> Executor:
         """The thread pool async durable calls run in: created on first use, shut down by
-        ``close``. Each call holds a thread while its tool runs, so the pool is as wide as
-        every run's own asyncio pool together would be: a thread is started only when all
-        are busy, and concurrent runs do not queue behind each other's calls."""
+        ``close``. Each call holds a thread while its tool runs, so the pool is wide
+        (``POOL_THREADS``; a thread is started only when all are busy) and concurrent
+        runs do not queue behind each other's calls."""
         with self._pool_lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="agentlog-call")
