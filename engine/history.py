@@ -161,7 +161,11 @@ def check_tail(store: Store, run_id: str, last: int) -> None:
     """CorruptData if the run index, written in the same commit as the run's events, saw
     the run reach past ``last``: events at the end of the stream are gone."""
     indexed = store.indexed_position(run_id)
-    if indexed is not None and indexed > last:
+    if indexed is None or indexed <= last:
+        return
+    # Appended while the events were read: the index row commits with its events, so
+    # read after it the stream reaches it, unless its last events are really gone.
+    if store.last_position(run_stream(run_id)) < indexed:
         raise RunCheck(run_id).corrupt(
             last + 1, f"it is missing (the run index recorded the run at position {indexed})"
         )

@@ -147,6 +147,37 @@ def test_a_deleted_last_row_is_missing_by_the_run_index(eng: Engine, store_url: 
 
 
 @all_backends
+def test_events_appended_while_a_reader_reads_are_no_damage(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader reads the stream, then the run index; a writer that commits in between (its
+    events and the index row together) moves the index past what the reader saw. That is
+    a live run, not a lost tail: no reader refuses it."""
+
+    @eng.agent(name="checks:asks")
+    def asks(run: Any) -> str:
+        return str(run.ask("go on?"))
+
+    r = eng.run(asks)
+    assert r.status == "paused"
+    store = eng.store
+    real = store.indexed_position
+    steps = iter(range(100, 200))
+
+    def after_a_concurrent_append(run_id: str) -> int | None:
+        monkeypatch.setattr(store, "indexed_position", real)  # one append is enough
+        writer = RunWriter(store, read_run(store, run_id).state)
+        writer.append(ev.StepStarted(at=ev.now(), call=next(steps), name="meanwhile"))
+        return real(run_id)
+
+    for name in ("state", "events", "timeline", "export", "context"):
+        before = store.last_position(run_stream(r.run_id))
+        monkeypatch.setattr(store, "indexed_position", after_a_concurrent_append)
+        READERS[name](eng, r.run_id)  # no CorruptData
+        assert store.last_position(run_stream(r.run_id)) == before + 1, name
+
+
+@all_backends
 def test_state_from_a_snapshot_checks_that_the_tail_continues_it(
     eng: Engine, store_url: str
 ) -> None:
