@@ -26,7 +26,7 @@ from . import effects, failpoints, observe
 from . import events as ev
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from .events import Positioned
-from .kinds import RunStatus
+from .kinds import ENDED
 from .state import CheckpointRef, RunState, evolve
 from .store import Append, Recorded, Store, stream_id
 from .store.base import RunRow
@@ -39,7 +39,6 @@ CHECKPOINT_GAP = 4
 PAGE = 1000  # events per read when a reader streams a run
 # A run ends with one of these; nothing of its own life may follow.
 ENDS = (ev.AgentFinished, ev.AgentAbandoned)
-ENDED = (RunStatus.COMPLETED, RunStatus.ABANDONED)
 # What an ended run's stream may still receive: the record of undoing one of its effects,
 # made by a later act on it (a rewind that compensates the parent's effects), and the
 # record of its import and of its adoption.

@@ -21,10 +21,9 @@ class RunStatus(StrEnum):
     FAILED = "failed"  # resumable: resume re-attempts the failed call
     ABANDONED = "abandoned"
 
-    @property
-    def ended(self) -> bool:
-        """Completed or abandoned: nothing more runs in it."""
-        return self in (RunStatus.COMPLETED, RunStatus.ABANDONED)
+
+# Completed or abandoned: nothing more runs in it (a plain stored string matches too).
+ENDED = frozenset({RunStatus.COMPLETED, RunStatus.ABANDONED})
 
 
 class FailureKind(StrEnum):
@@ -64,4 +63,4 @@ class Effects(StrEnum):
     RESEND = "resend"
 
 
-__all__ = ["TOOL_KINDS", "Effects", "FailureKind", "RunStatus", "Source"]
+__all__ = ["ENDED", "TOOL_KINDS", "Effects", "FailureKind", "RunStatus", "Source"]

@@ -16,7 +16,7 @@ from typing import Any
 from .. import events as ev
 from ..errors import NonDeterminismError, Paused, ToolError
 from ..history import RunWriter, run_stream
-from ..kinds import FailureKind, RunStatus
+from ..kinds import ENDED, FailureKind, RunStatus
 from ..policy import describe
 from ..secrets import redact, run_key
 from ..state import RunState, fold
@@ -138,7 +138,7 @@ def resume(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
     rid = runs.resolve(run_id)
     with runs.held(rid):
         run = runs.load(rid, "be resumed")  # finished or not, an imported run is history
-        if run.state.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+        if run.state.status in ENDED:
             return result_of(run.state)
         return driver.execute(run, resumed=True)
 

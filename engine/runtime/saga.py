@@ -19,7 +19,7 @@ from .. import failpoints
 from ..effects import Effect, Outcome, effects
 from ..errors import UsageError
 from ..history import RunWriter
-from ..kinds import FailureKind, RunStatus, Source
+from ..kinds import ENDED, FailureKind, RunStatus, Source
 from ..policy import describe
 from ..store import Append, Recorded
 from . import ledger, registry
@@ -104,7 +104,7 @@ class Saga:
             return None
         found = tool.redacted(normalize(found, f"verified result of {effect.tool}"))
         # An ended run (a parent a rewind compensates) takes nothing but undo records.
-        ended = self.writer.state.status in (RunStatus.COMPLETED, RunStatus.ABANDONED)
+        ended = self.writer.state.status in ENDED
         if effect.outcome == Outcome.UNKNOWN and not ended:
             self.writer.append(
                 ev.ToolSucceeded(
