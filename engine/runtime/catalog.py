@@ -7,8 +7,11 @@ already exists (a missing SQLite file is refused, nothing is created).
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
+import time
 
+from .. import stats as figures
 from ..errors import RunNotFound
 from ..history import check_run_id
 from ..store import Store, open_store
@@ -57,3 +60,14 @@ class Catalog:
     def runs(self, status: str | None = None) -> list[RunSummary]:
         """Summaries of runs, newest first (a damaged index row as an unreadable one)."""
         return [RunSummary.of(r) for r in self.store.runs(status)]
+
+    def stats(
+        self,
+        since: float | str | dt.datetime | dt.timedelta | None = None,
+        agent: str | None = None,
+    ) -> figures.Stats:
+        """The operator's figures over runs started since ``since`` (an epoch, a datetime,
+        a span such as ``"24h"``; None: all), of one ``agent`` (``module:qualname``) or all:
+        runs by status, tools, recovery. Brings the views up to date first."""
+        bound = figures.since_epoch(since, time.time())
+        return figures.source()(self.store, bound, agent)

@@ -36,7 +36,8 @@ from .codec import (
     encode_event,
     encode_snapshot,
 )
-from .ports import LeaseStore, RunIndex, RunRecorder, RunRow
+from .ports import LeaseStore, RunIndex, RunRecorder, RunRow, ViewStore
+from .views import Views
 
 BLOB_THRESHOLD = 256 * 1024
 MAX_PAYLOAD = 64 * 1024 * 1024
@@ -92,6 +93,7 @@ class Store(RunIndex, LeaseStore):
         snapshots: AggregateRecorder,
         blobs: AggregateRecorder,
         leases: LeaseStore,
+        views: ViewStore,
         *,
         close: Callable[[], None] = lambda: None,
         blob_threshold: int = BLOB_THRESHOLD,
@@ -109,6 +111,8 @@ class Store(RunIndex, LeaseStore):
         self.blob_threshold = blob_threshold
         self.max_payload = max_payload
         self.rows = rows or ClearRows()
+        # Projections' tables and tracking rows, in the same database as the log.
+        self.views = Views(name, views, self.rows, self._translated)
 
     @property
     def encrypted(self) -> bool:
@@ -332,10 +336,11 @@ def open_tables(
     events: Callable[..., RunRecorder],
     aggregates: Callable[..., AggregateRecorder],
     leases: LeaseStore,
+    views: Callable[[Any, Any], ViewStore],
     **options: Any,
 ) -> Store:
     """The SQL backends' one constructor: agentlog's events, snapshots and blobs tables
-    (and the leases') on ``datastore``, created if missing. The store closes the
+    (and the leases' and views' tracking) on ``datastore``, created if missing. The store closes the
     datastore, and so does a failure here."""
     try:
         recorders = (
@@ -343,9 +348,10 @@ def open_tables(
             aggregates(datastore, events_table_name=TABLES[1]),
             aggregates(datastore, events_table_name=TABLES[2]),
         )
-        for r in (*recorders, leases):
+        view_store = views(datastore, recorders[0])
+        for r in (*recorders, leases, view_store):
             cast(_Tables, r).create_table()
-        return Store(name, *recorders, leases, close=datastore.close, **options)
+        return Store(name, *recorders, leases, view_store, close=datastore.close, **options)
     except BaseException:
         datastore.close()
         raise

@@ -24,6 +24,7 @@ from eventsourcing.persistence import (
 )
 
 from .base import Store
+from .memory_views import MemoryViews
 from .ports import LeaseStore, RunRecorder, RunRow
 
 
@@ -229,11 +230,13 @@ class MemoryLeases(LeaseStore):
 
 
 def open_memory(name: str, **options: Any) -> Store:
+    events = MemoryEventRecorder()
     return Store(
         name,
-        MemoryEventRecorder(),
+        events,
         MemoryAggregateRecorder(),
         MemoryAggregateRecorder(),
         MemoryLeases(),
+        MemoryViews(events),
         **options,
     )

@@ -87,3 +87,95 @@ class RunRecorder(ApplicationRecorder, RunIndex):
     ) -> Sequence[int] | None:
         """Insert the events and upsert ``runs`` atomically; the events' notification ids.
         An event whose position is taken raises eventsourcing's ``IntegrityError``."""
+
+
+# --- views: tables of projections, beside the log ----------------------------------------
+
+ColumnValue = str | int | float | None
+
+
+class Column(msgspec.Struct, frozen=True):
+    """A column of a view's table that readers filter or sort by: ``kind`` is ``text``,
+    ``int`` or ``real``. The row itself is stored whole, as bytes."""
+
+    name: str
+    kind: str = "text"
+
+
+class ViewTable(msgspec.Struct, frozen=True):
+    """A view's table, ``agentlog_view_<name>``: a text key, ``columns`` (each indexed)
+    and the row's bytes. ``name`` and column names are ``[a-z][a-z0-9_]*``."""
+
+    name: str
+    columns: tuple[Column, ...] = ()
+
+
+class ViewRow(msgspec.Struct, frozen=True):
+    """One row of a view: its key, its column values (in the table's column order) and
+    its body."""
+
+    key: str
+    values: tuple[ColumnValue, ...]
+    body: bytes
+
+
+class ViewQuery(msgspec.Struct, frozen=True):
+    """Which rows of a view to read: columns equal to values, a column at least / below a
+    bound, ordered by a column (then key), a page of them."""
+
+    equal: dict[str, ColumnValue] = {}
+    at_least: dict[str, float] = {}
+    below: dict[str, float] = {}
+    order_by: str | None = None
+    descending: bool = True
+    limit: int | None = None
+    offset: int = 0
+
+
+class Tracking(msgspec.Struct, frozen=True):
+    """How far a view has processed the log: the last global position it applied and the
+    version of the code that built it."""
+
+    view: str
+    position: int
+    version: str
+
+
+class ViewStore(ABC):
+    """Views' tables and their tracking rows. A batch of row changes and the view's new
+    position commit in one transaction, and only if the tracked position is still the
+    one the batch started from: every event is applied exactly once, even with two
+    runners of one view."""
+
+    @abstractmethod
+    def tracking(self, view: str) -> Tracking | None:
+        """The view's tracking row (None: never built)."""
+
+    @abstractmethod
+    def reset_view(self, table: ViewTable, version: str) -> None:
+        """(Re)create the view's table empty and track it at position 0 for ``version``."""
+
+    @abstractmethod
+    def view_rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
+        """The bodies of the rows with these keys (absent keys are left out)."""
+
+    @abstractmethod
+    def query_view(self, table: ViewTable, query: ViewQuery) -> list[tuple[str, bytes]]:
+        """``(key, body)`` of the rows ``query`` selects, in its order."""
+
+    @abstractmethod
+    def commit_view(
+        self,
+        table: ViewTable,
+        expected: int,
+        position: int,
+        upserts: Sequence[ViewRow],
+        deletes: Sequence[str] = (),
+    ) -> bool:
+        """Apply the changes and move the tracking row from ``expected`` to ``position``,
+        in one transaction; False (nothing written) if it no longer says ``expected``."""
+
+    @abstractmethod
+    def wait_for_events(self, after: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for an event after global position ``after``;
+        whether one is there (PostgreSQL: LISTEN/NOTIFY; SQLite: polling)."""

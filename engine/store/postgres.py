@@ -24,6 +24,7 @@ from psycopg.sql import SQL, Identifier
 from ..errors import StoreUnavailable
 from .base import Store, open_tables
 from .ports import LeaseStore, RunRecorder, RunRow
+from .postgres_views import PostgresViews
 
 _RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position"
 
@@ -245,7 +246,13 @@ def _open_schema(
     datastore.pool.kwargs.update(libpq)
     leases = PostgresLeases(datastore)
     return open_tables(
-        name, datastore, PostgresEventRecorder, PostgresAggregateRecorder, leases, **options
+        name,
+        datastore,
+        PostgresEventRecorder,
+        PostgresAggregateRecorder,
+        leases,
+        PostgresViews,
+        **options,
     )
 
 

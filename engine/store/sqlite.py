@@ -28,6 +28,7 @@ from eventsourcing.sqlite import (
 from ..errors import StoreUnavailable
 from .base import Store, open_tables
 from .ports import LeaseStore, RunRecorder, RunRow
+from .sqlite_views import SQLiteViews
 
 RUNS_DDL = (
     "CREATE TABLE IF NOT EXISTS agentlog_runs ("
@@ -180,6 +181,7 @@ def open_sqlite(
             SQLiteEventRecorder,
             SQLiteAggregateRecorder,
             SQLiteLeases(datastore),
+            SQLiteViews,
             **options,
         )
     except Exception as e:  # eventsourcing wraps sqlite3 errors in its own types

@@ -1,0 +1,116 @@
+"""The operator's figures across runs (``engine.stats()``, ``agentlog stats --json``):
+their shape, and the port that computes them.
+
+The figures come from projections (``projections/``), which the engine never imports:
+the ``agentlog.views`` entry point of the installed distribution names the provider, so
+``engine.stats()`` reaches up through a declared seam, not an import.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import re
+from typing import Protocol
+
+import msgspec
+
+from .errors import UsageError
+from .store import Store
+
+ENTRY_GROUP = "agentlog.views"
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class RunCounts(msgspec.Struct, frozen=True):
+    total: int = 0
+    by_status: dict[str, int] = {}
+
+
+class ToolStats(msgspec.Struct, frozen=True):
+    """One tool's calls in the period. Latencies are of attempts, in milliseconds."""
+
+    tool: str
+    calls: int = 0
+    failures: dict[str, int] = {}  # failure kind -> final failures of that kind
+    retries: int = 0
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    breaker: str = "closed"  # the breaker's last recorded state
+    p99_ms: float | None = None
+    mean_ms: float | None = None
+    stdev_ms: float | None = None
+    fallbacks: int = 0
+    breaker_transitions: int = 0
+    effects_sent: int = 0
+    effects_deduplicated: int = 0  # answered by the ledger, not sent again
+    uncertain: dict[str, int] = {}  # how uncertain outcomes were resolved -> count
+
+
+class RecoveryStats(msgspec.Struct, frozen=True):
+    crashes: int = 0  # runs resumed after their owner died mid-run
+    recovered: int = 0  # of those, resumed runs that went on to complete
+    recovery_success_rate: float | None = None
+    mean_time_to_recover_s: float | None = None  # RTO: last event before the crash -> resume
+    mean_lost_calls_per_crash: float | None = None  # RPO: calls in flight at the crash
+    mean_checkpoint_save_ms: float | None = None
+    failure_rate: float | None = None  # failed runs / ended runs
+    compensations: int = 0
+    compensations_failed: int = 0
+    mean_snapshot_save_ms: float | None = None
+
+
+class Stats(msgspec.Struct, frozen=True):
+    """``stats --json``; fields may be added, never removed."""
+
+    since: str | None
+    runs: RunCounts
+    tools: list[ToolStats]
+    recovery: RecoveryStats
+    agent: str | None = None
+
+
+class StatsSource(Protocol):
+    """What computes the figures (the projections' provider)."""
+
+    def __call__(self, store: Store, since: float | None, agent: str | None) -> Stats: ...
+
+
+def since_epoch(since: float | str | dt.datetime | dt.timedelta | None, now: float) -> float | None:
+    """``since`` as epoch seconds: an epoch, a datetime, a span back from ``now``
+    (a timedelta, or ``"24h"``, ``"90m"``, ``"7d"``, ``"1h30m"``), or an ISO-8601 time."""
+    if since is None:
+        return None
+    if isinstance(since, bool):
+        raise UsageError(f"since: not a time: {since!r}")
+    if isinstance(since, int | float):
+        return float(since)
+    if isinstance(since, dt.timedelta):
+        return now - since.total_seconds()
+    if isinstance(since, dt.datetime):
+        aware = since if since.tzinfo else since.replace(tzinfo=dt.UTC)
+        return aware.timestamp()
+    return _parse_since(str(since), now)
+
+
+def _parse_since(text: str, now: float) -> float:
+    compact = text.strip().lower().replace(" ", "")
+    parts = _SPAN.findall(compact)
+    if parts and "".join(n + u for n, u in parts) == compact:
+        return now - sum(float(n) * _UNIT[u] for n, u in parts)
+    try:
+        return since_epoch(dt.datetime.fromisoformat(text.strip()), now) or 0.0
+    except ValueError:
+        raise UsageError(
+            f"since: {text[:40]!r} is neither a span (24h, 90m, 7d) nor an ISO-8601 time"
+        ) from None
+
+
+def source() -> StatsSource:
+    """The installed provider of the figures (the ``agentlog.views`` entry point)."""
+    found = importlib.metadata.entry_points(group=ENTRY_GROUP, name="stats")
+    for entry in found:
+        provider: StatsSource = entry.load()
+        return provider
+    raise UsageError("no provider of stats is installed (the agentlog.views entry point)")

@@ -1,0 +1,88 @@
+"""Views' tables in the store's PostgreSQL schema, beside the log; followers wake on the
+NOTIFY every append sends (LISTEN/NOTIFY), not on a timer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from psycopg.sql import SQL, Identifier
+
+from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+from .viewsql import ViewSQL, chunks, row_params
+
+
+class _Moved(Exception):
+    """The tracking row moved under a batch: roll it back."""
+
+
+class PostgresViews(ViewStore):
+    def __init__(self, datastore: PostgresDatastore, events: PostgresApplicationRecorder) -> None:
+        self.datastore = datastore
+        self.events = events
+        schema = '"' + datastore.schema.replace('"', '""') + '"'
+        self.sql = ViewSQL(lambda name: f"{schema}.{name}", "%s", "bytea")
+
+    def create_table(self) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.sql.create_tracking())
+
+    def tracking(self, view: str) -> Tracking | None:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(self.sql.select_tracking(), (view,))
+            row = c.fetchone()
+        return None if row is None else Tracking(view, int(row["position"]), str(row["version"]))
+
+    def reset_view(self, table: ViewTable, version: str) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            for statement in self.sql.recreate(table):
+                c.execute(statement)
+            c.execute(self.sql.put_tracking(), (table.name, 0, version))
+
+    def view_rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        with self.datastore.transaction(commit=False) as c:
+            for part in chunks(keys):
+                c.execute(self.sql.select_keys(table, len(part)), tuple(part))
+                found.update((str(r["key"]), bytes(r["body"])) for r in c.fetchall())
+        return found
+
+    def query_view(self, table: ViewTable, query: ViewQuery) -> list[tuple[str, bytes]]:
+        sql, params = self.sql.query(table, query)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(sql, params)
+            return [(str(r["key"]), bytes(r["body"])) for r in c.fetchall()]
+
+    def commit_view(
+        self,
+        table: ViewTable,
+        expected: int,
+        position: int,
+        upserts: Sequence[ViewRow],
+        deletes: Sequence[str] = (),
+    ) -> bool:
+        try:
+            with self.datastore.transaction(commit=True) as c:
+                c.execute(self.sql.move_tracking(), (position, table.name, expected))
+                if c.rowcount != 1:
+                    raise _Moved
+                if upserts:
+                    c.executemany(self.sql.upsert(table), [row_params(r) for r in upserts])
+                if deletes:
+                    c.executemany(self.sql.delete(table), [(k,) for k in deletes])
+        except _Moved:
+            return False
+        return True
+
+    def wait_for_events(self, after: int, timeout: float) -> bool:
+        channel = Identifier(self.events.channel_name)
+        with self.datastore.get_connection() as conn:
+            conn.execute(SQL("LISTEN {0}").format(channel))
+            try:
+                if (self.events.max_notification_id() or 0) > after:
+                    return True
+                for _ in conn.notifies(timeout=timeout, stop_after=1):
+                    pass
+            finally:
+                conn.execute(SQL("UNLISTEN {0}").format(channel))
+        return (self.events.max_notification_id() or 0) > after

@@ -1,0 +1,83 @@
+"""Views' tables in the SQLite file, beside the log; followers poll for new events."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+
+from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+from .viewsql import ViewSQL, chunks, row_params
+
+POLL = 0.05  # seconds between looks at the log while following it
+
+
+class _Moved(Exception):
+    """The tracking row moved under a batch: roll it back."""
+
+
+class SQLiteViews(ViewStore):
+    def __init__(self, datastore: SQLiteDatastore, events: SQLiteApplicationRecorder) -> None:
+        self.datastore = datastore
+        self.events = events
+        self.sql = ViewSQL(lambda name: name, "?", "BLOB")
+
+    def create_table(self) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.sql.create_tracking())
+
+    def tracking(self, view: str) -> Tracking | None:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(self.sql.select_tracking(), (view,))
+            row = c.fetchone()
+        return None if row is None else Tracking(view, int(row[0]), str(row[1]))
+
+    def reset_view(self, table: ViewTable, version: str) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            for statement in self.sql.recreate(table):
+                c.execute(statement)
+            c.execute(self.sql.put_tracking(), (table.name, 0, version))
+
+    def view_rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        with self.datastore.transaction(commit=False) as c:
+            for part in chunks(keys):
+                c.execute(self.sql.select_keys(table, len(part)), tuple(part))
+                found.update((str(k), bytes(b)) for k, b in c.fetchall())
+        return found
+
+    def query_view(self, table: ViewTable, query: ViewQuery) -> list[tuple[str, bytes]]:
+        sql, params = self.sql.query(table, query)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(sql, params)
+            return [(str(k), bytes(b)) for k, b in c.fetchall()]
+
+    def commit_view(
+        self,
+        table: ViewTable,
+        expected: int,
+        position: int,
+        upserts: Sequence[ViewRow],
+        deletes: Sequence[str] = (),
+    ) -> bool:
+        try:
+            with self.datastore.transaction(commit=True) as c:
+                c.execute(self.sql.move_tracking(), (position, table.name, expected))
+                if c.sqlite_cursor.rowcount != 1:
+                    raise _Moved
+                c.executemany(self.sql.upsert(table), [row_params(r) for r in upserts])
+                c.executemany(self.sql.delete(table), [(k,) for k in deletes])
+        except _Moved:
+            return False
+        return True
+
+    def wait_for_events(self, after: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            if (self.events.max_notification_id() or 0) > after:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(POLL, left))

@@ -1,0 +1,75 @@
+"""The store's views facade: projections' tables beside the log, their bodies sealed like
+every other payload when the store is encrypted, every foreign error translated."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+
+from .cipher import ClearRows, Row
+from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+
+_NS = uuid.UUID("0b6f3f55-5a4e-4e0e-9f0e-7a3d7d2f1c44")
+
+
+class Views:
+    """Tracking rows and view tables of one store (see :class:`ViewStore`)."""
+
+    def __init__(
+        self,
+        name: str,
+        port: ViewStore,
+        rows: ClearRows,
+        translated: Callable[[], AbstractContextManager[None]],
+    ) -> None:
+        self.name = name
+        self._port = port
+        self._rows = rows
+        self._translated = translated
+
+    def _row(self, view: str, key: str) -> Row:
+        return Row("views", uuid.uuid5(_NS, view), 0, key)
+
+    def _seal(self, view: str, key: str, body: bytes) -> bytes:
+        return self._rows.seal(self._row(view, key), body)
+
+    def _unseal(self, view: str, key: str, body: bytes) -> bytes:
+        return self._rows.unseal(self.name, self._row(view, key), body)
+
+    def tracking(self, view: str) -> Tracking | None:
+        with self._translated():
+            return self._port.tracking(view)
+
+    def reset(self, table: ViewTable, version: str) -> None:
+        with self._translated():
+            self._port.reset_view(table, version)
+
+    def rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
+        with self._translated():
+            found = self._port.view_rows(table, keys)
+        return {k: self._unseal(table.name, k, b) for k, b in found.items()}
+
+    def query(self, table: ViewTable, query: ViewQuery) -> list[bytes]:
+        with self._translated():
+            found = self._port.query_view(table, query)
+        return [self._unseal(table.name, k, b) for k, b in found]
+
+    def commit(
+        self,
+        table: ViewTable,
+        expected: int,
+        position: int,
+        upserts: Sequence[ViewRow],
+        deletes: Sequence[str] = (),
+    ) -> bool:
+        if self._rows.encrypted:
+            upserts = [
+                ViewRow(r.key, r.values, self._seal(table.name, r.key, r.body)) for r in upserts
+            ]
+        with self._translated():
+            return self._port.commit_view(table, expected, position, upserts, deletes)
+
+    def wait_for_events(self, after: int, timeout: float) -> bool:
+        with self._translated():
+            return self._port.wait_for_events(after, timeout)

@@ -1,0 +1,131 @@
+"""The SQL of views' tables, shared by SQLite and PostgreSQL: names are checked against
+``[a-z][a-z0-9_]*`` before they reach a statement, and every value is a parameter."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from ..errors import UsageError
+from .ports import ColumnValue, ViewQuery, ViewRow, ViewTable
+
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+KINDS = {"text": "TEXT", "int": "BIGINT", "real": "DOUBLE PRECISION"}
+TRACKING = "agentlog_tracking"
+
+
+def check_name(name: str, what: str = "view") -> str:
+    if not _NAME.fullmatch(name):
+        raise UsageError(f"{what} name {name!r} is not [a-z][a-z0-9_]* (at most 40)")
+    return name
+
+
+def table_name(table: ViewTable) -> str:
+    return "agentlog_view_" + check_name(table.name)
+
+
+def columns(table: ViewTable) -> list[str]:
+    return [check_name(c.name, "column") for c in table.columns]
+
+
+class ViewSQL:
+    """Statements for one backend: ``qualify`` names a table in its schema, ``mark`` is
+    the parameter placeholder and ``blob`` the bytes type."""
+
+    def __init__(self, qualify: Callable[[str], str], mark: str, blob: str) -> None:
+        self.qualify = qualify
+        self.mark = mark
+        self.blob = blob
+
+    def create_tracking(self) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.qualify(TRACKING)} (name TEXT PRIMARY KEY, "
+            "position BIGINT NOT NULL, version TEXT NOT NULL)"
+        )
+
+    def select_tracking(self) -> str:
+        return f"SELECT position, version FROM {self.qualify(TRACKING)} WHERE name = {self.mark}"
+
+    def put_tracking(self) -> str:
+        m = self.mark
+        return (
+            f"INSERT INTO {self.qualify(TRACKING)} (name, position, version) VALUES ({m},{m},{m}) "
+            "ON CONFLICT (name) DO UPDATE SET position = excluded.position, "
+            "version = excluded.version"
+        )
+
+    def move_tracking(self) -> str:
+        m = self.mark
+        return (
+            f"UPDATE {self.qualify(TRACKING)} SET position = {m} "
+            f"WHERE name = {m} AND position = {m}"
+        )
+
+    def recreate(self, table: ViewTable) -> list[str]:
+        name = table_name(table)
+        cols = "".join(f", {c.name} {KINDS[c.kind]}" for c in table.columns)
+        indexes = [
+            f"CREATE INDEX {name}_{c} ON {self.qualify(name)} ({c}, key)" for c in columns(table)
+        ]
+        return [
+            f"DROP TABLE IF EXISTS {self.qualify(name)}",
+            f"CREATE TABLE {self.qualify(name)} (key TEXT PRIMARY KEY{cols}, "
+            f"body {self.blob} NOT NULL)",
+            *indexes,
+        ]
+
+    def select_keys(self, table: ViewTable, count: int) -> str:
+        marks = ",".join([self.mark] * count)
+        return f"SELECT key, body FROM {self.qualify(table_name(table))} WHERE key IN ({marks})"
+
+    def upsert(self, table: ViewTable) -> str:
+        cols = columns(table)
+        names = ", ".join(["key", *cols, "body"])
+        marks = ",".join([self.mark] * (len(cols) + 2))
+        sets = ", ".join(f"{c} = excluded.{c}" for c in [*cols, "body"])
+        return (
+            f"INSERT INTO {self.qualify(table_name(table))} ({names}) VALUES ({marks}) "
+            f"ON CONFLICT (key) DO UPDATE SET {sets}"
+        )
+
+    def delete(self, table: ViewTable) -> str:
+        return f"DELETE FROM {self.qualify(table_name(table))} WHERE key = {self.mark}"
+
+    def query(self, table: ViewTable, q: ViewQuery) -> tuple[str, list[ColumnValue]]:
+        known = set(columns(table))
+        where: list[str] = []
+        params: list[ColumnValue] = []
+        for op, terms in (("=", q.equal), (">=", q.at_least), ("<", q.below)):
+            for col, value in terms.items():
+                _known(col, known, table)
+                if value is None and op == "=":
+                    where.append(f"{col} IS NULL")
+                    continue
+                where.append(f"{col} {op} {self.mark}")
+                params.append(value)
+        sql = f"SELECT key, body FROM {self.qualify(table_name(table))}"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        direction = "DESC" if q.descending else "ASC"
+        if q.order_by is not None:
+            _known(q.order_by, known, table)
+            sql += f" ORDER BY {q.order_by} {direction}, key {direction}"
+        else:
+            sql += f" ORDER BY key {direction}"
+        if q.limit is not None or q.offset:
+            sql += f" LIMIT {self.mark} OFFSET {self.mark}"
+            params += [q.limit if q.limit is not None else 2**62, q.offset]
+        return sql, params
+
+
+def row_params(row: ViewRow) -> tuple[ColumnValue | bytes, ...]:
+    return (row.key, *row.values, row.body)
+
+
+def _known(col: str, known: set[str], table: ViewTable) -> None:
+    if col not in known:
+        raise UsageError(f"view {table.name} has no column {col!r}")
+
+
+def chunks(keys: Sequence[str], size: int = 500) -> list[Sequence[str]]:
+    return [keys[i : i + size] for i in range(0, len(keys), size)]

@@ -1,0 +1,146 @@
+"""The projection runner: every view processes every event of the global log exactly
+once, in order, in batches; each batch's row changes and the view's new position commit
+together (and only if no other runner moved the view meanwhile). It catches up from any
+position, follows the log live, and rebuilds a view from scratch."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from engine.store import Recorded, Store
+from engine.store.ports import ViewRow
+
+from .directory import RunDirectory
+from .fold import Envelope, Projection
+
+BATCH = 1000
+Progress = Callable[[str, int, int], None]  # (view, position, head)
+
+
+class ViewStatus(msgspec.Struct, frozen=True):
+    """A view's place in the log: its position, the log's head and the lag between."""
+
+    view: str
+    position: int
+    head: int
+    lag: int
+    version: str
+    current: bool  # built by this code (False: the next catch-up rebuilds it)
+
+
+class Runner:
+    """Runs ``views`` over ``store``'s log."""
+
+    def __init__(self, store: Store, views: Sequence[Projection[Any]], batch: int = BATCH):
+        self.store = store
+        self.views = {v.name: v for v in views}
+        self.batch = batch
+        self.directory = RunDirectory(store)
+        self._decoders = {v.name: msgspec.msgpack.Decoder(v.row) for v in views}
+        self._encoder = msgspec.msgpack.Encoder()
+
+    def version(self, view: Projection[Any]) -> str:
+        """The code version a view's rows were built by (a change rebuilds it)."""
+        return f"{view.version}/{'sealed' if self.store.encrypted else 'clear'}"
+
+    # --- reading the views' places --------------------------------------------------
+
+    def position(self, name: str) -> int:
+        """Where the view is, after rebuilding it first if it is missing or outdated."""
+        view = self.views[name]
+        tracked = self.store.views.tracking(name)
+        if tracked is None or tracked.version != self.version(view):
+            self.store.views.reset(view.table(), self.version(view))
+            return 0
+        return tracked.position
+
+    def status(self) -> list[ViewStatus]:
+        head = self.store.max_global_position()
+        found = []
+        for name, view in self.views.items():
+            tracked = self.store.views.tracking(name)
+            at = tracked.position if tracked else 0
+            version = tracked.version if tracked else ""
+            current = version == self.version(view)
+            found.append(ViewStatus(name, at, head, max(0, head - at), version, current))
+        return found
+
+    # --- catching up ------------------------------------------------------------------
+
+    def catch_up(self, names: Sequence[str] | None = None, progress: Progress | None = None) -> int:
+        """Process every event not yet in the named views (all by default) up to the
+        log's head as it is now; the number of events read."""
+        names = list(names or self.views)
+        places = {n: self.position(n) for n in names}
+        head = self.store.max_global_position()
+        read = 0
+        while places and min(places.values()) < head:
+            start = min(places.values())
+            records = self.store.read_all(after=start, limit=self.batch)
+            if not records:
+                break
+            envelopes = [self._envelope(r) for r in records]
+            for name, at in list(places.items()):
+                fresh = [e for e in envelopes if e.global_position > at]
+                places[name] = self._apply(name, at, fresh)
+                if progress is not None:
+                    progress(name, places[name], head)
+            read += len(records)
+        return read
+
+    def rebuild(self, name: str, progress: Progress | None = None) -> int:
+        """Empty the view and fold the whole log into it again."""
+        view = self.views[name]
+        self.store.views.reset(view.table(), self.version(view))
+        return self.catch_up([name], progress)
+
+    def follow(self, stop: threading.Event, poll: float = 1.0) -> None:
+        """Catch up, then wait for new events (LISTEN/NOTIFY on PostgreSQL, polling on
+        SQLite) and catch up again, until ``stop`` is set."""
+        while not stop.is_set():
+            self.catch_up()
+            at = min(self.position(n) for n in self.views) if self.views else 0
+            self.store.views.wait_for_events(at, poll)
+
+    # --- one batch of one view --------------------------------------------------------
+
+    def _envelope(self, r: Recorded) -> Envelope:
+        assert r.global_position is not None
+        facts = self.directory.facts(r.stream)
+        return Envelope(r.global_position, r.stream, r.position, r.event, facts)
+
+    def _apply(self, name: str, at: int, envelopes: Sequence[Envelope]) -> int:
+        """Fold ``envelopes`` into the view at position ``at`` and commit; the view's
+        position after (another runner's, if one committed first)."""
+        if not envelopes:
+            return at
+        view = self.views[name]
+        rows = self._load(view, envelopes)
+        changed: dict[str, Any] = {}
+        for env in envelopes:
+            keys = view.keys(env)
+            if not keys:
+                continue
+            changes = view.apply({k: rows.get(k) for k in keys}, env)
+            rows.update(changes)
+            changed.update(changes)
+        end = envelopes[-1].global_position
+        upserts = [
+            ViewRow(k, view.values(r), self._encoder.encode(r))
+            for k, r in changed.items()
+            if r is not None
+        ]
+        deletes = [k for k, r in changed.items() if r is None]
+        if self.store.views.commit(view.table(), at, end, upserts, deletes):
+            return end
+        return self.position(name)  # another runner got there first: go on from its place
+
+    def _load(self, view: Projection[Any], envelopes: Sequence[Envelope]) -> dict[str, Any]:
+        keys = list(dict.fromkeys(k for env in envelopes for k in view.keys(env)))
+        found = self.store.views.rows(view.table(), keys) if keys else {}
+        decode = self._decoders[view.name].decode
+        return {k: decode(body) for k, body in found.items()}
