@@ -5,12 +5,15 @@ position, follows the log live, and rebuilds a view from scratch."""
 
 from __future__ import annotations
 
+import bisect
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 
+from engine import failpoints
+from engine.errors import ConcurrencyError, CorruptData
 from engine.store import Recorded, Store
 from engine.store.ports import ViewRow
 
@@ -79,13 +82,14 @@ class Runner:
         head = self.store.max_global_position()
         read = 0
         while places and min(places.values()) < head:
-            start = min(places.values())
-            records = self.store.read_all(after=start, limit=self.batch)
+            records = self._read(min(places.values()), places)
             if not records:
                 break
+            self.directory.learn(records)
             envelopes = [self._envelope(r) for r in records]
-            for name, at in list(places.items()):
-                fresh = [e for e in envelopes if e.global_position > at]
+            tops = [e.global_position for e in envelopes]
+            for name, at in places.items():
+                fresh = envelopes[bisect.bisect_right(tops, at) :]
                 places[name] = self._apply(name, at, fresh)
                 if progress is not None:
                     progress(name, places[name], head)
@@ -108,6 +112,14 @@ class Runner:
 
     # --- one batch of one view --------------------------------------------------------
 
+    def _read(self, after: int, names: Iterable[str]) -> list[Recorded]:
+        """The next batch of the log; an event that does not decode stops every view
+        before it, nothing of the batch applied, with one error naming views and place."""
+        try:
+            return self.store.read_all(after=after, limit=self.batch)
+        except CorruptData as e:
+            raise CorruptData(f"view {', '.join(names)} stops: {e}") from e
+
     def _envelope(self, r: Recorded) -> Envelope:
         assert r.global_position is not None
         facts = self.directory.facts(r.stream)
@@ -119,10 +131,10 @@ class Runner:
         if not envelopes:
             return at
         view = self.views[name]
-        rows = self._load(view, envelopes)
+        touched = [(env, view.keys(env)) for env in envelopes]
+        rows = self._load(view, touched)
         changed: dict[str, Any] = {}
-        for env in envelopes:
-            keys = view.keys(env)
+        for env, keys in touched:
             if not keys:
                 continue
             changes = view.apply({k: rows.get(k) for k in keys}, env)
@@ -135,12 +147,27 @@ class Runner:
             if r is not None
         ]
         deletes = [k for k, r in changed.items() if r is None]
+        failpoints.hit("in_view_batch")
         if self.store.views.commit(view.table(), at, end, upserts, deletes):
             return end
-        return self.position(name)  # another runner got there first: go on from its place
+        return self._moved(view)
 
-    def _load(self, view: Projection[Any], envelopes: Sequence[Envelope]) -> dict[str, Any]:
-        keys = list(dict.fromkeys(k for env in envelopes for k in view.keys(env)))
+    def _moved(self, view: Projection[Any]) -> int:
+        """Another runner moved the view under this batch (which wrote nothing): go on
+        from its place, unless it builds the view with other code."""
+        tracked = self.store.views.tracking(view.name)
+        if tracked is None or tracked.version != self.version(view):
+            found = "nothing" if tracked is None else f"version {tracked.version}"
+            raise ConcurrencyError(
+                f"view {view.name}: another runner rebuilt it ({found}) while this one, "
+                f"version {self.version(view)}, was building it; stop one of them"
+            )
+        return tracked.position
+
+    def _load(
+        self, view: Projection[Any], touched: Sequence[tuple[Envelope, Sequence[str]]]
+    ) -> dict[str, Any]:
+        keys = list(dict.fromkeys(k for _env, keys in touched for k in keys))
         found = self.store.views.rows(view.table(), keys) if keys else {}
         decode = self._decoders[view.name].decode
         return {k: decode(body) for k, body in found.items()}

@@ -51,6 +51,11 @@ class RunIndex(ABC):
         """Rows newest first (by start time, then id), optionally of one status."""
 
     @abstractmethod
+    def runs_started(self, low: float, high: float) -> list[RunRow]:
+        """Rows of runs started at ``low <= started_at <= high`` (each run's start is its
+        first event's time): the rows of new runs, without reading the whole index."""
+
+    @abstractmethod
     def run_ids(self, prefix: str) -> list[str]:
         """At most ten ids that start with ``prefix`` (case-sensitive), in code-point order."""
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL, Identifier
 
+from .. import failpoints
 from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
 from .viewsql import ViewSQL, chunks, row_params
 
@@ -66,6 +67,7 @@ class PostgresViews(ViewStore):
                 c.execute(self.sql.move_tracking(), (position, table.name, expected))
                 if c.rowcount != 1:
                     raise _Moved
+                failpoints.hit("in_view_commit")  # a crash here rolls the whole batch back
                 if upserts:
                     c.executemany(self.sql.upsert(table), [row_params(r) for r in upserts])
                 if deletes:

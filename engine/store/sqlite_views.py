@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
+from .. import failpoints
 from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
 from .viewsql import ViewSQL, chunks, row_params
 
@@ -66,6 +67,7 @@ class SQLiteViews(ViewStore):
                 c.execute(self.sql.move_tracking(), (position, table.name, expected))
                 if c.sqlite_cursor.rowcount != 1:
                     raise _Moved
+                failpoints.hit("in_view_commit")  # a crash here rolls the whole batch back
                 c.executemany(self.sql.upsert(table), [row_params(r) for r in upserts])
                 c.executemany(self.sql.delete(table), [(k,) for k in deletes])
         except _Moved:
