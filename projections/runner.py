@@ -27,7 +27,7 @@ Progress = Callable[[str, int, int], None]  # (view, position, head)
 class ViewStatus(msgspec.Struct, frozen=True):
     """A view's place in the log: its position, the log's head and the lag between."""
 
-    view: str
+    name: str
     position: int
     head: int
     lag: int

@@ -3,6 +3,7 @@ NOTIFY every append sends (LISTEN/NOTIFY), not on a timer."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
@@ -77,14 +78,19 @@ class PostgresViews(ViewStore):
         return True
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
+        # The channel is the events table's name, shared by every schema of the server:
+        # a notification may be another store's, so wake, look, and wait on if it was.
+        deadline = time.monotonic() + timeout
         channel = Identifier(self.events.channel_name)
         with self.datastore.get_connection() as conn:
             conn.execute(SQL("LISTEN {0}").format(channel))
             try:
-                if (self.events.max_notification_id() or 0) > after:
-                    return True
-                for _ in conn.notifies(timeout=timeout, stop_after=1):
-                    pass
+                while (self.events.max_notification_id() or 0) <= after:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    for _ in conn.notifies(timeout=left, stop_after=1):
+                        pass
             finally:
                 conn.execute(SQL("UNLISTEN {0}").format(channel))
-        return (self.events.max_notification_id() or 0) > after
+        return True
