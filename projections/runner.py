@@ -100,6 +100,8 @@ class Runner:
         """Empty the view and fold the whole log into it again."""
         view = self.views[name]
         self.store.views.reset(view.table(), self.version(view))
+        if progress is not None:
+            progress(name, 0, self.store.max_global_position())
         return self.catch_up([name], progress)
 
     def follow(self, stop: threading.Event, poll: float = 1.0) -> None:

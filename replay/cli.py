@@ -10,6 +10,7 @@ import copy
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import typer
@@ -17,12 +18,12 @@ import typer
 from engine import observe
 from engine.errors import AgentlogError
 
-from . import commands, reading
+from . import commands, projecting, reading
 from .app import app
 from .args import check_argv
 from .output import printable, quiet_stdout
 
-__all__ = ["app", "commands", "main", "reading", "run_cli"]
+__all__ = ["app", "commands", "main", "projecting", "reading", "run_cli"]
 
 # Commands whose output has one form only: --json changes nothing there.
 NO_JSON = frozenset({"demo", "export"})
@@ -125,7 +126,7 @@ def _command() -> Any:
     options its help should show: ``--url`` everywhere, ``--json`` where it means something."""
     group = typer.main.get_command(app)
     shared = [p for p in group.params if p.name in ("url", "as_json")]
-    for name, sub in group.commands.items():  # type: ignore[attr-defined]
+    for name, sub in _each(group):
         if sub.help and not sub.short_help:  # listed whole, wrapped, rather than cut at "..."
             sub.short_help = sub.help.split("\n\n")[0]
         for option in shared:
@@ -135,6 +136,14 @@ def _command() -> Any:
             local.expose_value = False  # hoist() hands the value to the root command
             sub.params.append(local)
     return group
+
+
+def _each(group: Any) -> Iterator[tuple[str, Any]]:
+    """The sub-commands of ``group``, and theirs (``projections status``), top name first."""
+    for name, sub in group.commands.items():
+        yield name, sub
+        for inner in getattr(sub, "commands", {}).values():
+            yield name, inner
 
 
 def main() -> NoReturn:
