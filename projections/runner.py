@@ -15,7 +15,7 @@ import msgspec
 from engine import failpoints
 from engine.errors import ConcurrencyError, CorruptData
 from engine.store import Recorded, Store
-from engine.store.ports import ViewRow
+from engine.store.ports import ViewBatch, ViewRow
 
 from .directory import RunDirectory
 from .fold import Envelope, Projection
@@ -86,13 +86,10 @@ class Runner:
             if not records:
                 break
             self.directory.learn(records)
-            envelopes = [self._envelope(r) for r in records]
-            tops = [e.global_position for e in envelopes]
-            for name, at in places.items():
-                fresh = envelopes[bisect.bisect_right(tops, at) :]
-                places[name] = self._apply(name, at, fresh)
-                if progress is not None:
-                    progress(name, places[name], head)
+            places.update(self._apply(places, self._envelopes(records)))
+            if progress is not None:
+                for name, at in places.items():
+                    progress(name, at, head)
             read += len(records)
         return read
 
@@ -122,37 +119,47 @@ class Runner:
         except CorruptData as e:
             raise CorruptData(f"view {', '.join(names)} stops: {e}") from e
 
-    def _envelope(self, r: Recorded) -> Envelope:
-        assert r.global_position is not None
-        facts = self.directory.facts(r.stream)
-        return Envelope(r.global_position, r.stream, r.position, r.event, facts)
+    def _envelopes(self, records: Sequence[Recorded]) -> list[Envelope]:
+        facts = self.directory.facts
+        return [
+            Envelope(r.global_position or 0, r.stream, r.position, r.event, facts(r.stream))
+            for r in records
+        ]
 
-    def _apply(self, name: str, at: int, envelopes: Sequence[Envelope]) -> int:
-        """Fold ``envelopes`` into the view at position ``at`` and commit; the view's
-        position after (another runner's, if one committed first)."""
-        if not envelopes:
-            return at
-        view = self.views[name]
+    def _apply(self, places: dict[str, int], envelopes: Sequence[Envelope]) -> dict[str, int]:
+        """Fold ``envelopes`` into each view from its place, and commit every view's rows
+        and new position in one transaction; the views' places after (another runner's,
+        for a view one moved meanwhile)."""
+        tops = [e.global_position for e in envelopes]
+        folded = []
+        for name, at in places.items():
+            fresh = envelopes[bisect.bisect_right(tops, at) :]
+            if fresh:
+                folded.append(self._fold(self.views[name], at, fresh))
+        if not folded:
+            return {}
+        failpoints.hit("in_view_batch")  # a crash here loses only work not yet committed
+        done = self.store.views.commit(folded)
+        return {
+            b.table.name: b.position if ok else self._moved(self.views[b.table.name])
+            for b, ok in zip(folded, done, strict=True)
+        }
+
+    def _fold(self, view: Projection[Any], at: int, envelopes: Sequence[Envelope]) -> ViewBatch:
+        """The view's changes from ``envelopes`` (it is at ``at``): pure, but for reading
+        the rows they touch."""
         touched = [(env, view.keys(env)) for env in envelopes]
         rows = self._load(view, touched)
         changed: dict[str, Any] = {}
         for env, keys in touched:
-            if not keys:
-                continue
-            changes = view.apply({k: rows.get(k) for k in keys}, env)
-            rows.update(changes)
-            changed.update(changes)
-        end = envelopes[-1].global_position
-        upserts = [
-            ViewRow(k, view.values(r), self._encoder.encode(r))
-            for k, r in changed.items()
-            if r is not None
-        ]
+            if keys:
+                changes = view.apply({k: rows.get(k) for k in keys}, env)
+                rows.update(changes)
+                changed.update(changes)
+        encode, values = self._encoder.encode, view.values
+        upserts = [ViewRow(k, values(r), encode(r)) for k, r in changed.items() if r is not None]
         deletes = [k for k, r in changed.items() if r is None]
-        failpoints.hit("in_view_batch")
-        if self.store.views.commit(view.table(), at, end, upserts, deletes):
-            return end
-        return self._moved(view)
+        return ViewBatch(view.table(), at, envelopes[-1].global_position, upserts, deletes)
 
     def _moved(self, view: Projection[Any]) -> int:
         """Another runner moved the view under this batch (which wrote nothing): go on

@@ -33,14 +33,9 @@ def _runner(s: Session) -> Runner:
 
 
 def _doc(v: ViewStatus) -> dict[str, Any]:
-    return {
-        "name": v.name,
-        "position": v.position,
-        "head": v.head,
-        "lag": v.lag,
-        "version": v.version,
-        "current": v.current,
-    }
+    import msgspec
+
+    return msgspec.structs.asdict(v)
 
 
 def _show(s: Session, found: list[ViewStatus]) -> None:

@@ -95,17 +95,22 @@ def test_two_runners_racing_on_one_view_apply_each_event_once(store_url: str) ->
 def test_a_batch_that_lost_the_race_writes_nothing_and_goes_on_from_the_winner(
     store: Store,
 ) -> None:
-    """A commit from a position another runner has moved past returns False: the loser
-    writes nothing and carries on from where the winner is."""
+    """Of one batch's commit, a view another runner has moved past gets nothing written
+    and carries on from where the winner is; the batch's other views commit."""
     append_steps(store, _streams(2), 5)
-    slow, quick = Runner(store, [Count()]), Runner(store, [Count()])
+    slow, quick = Runner(store, test_views()), Runner(store, [Count()])
     slow.directory.learn(store.read_all())
-    envelopes = [slow._envelope(r) for r in store.read_all()]
-    assert slow.position("t_count") == 0
+    envelopes = slow._envelopes(store.read_all())
+    assert slow.position("t_count") == slow.position("t_steps") == 0
     quick.catch_up()
     done = counted(store)
-    assert slow._apply("t_count", 0, envelopes) == store.max_global_position()
+    head = store.max_global_position()
+    assert slow._apply({"t_count": 0, "t_steps": 0}, envelopes) == {
+        "t_count": head,
+        "t_steps": head,
+    }
     assert counted(store) == done == expected(store)
+    assert sum(t.events for t in rows(store, Steps()).values()) == 10
 
 
 @all_backends
@@ -119,10 +124,10 @@ def test_a_runner_of_other_code_rebuilding_the_view_stops_this_one(store: Store)
     append_steps(store, _streams(2), 5)
     old = Runner(store, [Count()])
     assert old.position("t_count") == 0
-    envelopes = [old._envelope(r) for r in store.read_all()]
+    envelopes = old._envelopes(store.read_all())
     Runner(store, [Newer()]).catch_up()
     with pytest.raises(ConcurrencyError, match=r"view t_count: another runner rebuilt it"):
-        old._apply("t_count", 0, envelopes)
+        old._apply({"t_count": 0}, envelopes)
     assert store.views.tracking("t_count").version == "2/clear"  # type: ignore[union-attr]
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..errors import UsageError
-from .ports import ColumnValue, Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+from .ports import ColumnValue, Tracking, ViewBatch, ViewQuery, ViewStore, ViewTable
 from .viewsql import check_name, columns
 
 _Row = tuple[tuple[ColumnValue, ...], bytes]
@@ -69,25 +69,21 @@ class MemoryViews(ViewStore):
         end = None if query.limit is None else query.offset + query.limit
         return [(k, body) for k, _v, body in chosen[query.offset : end]]
 
-    def commit_view(
-        self,
-        table: ViewTable,
-        expected: int,
-        position: int,
-        upserts: Sequence[ViewRow],
-        deletes: Sequence[str] = (),
-    ) -> bool:
+    def commit_views(self, batches: Sequence[ViewBatch]) -> list[bool]:
+        done = []
         with self.lock:
-            tracked = self.tracked.get(table.name)
-            if tracked is None or tracked.position != expected:
-                return False
-            rows = self.tables.setdefault(table.name, {})
-            for r in upserts:
-                rows[r.key] = (r.values, r.body)
-            for k in deletes:
-                rows.pop(k, None)
-            self.tracked[table.name] = Tracking(table.name, position, tracked.version)
-        return True
+            for b in batches:
+                tracked = self.tracked.get(b.table.name)
+                done.append(tracked is not None and tracked.position == b.expected)
+                if tracked is None or not done[-1]:
+                    continue
+                rows = self.tables.setdefault(b.table.name, {})
+                for r in b.upserts:
+                    rows[r.key] = (r.values, r.body)
+                for k in b.deletes:
+                    rows.pop(k, None)
+                self.tracked[b.table.name] = Tracking(b.table.name, b.position, tracked.version)
+        return done
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
         with self.lock:

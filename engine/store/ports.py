@@ -124,6 +124,17 @@ class ViewRow(msgspec.Struct, frozen=True):
     body: bytes
 
 
+class ViewBatch(msgspec.Struct, frozen=True):
+    """One view's changes from one batch of events: its rows, and its tracking moved from
+    ``expected`` to ``position``."""
+
+    table: ViewTable
+    expected: int
+    position: int
+    upserts: Sequence[ViewRow] = ()
+    deletes: Sequence[str] = ()
+
+
 class ViewQuery(msgspec.Struct, frozen=True):
     """Which rows of a view to read: columns equal to values, a column at least / below a
     bound, ordered by a column (then key), a page of them."""
@@ -169,16 +180,10 @@ class ViewStore(ABC):
         """``(key, body)`` of the rows ``query`` selects, in its order."""
 
     @abstractmethod
-    def commit_view(
-        self,
-        table: ViewTable,
-        expected: int,
-        position: int,
-        upserts: Sequence[ViewRow],
-        deletes: Sequence[str] = (),
-    ) -> bool:
-        """Apply the changes and move the tracking row from ``expected`` to ``position``,
-        in one transaction; False (nothing written) if it no longer says ``expected``."""
+    def commit_views(self, batches: Sequence[ViewBatch]) -> list[bool]:
+        """In one transaction, for each batch: move its view's tracking row from
+        ``expected`` to ``position`` and apply its changes; a view whose row no longer says
+        ``expected`` gets nothing written (False in its place) and the others go on."""
 
     @abstractmethod
     def wait_for_events(self, after: int, timeout: float) -> bool:

@@ -10,12 +10,8 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from psycopg.sql import SQL, Identifier
 
 from .. import failpoints
-from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+from .ports import Tracking, ViewBatch, ViewQuery, ViewStore, ViewTable
 from .viewsql import ViewSQL, chunks, row_params
-
-
-class _Moved(Exception):
-    """The tracking row moved under a batch: roll it back."""
 
 
 class PostgresViews(ViewStore):
@@ -55,27 +51,20 @@ class PostgresViews(ViewStore):
             c.execute(sql, params)
             return [(str(r["key"]), bytes(r["body"])) for r in c.fetchall()]
 
-    def commit_view(
-        self,
-        table: ViewTable,
-        expected: int,
-        position: int,
-        upserts: Sequence[ViewRow],
-        deletes: Sequence[str] = (),
-    ) -> bool:
-        try:
-            with self.datastore.transaction(commit=True) as c:
-                c.execute(self.sql.move_tracking(), (position, table.name, expected))
-                if c.rowcount != 1:
-                    raise _Moved
+    def commit_views(self, batches: Sequence[ViewBatch]) -> list[bool]:
+        done = []
+        with self.datastore.transaction(commit=True) as c:
+            for b in batches:
+                c.execute(self.sql.move_tracking(), (b.position, b.table.name, b.expected))
+                done.append(c.rowcount == 1)
+                if not done[-1]:
+                    continue  # another runner moved this view: write none of its rows
                 failpoints.hit("in_view_commit")  # a crash here rolls the whole batch back
-                if upserts:
-                    c.executemany(self.sql.upsert(table), [row_params(r) for r in upserts])
-                if deletes:
-                    c.executemany(self.sql.delete(table), [(k,) for k in deletes])
-        except _Moved:
-            return False
-        return True
+                if b.upserts:
+                    c.executemany(self.sql.upsert(b.table), [row_params(r) for r in b.upserts])
+                if b.deletes:
+                    c.executemany(self.sql.delete(b.table), [(k,) for k in b.deletes])
+        return done
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
         # The channel is the events table's name, shared by every schema of the server:

@@ -8,14 +8,10 @@ from collections.abc import Sequence
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from .. import failpoints
-from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+from .ports import Tracking, ViewBatch, ViewQuery, ViewStore, ViewTable
 from .viewsql import ViewSQL, chunks, row_params
 
 POLL = 0.05  # seconds between looks at the log while following it
-
-
-class _Moved(Exception):
-    """The tracking row moved under a batch: roll it back."""
 
 
 class SQLiteViews(ViewStore):
@@ -54,25 +50,18 @@ class SQLiteViews(ViewStore):
             c.execute(sql, params)
             return [(str(k), bytes(b)) for k, b in c.fetchall()]
 
-    def commit_view(
-        self,
-        table: ViewTable,
-        expected: int,
-        position: int,
-        upserts: Sequence[ViewRow],
-        deletes: Sequence[str] = (),
-    ) -> bool:
-        try:
-            with self.datastore.transaction(commit=True) as c:
-                c.execute(self.sql.move_tracking(), (position, table.name, expected))
-                if c.sqlite_cursor.rowcount != 1:
-                    raise _Moved
+    def commit_views(self, batches: Sequence[ViewBatch]) -> list[bool]:
+        done = []
+        with self.datastore.transaction(commit=True) as c:
+            for b in batches:
+                c.execute(self.sql.move_tracking(), (b.position, b.table.name, b.expected))
+                done.append(c.sqlite_cursor.rowcount == 1)
+                if not done[-1]:
+                    continue  # another runner moved this view: write none of its rows
                 failpoints.hit("in_view_commit")  # a crash here rolls the whole batch back
-                c.executemany(self.sql.upsert(table), [row_params(r) for r in upserts])
-                c.executemany(self.sql.delete(table), [(k,) for k in deletes])
-        except _Moved:
-            return False
-        return True
+                c.executemany(self.sql.upsert(b.table), [row_params(r) for r in b.upserts])
+                c.executemany(self.sql.delete(b.table), [(k,) for k in b.deletes])
+        return done
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 from .cipher import ClearRows, Row
-from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+from .ports import Tracking, ViewBatch, ViewQuery, ViewRow, ViewStore, ViewTable
 
 _NS = uuid.UUID("0b6f3f55-5a4e-4e0e-9f0e-7a3d7d2f1c44")
 
@@ -55,20 +55,18 @@ class Views:
             found = self._port.query_view(table, query)
         return [self._unseal(table.name, k, b) for k, b in found]
 
-    def commit(
-        self,
-        table: ViewTable,
-        expected: int,
-        position: int,
-        upserts: Sequence[ViewRow],
-        deletes: Sequence[str] = (),
-    ) -> bool:
+    def commit(self, batches: Sequence[ViewBatch]) -> list[bool]:
+        """Each batch's rows and its view's new position, in one transaction (see
+        :meth:`ViewStore.commit_views`); whether each view's went in."""
         if self._rows.encrypted:
-            upserts = [
-                ViewRow(r.key, r.values, self._seal(table.name, r.key, r.body)) for r in upserts
-            ]
+            batches = [self._sealed(b) for b in batches]
         with self._translated():
-            return self._port.commit_view(table, expected, position, upserts, deletes)
+            return self._port.commit_views(batches)
+
+    def _sealed(self, b: ViewBatch) -> ViewBatch:
+        name = b.table.name
+        upserts = [ViewRow(r.key, r.values, self._seal(name, r.key, r.body)) for r in b.upserts]
+        return ViewBatch(b.table, b.expected, b.position, upserts, b.deletes)
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
         with self._translated():
