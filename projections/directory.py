@@ -6,7 +6,7 @@ first events and whose ``started_at`` is that event's time."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Sequence
 
 from engine.errors import UsageError
 from engine.events import AgentStarted, Event
@@ -31,22 +31,22 @@ class RunDirectory:
         """The facts of a stream :meth:`learn` has met (None: not a run's)."""
         return self.runs.get(stream)
 
-    def learn(self, records: Iterable[Recorded]) -> None:
+    def learn(self, records: Sequence[Recorded]) -> None:
         """Know every stream of ``records`` (read in global order)."""
-        first: dict[uuid.UUID, Recorded] = {}
-        runs, not_runs = self.runs, self.not_runs
-        for r in records:
-            if r.stream not in runs and r.stream not in not_runs and r.stream not in first:
-                first[r.stream] = r
-        if not first:
+        new = {r.stream for r in records}.difference(self.runs, self.not_runs)
+        if not new:
             return
+        first: dict[uuid.UUID, Recorded] = {}
+        for r in records:
+            if r.stream in new and r.stream not in first:
+                first[r.stream] = r
         started: dict[uuid.UUID, AgentStarted] = {}
         for stream, r in first.items():
             opening = r.event if r.position == 1 else self._opening(stream)
             if isinstance(opening, AgentStarted):
                 started[stream] = opening
             else:
-                not_runs.add(stream)
+                self.not_runs.add(stream)
         if started:
             self._name(started)
 
