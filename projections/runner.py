@@ -138,6 +138,7 @@ class Runner:
                 folded.append(self._fold(self.views[name], at, fresh))
         if not folded:
             return {}
+        folded.sort(key=lambda b: b.table.name)  # every runner locks views in one order
         failpoints.hit("in_view_batch")  # a crash here loses only work not yet committed
         done = self.store.views.commit(folded)
         return {

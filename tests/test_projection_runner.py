@@ -68,12 +68,12 @@ def test_rebuild_equals_incremental(eng: Engine) -> None:
 
 
 @backends("sqlite", "postgres")
-def test_two_runners_racing_on_one_view_apply_each_event_once(store_url: str) -> None:
-    """Two runners, each with its own connection, catch one view up at once."""
+def test_runners_racing_on_one_view_apply_each_event_once(store_url: str) -> None:
+    """Four runners, each with its own connection, create one view and catch it up at
+    once: they take turns creating it, and every event is counted once."""
     setup = open_store(store_url)
     append_steps(setup, _streams(6), 40)
-    Runner(setup, test_views()).position("t_count")  # the view exists before the race
-    start = threading.Barrier(2)
+    start = threading.Barrier(4)
     errors: list[BaseException] = []
 
     def race() -> None:
@@ -86,7 +86,7 @@ def test_two_runners_racing_on_one_view_apply_each_event_once(store_url: str) ->
         finally:
             store.close()
 
-    threads = [threading.Thread(target=race) for _ in range(2)]
+    threads = [threading.Thread(target=race) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:

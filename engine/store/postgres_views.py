@@ -33,9 +33,16 @@ class PostgresViews(ViewStore):
 
     def reset_view(self, table: ViewTable, version: str) -> None:
         with self.datastore.transaction(commit=True) as c:
+            # Two runners creating one view at once would collide in the catalog: take
+            # turns (the lock is the transaction's, released at its end). The tracking row
+            # before the table, in the order a commit takes them: no deadlock with one.
+            c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_name(table),))
+            c.execute(self.sql.put_tracking(), (table.name, 0, version))
             for statement in self.sql.recreate(table):
                 c.execute(statement)
-            c.execute(self.sql.put_tracking(), (table.name, 0, version))
+
+    def _lock_name(self, table: ViewTable) -> str:
+        return f"agentlog_view:{self.datastore.schema}:{table.name}"
 
     def view_rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}

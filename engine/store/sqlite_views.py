@@ -32,9 +32,11 @@ class SQLiteViews(ViewStore):
 
     def reset_view(self, table: ViewTable, version: str) -> None:
         with self.datastore.transaction(commit=True) as c:
+            # A write first: the transaction takes the write lock (waiting its turn) before
+            # it reads the schema, so two runners creating one view at once take turns.
+            c.execute(self.sql.put_tracking(), (table.name, 0, version))
             for statement in self.sql.recreate(table):
                 c.execute(statement)
-            c.execute(self.sql.put_tracking(), (table.name, 0, version))
 
     def view_rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
