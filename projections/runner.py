@@ -109,7 +109,7 @@ class Runner:
             at = min(self.position(n) for n in self.views) if self.views else 0
             self.store.views.wait_for_events(at, poll)
 
-    # --- one batch of one view --------------------------------------------------------
+    # --- one batch of the log, into every view ---------------------------------------
 
     def _read(self, after: int, names: Iterable[str]) -> list[Recorded]:
         """The next batch of the log; an event that does not decode stops every view
