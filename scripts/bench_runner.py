@@ -4,7 +4,8 @@ Builds a log of ``--runs`` runs of ``--events`` events each (an ``AgentStarted``
 index row, then steps, written a run's worth per commit), then reads it whole with
 ``read_all`` (the raw rate) and catches a counting view up over it from position 0 (the
 runner's rate; ``--views`` adds the product's views). ``--profile`` prints the top of a
-cProfile of the catch-up.
+cProfile of the catch-up. ``--live N`` then appends N runs one at a time, catching up
+after each (a follower's work: each new run's id found in the index).
 
     python scripts/bench_runner.py                      # SQLite, 500 runs x 100 events
     python scripts/bench_runner.py --url postgresql://postgres@127.0.0.1/agentlog_test?schema=bench
@@ -64,6 +65,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100)
     parser.add_argument("--views", action="store_true", help="also the product's views")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--live", type=int, default=0, help="then follow N new runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(args.url or f"sqlite:///{tmp}/bench.db")
@@ -83,10 +85,19 @@ def main() -> None:
         if profile:
             profile.disable()
         rate = read / (time.perf_counter() - t)
-        print(f"{store.name}: {head} events; raw read_all {raw:,.0f}/s; catch-up of "
-              f"{', '.join(v.name for v in views)} {rate:,.0f}/s ({rate / raw:.2f} of raw)")
+        print(
+            f"{store.name}: {head} events; raw read_all {raw:,.0f}/s; catch-up of "
+            f"{', '.join(v.name for v in views)} {rate:,.0f}/s ({rate / raw:.2f} of raw)"
+        )
         if profile:
             pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+        if args.live:
+            t = time.perf_counter()
+            for _ in range(args.live):
+                build(store, 1, args.events)
+                runner.catch_up()
+            rate = args.live / (time.perf_counter() - t)
+            print(f"following: {rate:,.0f} new runs/s caught up one by one")
         store.close()
 
 
