@@ -19,7 +19,7 @@ from engine import events as ev
 from engine.kinds import RunStatus
 from engine.stats import RunCounts
 from engine.store import Store
-from engine.store.ports import Column, ColumnValue, ViewQuery
+from engine.store.ports import Column, ViewQuery
 
 from ..fold import Envelope, Projection, RunFacts
 
@@ -172,32 +172,34 @@ def caught_up(store: Store) -> None:
     Runner(store, [View()]).catch_up([View.name])
 
 
-def query(
-    store: Store,
-    *,
-    status: str | None = None,
-    agent: str | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    parent: str | None = None,
-    limit: int | None = None,
-    offset: int = 0,
-) -> list[RunBoardRow]:
-    """Rows of the view as it stands, newest first (by start time, then run id): of one
-    status, agent and parent, started at or after ``since`` and before ``until``."""
-    named = (("status", status), ("agent", agent), ("parent_run_id", parent))
-    equal: dict[str, ColumnValue] = {k: v for k, v in named if v is not None}
-    at_least = {} if since is None else {"started_at": since}
-    below = {} if until is None else {"started_at": until}
-    q = ViewQuery(
-        equal=equal,
-        at_least=at_least,
-        below=below,
-        order_by="started_at",
-        limit=limit,
-        offset=offset,
-    )
-    return [_DECODE.decode(body) for body in store.views.query(View.table(), q)]
+class RunFilter(msgspec.Struct, frozen=True):
+    """Which runs to read: of one status, agent and parent, started at or after
+    ``since`` and before ``until`` (epoch seconds), a page of them."""
+
+    status: str | None = None
+    agent: str | None = None
+    since: float | None = None
+    until: float | None = None
+    parent: str | None = None
+    limit: int | None = None
+    offset: int = 0
+
+    def query(self) -> ViewQuery:
+        """The view query, newest first (by start time, then run id)."""
+        named = (("status", self.status), ("agent", self.agent), ("parent_run_id", self.parent))
+        return ViewQuery(
+            equal={k: v for k, v in named if v is not None},
+            at_least={} if self.since is None else {"started_at": self.since},
+            below={} if self.until is None else {"started_at": self.until},
+            order_by="started_at",
+            limit=self.limit,
+            offset=self.offset,
+        )
+
+
+def query(store: Store, where: RunFilter) -> list[RunBoardRow]:
+    """The rows ``where`` picks from the view as it stands, newest first."""
+    return [_DECODE.decode(body) for body in store.views.query(View.table(), where.query())]
 
 
 def list_runs(
@@ -211,18 +213,10 @@ def list_runs(
     limit: int | None = None,
     offset: int = 0,
 ) -> list[RunBoardRow]:
-    """:func:`query` after catching the view up: every run committed before the call."""
+    """The runs :class:`RunFilter` picks, newest first, after bringing the view up to date:
+    every run committed before the call is there."""
     caught_up(store)
-    return query(
-        store,
-        status=status,
-        agent=agent,
-        since=since,
-        until=until,
-        parent=parent,
-        limit=limit,
-        offset=offset,
-    )
+    return query(store, RunFilter(status, agent, since, until, parent, limit, offset))
 
 
 def counts(store: Store, since: float | None, agent: str | None) -> RunCounts:
