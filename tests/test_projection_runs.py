@@ -15,9 +15,12 @@ from conftest import all_backends
 
 from engine import Engine, RetryPolicy
 from engine import events as ev
+from engine.history import RunWriter, run_stream
 from engine.kinds import RunStatus
 from engine.state import RunState, evolve
 from engine.store import RunRow
+from projections.directory import RunDirectory
+from projections.fold import Envelope
 from projections.runner import Runner
 from projections.views import runs as board
 from replay.transfer import export_lines, import_run
@@ -71,7 +74,16 @@ class Shapes:
         def refuser(run: Any) -> str:
             return str(refuse("way"))
 
-        self.planner, self.refuser = planner, refuser
+        @eng.agent(name="tests:replanner")
+        def replanner(run: Any) -> str:
+            run.plan(["a", "b"])
+            with run.step("a"):
+                pass
+            run.plan(["c", "d", "e"])  # a new plan: progress counts from it
+            with run.step("c"):
+                return "done"
+
+        self.planner, self.refuser, self.replanner = planner, refuser, replanner
 
     def build(self) -> dict[str, str]:
         eng, ids = self.eng, self.ids
@@ -80,6 +92,7 @@ class Shapes:
         ids["answered"] = eng.run(self.planner, item="b").run_id
         eng.answer(ids["answered"], "yes")
         ids["failed"] = eng.run(self.refuser).run_id
+        ids["replanned"] = eng.run(self.replanner).run_id
         ids["abandoned"] = eng.run(self.planner, item="c").run_id
         eng.abandon(ids["abandoned"])  # undoes reserve("c")
         self.mode["crash"] = True
@@ -92,6 +105,9 @@ class Shapes:
         ids["fork_of_fork"] = eng.rewind(ids["fork"], to="start").run_id
         asked = [e.position for e in eng.events(ids["answered"]) if e.type == "step_started"]
         ids["late_fork"] = eng.rewind(ids["answered"], to=asked[-1]).run_id
+        # past the answer: the fork's copies pause it and its copied answer resumes it
+        told = [e.position for e in eng.events(ids["answered"]) if e.type == "human_input_provided"]
+        ids["past_answer"] = eng.rewind(ids["answered"], to=told[-1] + 1).run_id
         self._imported()
         return ids
 
@@ -135,11 +151,13 @@ def test_the_board_equals_the_inline_index_after_runs_of_every_shape(eng: Engine
         "paused": "paused",
         "answered": "completed",
         "failed": "failed",
+        "replanned": "completed",
         "abandoned": "abandoned",
         "crashed": "paused",
         "fork": "paused",
         "fork_of_fork": "paused",
         "late_fork": "paused",
+        "past_answer": "completed",
         "imported": "failed",
         "adopted": "failed",
     }
@@ -168,6 +186,8 @@ def test_the_board_shows_progress_attempts_owner_and_lineage(eng: Engine) -> Non
     answered = rows[ids["answered"]]
     assert (answered.steps_done, answered.step, answered.attempts) == (3, None, 2)
     assert rows[ids["failed"]].failures == 1 and rows[ids["failed"]].attempts == 1
+    replanned = rows[ids["replanned"]]
+    assert (replanned.steps_done, replanned.steps_planned, replanned.step) == (1, 3, None)
     crashed = rows[ids["crashed"]]
     assert crashed.resumes == 1 and crashed.owner == eng.leases.owner
     # the crashed intent is resent on resume under the same intent: one call each
@@ -212,17 +232,19 @@ def test_filters_and_pages_agree_with_the_index_filtered_by_hand(eng: Engine) ->
     assert len(listed(status="paused")) == 5
     assert listed(agent="tests:refuser") == by_hand(lambda r: r.agent == "tests:refuser")
     assert len(listed(agent="tests:refuser")) == 2
-    assert listed(agent="tests:planner", status="completed") == [ids["answered"]]
+    done = [ids["past_answer"], ids["answered"]]
+    assert listed(agent="tests:planner", status="completed") == done
     middle = index[len(index) // 2].started_at
     assert listed(since=middle) == by_hand(lambda r: r.started_at >= middle)
     assert listed(until=middle) == by_hand(lambda r: r.started_at < middle)
     assert listed(since=middle, until=middle) == []
-    assert listed(parent=ids["answered"]) == [ids["late_fork"], ids["fork"]]
+    forks = [ids["past_answer"], ids["late_fork"], ids["fork"]]
+    assert listed(parent=ids["answered"]) == forks
     assert listed(parent=ids["fork"]) == [ids["fork_of_fork"]]
     everything = by_hand(lambda r: True)
     assert listed(limit=3) == everything[:3]
     assert listed(limit=3, offset=3) == everything[3:6]
-    assert listed(offset=7) == everything[7:] and len(everything) == 10
+    assert listed(offset=7) == everything[7:] and len(everything) == 12
     assert listed(limit=0) == []
     counted = board.counts(eng.store, middle, None)
     later = [r for r in index if r.started_at >= middle]
@@ -242,6 +264,34 @@ def test_list_runs_reads_its_own_writes(eng: Engine) -> None:
     assert [r.run_id for r in board.list_runs(eng.store)] == [first]
     second = eng.run(shapes.refuser).run_id
     assert [r.run_id for r in board.list_runs(eng.store)] == [second, first]
+
+
+@all_backends
+def test_at_every_position_the_board_row_is_the_index_row_of_the_fold(eng: Engine) -> None:
+    """Folded event by event, a fork's copies included, each run's board row matches the
+    index row the engine writes for the state at that position (not only at the end)."""
+    ids = Shapes(eng).build()
+    directory, view = RunDirectory(eng.store), board.View()
+    for rid in ids.values():
+        stream = run_stream(rid)
+        facts = directory.facts(stream)
+        row: board.RunBoardRow | None = None
+        state = RunState(run_id=rid)
+        for g, r in enumerate(eng.store.read(stream), start=1):
+            env = Envelope(g, stream, r.position, r.event, facts)
+            row = view.apply({rid: row}, env)[rid]
+            state = evolve(state, r.event, r.position)
+            indexed = RunWriter.index_row(state)
+            assert row is not None and (row.agent, row.status, row.position) == (
+                indexed.agent,
+                indexed.status,
+                indexed.position,
+            ), (rid, r.position)
+            assert (row.started_at, row.updated_at, row.parent_run_id) == (
+                indexed.started_at,
+                indexed.updated_at,
+                indexed.parent_run_id,
+            )
 
 
 def _sample(kind: type[ev.Event]) -> ev.Event:
