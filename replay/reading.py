@@ -89,7 +89,7 @@ def runs(
     if s.as_json:
         s.out.json_stream(board_doc(r) for r in rows)
     else:
-        s.out.lines(views.run_rows([board_summary(r) for r in rows], s.store_name))
+        s.out.lines(views.run_rows([board_summary(r) for r in rows], s.store_name, True))
     return 0
 
 

@@ -75,6 +75,7 @@ def test_filters_and_pages_pick_the_runs_they_name(work: Workdir) -> None:
     assert [r["run_id"] for r in _listed(work, "--offset", "4")] == every[4:]
     assert [r["run_id"] for r in _listed(work, "--since", "1h")] == every
     assert _listed(work, "--until", "1h") == []
+    assert "no runs match in" in work.ok("runs", "--until", "1h").out
     starts = [dt.datetime.fromisoformat(r["started_at"]) for r in _listed(work)]
     cut = (starts[3] + (starts[2] - starts[3]) / 2).isoformat()  # between the 3rd and 4th
     assert [r["run_id"] for r in _listed(work, "--since", cut)] == every[:3]
