@@ -18,7 +18,6 @@ import msgspec
 from engine import RunResult, RunState, RunSummary
 from engine.kinds import RunStatus
 from engine.secrets import redact
-from engine.store import RunRow
 
 if TYPE_CHECKING:
     from projections.views.runs import RunBoardRow
@@ -286,12 +285,13 @@ def board_doc(r: RunBoardRow) -> dict[str, Any]:
     """A run's document from the runs view: the index's fields, then the board's."""
     doc = run_doc(board_summary(r))
     doc.update((name, getattr(r, name)) for name in BOARD_FIELDS)
-    doc["last_event_at"] = when(r.last_event_at)
     return doc
 
 
 def board_summary(r: RunBoardRow) -> RunSummary:
     """The board's row as the index would list it."""
+    from engine.store import RunRow  # not at start-up: `agentlog --help` loads no store
+
     row = RunRow(r.run_id, r.agent, r.status, r.started_at, r.updated_at, r.parent_run_id)
     return RunSummary.of(msgspec.structs.replace(row, position=r.position))
 

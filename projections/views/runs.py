@@ -22,6 +22,7 @@ from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
 from ..fold import Envelope, Projection, RunFacts
+from ..runner import Runner
 
 # How each event moves a run's status; every other event leaves it (engine.state.evolve).
 _STATUS: dict[type[ev.Event], RunStatus] = {
@@ -67,8 +68,7 @@ class RunBoardRow(msgspec.Struct, frozen=True, omit_defaults=True):
     resumes: int = 0
     owner: str | None = None  # the last resuming or adopting engine's owner id
     imported: bool = False  # imported and not adopted since
-    last_event: str = ""
-    last_event_at: float = 0.0
+    last_event: str = ""  # its type; updated_at is its time
 
 
 def _started(row: RunBoardRow, e: ev.AgentStarted) -> RunBoardRow:
@@ -144,7 +144,8 @@ class View(Projection[RunBoardRow]):
     def apply(
         self, rows: Mapping[str, RunBoardRow | None], env: Envelope
     ) -> Mapping[str, RunBoardRow | None]:
-        assert env.run is not None  # keys named no row otherwise
+        if env.run is None:  # keys named no row
+            return {}
         e = env.event
         row = rows.get(env.run.run_id) or _fresh(env.run)
         row = replace(
@@ -153,7 +154,6 @@ class View(Projection[RunBoardRow]):
             position=env.position,
             updated_at=e.at,
             last_event=str(e.__struct_config__.tag),
-            last_event_at=e.at,
         )
         if not env.copied:
             row = _work(row, e)
@@ -167,8 +167,6 @@ _DECODE = msgspec.msgpack.Decoder(RunBoardRow)
 
 def caught_up(store: Store) -> None:
     """Bring the runs view up to the log's head as it is now (read-your-writes)."""
-    from ..runner import Runner
-
     Runner(store, [View()]).catch_up([View.name])
 
 
