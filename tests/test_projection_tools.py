@@ -1,0 +1,298 @@
+"""The tools view on every store: real runs (retries, a permanent failure, a breaker that
+opens and closes, a fallback, an effect the ledger dedupes, uncertain outcomes resolved by
+a verifier, a same-key re-send, a person, and left by an abandonment) give the figures of
+a hand count; latencies come from recorded durations (a fake clock the tools move);
+hand-made events at fixed times prove the hourly windows, the agent filter and the
+percentiles; catching up after each run equals one rebuild at the end."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agents.fake_time import FakeTime, timed_engine
+from agents.kit import craft_uncertain, tool_def
+from conftest import all_backends
+
+from engine import CircuitBreaker, Engine, Permanent, RetryPolicy, Transient
+from engine import events as ev
+from engine.history import RunWriter
+from engine.policy import NO_RETRY
+from engine.state import RunState
+from engine.stats import ToolStats
+from engine.store import Append, Store, stream_id
+from engine.store.ports import ViewQuery
+from projections.latency import Latency, bucket, lower
+from projections.runner import Runner
+from projections.views import tools
+from projections.views.tools import View, latency, summarize
+
+HOUR = 3600
+T0 = 1_700_006_400.0  # an hour's start (1_700_006_400 = 472_224 * 3600)
+
+
+@pytest.fixture
+def fake() -> FakeTime:
+    return FakeTime()
+
+
+@pytest.fixture
+def eng(store_url: str, fake: FakeTime) -> Iterator[Engine]:
+    yield from timed_engine(store_url, fake, seed=3)
+
+
+def rows(store: Store) -> list[bytes]:
+    """Every row of the view in key order (the fold's whole result)."""
+    return store.views.query(View.table(), ViewQuery(descending=False))
+
+
+def by_tool(stats: list[ToolStats]) -> dict[str, ToolStats]:
+    return {s.tool: s for s in stats}
+
+
+# --- real runs --------------------------------------------------------------------------
+
+
+class Service:
+    """An outside service that dedupes by idempotency key and counts its requests."""
+
+    def __init__(self) -> None:
+        self.effects: dict[str, str] = {}
+        self.requests = 0
+
+    def perform(self, key: str) -> str:
+        self.requests += 1
+        return self.effects.setdefault(key, f"receipt-{self.requests}")
+
+
+def _declare(eng: Engine, fake: FakeTime, svc: Service) -> dict[str, Any]:
+    """The scenario's tools and agents. Each attempt moves the fake clock by a known
+    duration, so the recorded latencies are known."""
+    state = {"flaky": 0, "rates_up": False}
+
+    @eng.tool(retry=RetryPolicy(max_attempts=3, initial=1.0, jitter=False))
+    def flaky() -> str:
+        state["flaky"] += 1
+        fake.now += 0.010 * state["flaky"]  # 10 ms, 20 ms, 30 ms
+        if state["flaky"] % 3:
+            raise Transient("502 bad gateway")
+        return "ok"
+
+    @eng.tool(retry=RetryPolicy(max_attempts=3, initial=1.0, jitter=False))
+    def strict() -> str:
+        fake.now += 0.005
+        raise Permanent("400 bad request")
+
+    @eng.tool(
+        retry=NO_RETRY,
+        breaker=CircuitBreaker(failure_threshold=1, reset_timeout=10.0),
+        fallback=lambda: 1.0,
+    )
+    def rates() -> float:
+        fake.now += 0.040
+        if not state["rates_up"]:
+            raise Transient("rates API unavailable")
+        return 1.08
+
+    @eng.tool(side_effect=True, key=lambda order: f"charge:{order}")
+    def charge(order: str, *, idempotency_key: str) -> str:
+        fake.now += 0.100
+        return svc.perform(idempotency_key)
+
+    @eng.tool(side_effect=True, verify=lambda key: svc.effects.get(key))
+    def transfer(cents: int, *, idempotency_key: str) -> str:
+        return svc.perform(idempotency_key)
+
+    @eng.tool(side_effect=True)
+    def ship(order: str, *, idempotency_key: str) -> str:
+        fake.now += 0.200
+        return svc.perform(idempotency_key)
+
+    @eng.tool(side_effect=True)
+    def fax(number: str) -> str:  # neither verifier nor key: only a person knows
+        return svc.perform(f"fax:{number}")
+
+    @eng.agent
+    def ops(run: Any, what: str) -> Any:
+        if what == "flaky":
+            return flaky()
+        if what == "strict":
+            return strict()
+        if what == "rates":
+            return rates()
+        return charge(what)
+
+    @eng.agent
+    def payer(run: Any) -> str:
+        return str(transfer(300))
+
+    @eng.agent
+    def shipper(run: Any) -> str:
+        return str(ship("o1"))
+
+    @eng.agent
+    def faxer(run: Any, number: str) -> str:
+        return str(fax(number))
+
+    return {"state": state} | {
+        f.__name__: f for f in (flaky, strict, rates, charge, transfer, ship, fax)
+    } | {"ops": ops, "payer": payer, "shipper": shipper, "faxer": faxer}
+
+
+def _name(fn: Any) -> str:
+    return str(tool_def(fn).name)
+
+
+def _scenario(eng: Engine, fake: FakeTime, svc: Service, step: Any) -> dict[str, Any]:
+    """Run the scenario, calling ``step()`` after each run; the declarations."""
+    d = _declare(eng, fake, svc)
+    ops = d["ops"]
+    assert eng.run(ops, what="flaky").status == "completed"  # 2 retries, 3 attempts
+    step()
+    assert eng.run(ops, what="strict").status == "failed"  # permanent, 1 attempt
+    step()
+    assert eng.run(ops, what="rates").status == "failed"  # transient; the circuit opens
+    step()
+    fell_back = eng.run(ops, what="rates")
+    assert (fell_back.status, fell_back.output) == ("completed", 1.0)  # the fallback
+    step()
+    assert eng.run(ops, what="o1").status == "completed"  # the charge is sent
+    first = eng.run(ops, what="o1")
+    assert first.status == "completed" and svc.requests == 1  # the ledger dedupes it
+    assert eng.resume(first.run_id).status == "completed" and svc.requests == 1
+    step()
+    key = craft_uncertain(eng, d["payer"], "u-verified", {}, d["transfer"], (300,))
+    svc.effects[key] = "landed"
+    assert eng.resume("u-verified").output == "landed"  # the verifier finds it
+    step()
+    craft_uncertain(eng, d["shipper"], "u-resent", {}, d["ship"], ("o1",))
+    assert eng.resume("u-resent").status == "completed"  # re-sent under its key
+    step()
+    craft_uncertain(eng, d["faxer"], "u-human", {"number": "5"}, d["fax"], ("5",))
+    assert eng.resume("u-human").status == "paused"
+    assert eng.answer("u-human", "done").status == "completed"  # a person says so
+    step()
+    craft_uncertain(eng, d["faxer"], "u-left", {"number": "6"}, d["fax"], ("6",))
+    assert eng.resume("u-left").status == "paused"
+    assert eng.abandon("u-left").status == "abandoned"  # nobody ever said
+    step()
+    fake.now += 10.0
+    d["state"]["rates_up"] = True
+    assert eng.run(ops, what="rates").output == 1.08  # half-open trial closes it
+    step()
+    return d
+
+
+def _expected(d: dict[str, Any]) -> dict[str, ToolStats]:
+    """The hand count of the scenario (latencies checked apart)."""
+    n = _name
+    return {
+        n(d["flaky"]): ToolStats(n(d["flaky"]), calls=1, retries=2, attempts=3),
+        n(d["strict"]): ToolStats(n(d["strict"]), calls=1, failures={"permanent": 1}, attempts=1),
+        n(d["rates"]): ToolStats(
+            n(d["rates"]),
+            calls=3,
+            failures={"transient": 1},
+            fallbacks=1,
+            attempts=2,
+            breaker="closed",
+            breaker_transitions=3,
+        ),
+        n(d["charge"]): ToolStats(
+            n(d["charge"]), calls=2, attempts=1, effects_sent=1, effects_deduplicated=1
+        ),
+        n(d["transfer"]): ToolStats(n(d["transfer"]), calls=1, uncertain={"verified": 1}),
+        n(d["ship"]): ToolStats(
+            n(d["ship"]), calls=1, attempts=1, effects_sent=1, uncertain={"resent": 1}
+        ),
+        n(d["fax"]): ToolStats(n(d["fax"]), calls=2, uncertain={"abandoned": 1, "human": 1}),
+    }
+
+
+def _counts_only(s: ToolStats) -> ToolStats:
+    import msgspec
+
+    return msgspec.structs.replace(
+        s, p50_ms=None, p95_ms=None, p99_ms=None, mean_ms=None, stdev_ms=None
+    )
+
+
+@all_backends
+def test_real_runs_give_the_hand_count_and_incremental_equals_rebuilt(
+    eng: Engine, fake: FakeTime
+) -> None:
+    """Each figure of each tool equals the hand count, whether the view caught up after
+    every run or was rebuilt once at the end (also one event per batch)."""
+    svc = Service()
+    seen: list[list[ToolStats]] = []
+    d = _scenario(eng, fake, svc, lambda: seen.append(summarize(eng.store, None, None)))
+    rates = by_tool(seen[3])[_name(d["rates"])]
+    assert (rates.breaker, rates.breaker_transitions, rates.fallbacks) == ("open", 1, 1)
+
+    incremental = summarize(eng.store, None, None)
+    assert [s.tool for s in incremental] == sorted(s.tool for s in incremental)
+    assert {s.tool: _counts_only(s) for s in incremental} == _expected(d)
+    built = rows(eng.store)
+    Runner(eng.store, [View()]).rebuild("tools")
+    assert rows(eng.store) == built and summarize(eng.store, None, None) == incremental
+    Runner(eng.store, [View()], batch=1).rebuild("tools")
+    assert rows(eng.store) == built
+
+    flaky = by_tool(incremental)[_name(d["flaky"])]
+    assert flaky.mean_ms == pytest.approx(20.0) and flaky.p50_ms == pytest.approx(20.0, rel=0.05)
+    assert flaky.stdev_ms == pytest.approx(statistics.pstdev([10.0, 20.0, 30.0]))
+    assert flaky.p99_ms == pytest.approx(30.0, rel=0.05)
+    charge = by_tool(incremental)[_name(d["charge"])]
+    assert charge.p50_ms == pytest.approx(100.0) and charge.stdev_ms == pytest.approx(0.0)
+    rates_lat = by_tool(incremental)[_name(d["rates"])]
+    assert rates_lat.mean_ms == pytest.approx(40.0)  # the fallback is no attempt
+    assert by_tool(incremental)[_name(d["transfer"])].p50_ms is None  # nothing executed
+    mean, stdev, count = latency(eng.store, _name(d["flaky"]))
+    assert (mean, stdev, count) == pytest.approx((0.02, statistics.pstdev([0.01, 0.02, 0.03]), 3))
+
+
+@all_backends
+def test_the_agent_filter_keeps_only_that_agents_calls(eng: Engine, fake: FakeTime) -> None:
+    """Two agents call the same tool: each sees its own calls; no filter sees both; a tool
+    an agent never called is not in its figures."""
+    svc = Service()
+    d = _declare(eng, fake, svc)
+
+    @eng.agent
+    def other(run: Any) -> str:
+        return str(d["flaky"]())
+
+    assert eng.run(d["ops"], what="flaky").status == "completed"
+    assert eng.run(d["ops"], what="strict").status == "failed"
+    assert eng.run(other).status == "completed"  # attempts 4 (fails), 5 (fails), 6 (ok)
+    flaky = _name(d["flaky"])
+    mine = by_tool(summarize(eng.store, None, d["ops"].name))
+    theirs = by_tool(summarize(eng.store, None, other.name))
+    both = by_tool(summarize(eng.store, None, None))
+    assert (mine[flaky].calls, mine[flaky].retries) == (1, 2)
+    assert mine[flaky].mean_ms == pytest.approx(20.0)
+    assert (theirs[flaky].calls, theirs[flaky].retries) == (1, 2)
+    assert theirs[flaky].mean_ms == pytest.approx(50.0)
+    assert (both[flaky].calls, both[flaky].retries, both[flaky].attempts) == (2, 4, 6)
+    assert set(theirs) == {flaky} and _name(d["strict"]) in mine
+    assert summarize(eng.store, None, "nobody") == []
+
+
+# --- hand-made events at fixed times -----------------------------------------------------
+
+
+def _run(store: Store, run_id: str, agent: str, *events: ev.Event) -> None:
+    writer = RunWriter(store, RunState(run_id=run_id))
+    writer.append(ev.AgentStarted(at=events[0].at, agent=agent, import_path="m"))
+    for e in events:
+        writer.append(e)
+
+
+def _call(call: int, at: float, duration: float, tool: str = "search") -> list[ev.Event]:
+    return [
+        ev.ToolInvoked(at=at, call=call, tool=tool),
+        ev.ToolSucceeded(at=at, call=call, tool=tool, duration=duration),
+    ]
