@@ -107,7 +107,7 @@ class Latency(msgspec.Struct, frozen=True, omit_defaults=True):
 
 def _middle(i: int) -> float:
     if i <= 0:
-        return LOW / 2
+        return 0.0  # kept at the shortest seen
     if i > BUCKETS:
         return HIGH
     return lower(i) * math.sqrt(RATIO)

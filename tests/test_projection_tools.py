@@ -137,9 +137,11 @@ def _declare(eng: Engine, fake: FakeTime, svc: Service) -> dict[str, Any]:
     def faxer(run: Any, number: str) -> str:
         return str(fax(number))
 
-    return {"state": state} | {
-        f.__name__: f for f in (flaky, strict, rates, charge, transfer, ship, fax)
-    } | {"ops": ops, "payer": payer, "shipper": shipper, "faxer": faxer}
+    return (
+        {"state": state}
+        | {f.__name__: f for f in (flaky, strict, rates, charge, transfer, ship, fax)}
+        | {"ops": ops, "payer": payer, "shipper": shipper, "faxer": faxer}
+    )
 
 
 def _name(fn: Any) -> str:
@@ -296,3 +298,236 @@ def _call(call: int, at: float, duration: float, tool: str = "search") -> list[e
         ev.ToolInvoked(at=at, call=call, tool=tool),
         ev.ToolSucceeded(at=at, call=call, tool=tool, duration=duration),
     ]
+
+
+@all_backends
+def test_a_fork_counts_its_own_calls_not_its_copy_of_the_parent(
+    eng: Engine, fake: FakeTime
+) -> None:
+    """A rewound fork copies its parent's events before the checkpoint (a lookup): they
+    are not counted again. Its own call of the parent's charge takes the parent's effect
+    over (reused), sending nothing."""
+    svc = Service()
+
+    @eng.tool
+    def lookup() -> int:
+        fake.now += 0.001
+        return 7
+
+    @eng.tool(side_effect=True)
+    def pay(cents: int, *, idempotency_key: str) -> str:
+        fake.now += 0.002
+        return svc.perform(idempotency_key)
+
+    @eng.agent
+    def buyer(run: Any) -> str:
+        n = lookup()
+        run.checkpoint("priced")
+        return str(pay(n))
+
+    parent = eng.run(buyer)
+    fork = eng.rewind(parent.run_id, to="priced")
+    assert fork.status == "completed" and svc.requests == 1
+    found = by_tool(summarize(eng.store, None, None))
+    looked, paid = found[_name(lookup)], found[_name(pay)]
+    assert (looked.calls, looked.attempts) == (1, 1)
+    assert (paid.calls, paid.attempts, paid.effects_sent, paid.effects_reused) == (2, 1, 1, 1)
+    assert paid.effects_deduplicated == 0
+
+
+@all_backends
+def test_a_failed_call_re_attempted_on_resume_is_one_call(eng: Engine, fake: FakeTime) -> None:
+    """The failure that ended a run is re-attempted by resume under a fresh intent: one
+    durable call, two attempts, one final failure."""
+    up = {"on": False}
+
+    @eng.tool(retry=NO_RETRY)
+    def probe() -> str:
+        fake.now += 0.003
+        if not up["on"]:
+            raise Permanent("not yet")
+        return "up"
+
+    @eng.agent
+    def watcher(run: Any) -> str:
+        return str(probe())
+
+    r = eng.run(watcher)
+    assert r.status == "failed"
+    up["on"] = True
+    assert eng.resume(r.run_id).status == "completed"
+    (s,) = summarize(eng.store, None, None)
+    assert (s.calls, s.attempts, s.failures) == (1, 2, {"permanent": 1})
+
+
+# --- hand-made events at fixed times -----------------------------------------------------
+
+
+def _run(store: Store, run_id: str, agent: str, *events: ev.Event) -> None:
+    writer = RunWriter(store, RunState(run_id=run_id))
+    writer.append(ev.AgentStarted(at=events[0].at, agent=agent, import_path="m"))
+    for e in events:
+        writer.append(e)
+
+
+def _call(call: int, at: float, duration: float, tool: str = "search") -> list[ev.Event]:
+    return [
+        ev.ToolInvoked(at=at, call=call, tool=tool),
+        ev.ToolSucceeded(at=at, call=call, tool=tool, duration=duration),
+    ]
+
+
+@all_backends
+def test_windows_split_by_the_hour_and_since_starts_at_its_hour(store: Store) -> None:
+    """Calls an hour apart land in two windows; ``since`` keeps the windows from the one
+    it falls in; each window's figures are its own."""
+    _run(store, "early", "a", *_call(1, T0 + 10, 0.001), *_call(2, T0 + HOUR - 1, 0.001))
+    _run(store, "late", "a", *_call(1, T0 + HOUR, 0.004), *_call(2, T0 + 2 * HOUR + 5, 0.004))
+    Runner(store, [View()]).catch_up()
+    windows = [
+        tools._DECODE(b).window_start
+        for b in store.views.query(View.table(), ViewQuery(equal={"kind": "window"}))
+    ]
+    assert sorted(windows) == [T0, T0 + HOUR, T0 + 2 * HOUR]
+    counts = {
+        since: summarize(store, since, None)[0].calls
+        for since in (None, T0, T0 + HOUR - 1, T0 + HOUR, T0 + HOUR + 1800, T0 + 2 * HOUR)
+    }
+    assert counts == {
+        None: 4,
+        T0: 4,
+        T0 + HOUR - 1: 4,
+        T0 + HOUR: 2,
+        T0 + HOUR + 1800: 2,
+        T0 + 2 * HOUR: 1,
+    }
+    assert summarize(store, T0 + 3 * HOUR, None) == []
+    late = summarize(store, T0 + HOUR, None)[0]
+    assert late.mean_ms == pytest.approx(4.0) and late.p99_ms == pytest.approx(4.0)
+
+
+@all_backends
+def test_percentiles_mean_and_stdev_of_known_durations_across_windows(store: Store) -> None:
+    """Durations 1..200 ms in two windows and two agents: p50/p95/p99 within 5% of the
+    nearest-rank values, mean and stdev exact, for the union and for one window alone."""
+    durations = [n / 1000 for n in range(1, 201)]
+    first = [e for n, d in enumerate(durations[:100], 1) for e in _call(n, T0 + n, d)]
+    second = [e for n, d in enumerate(durations[100:], 1) for e in _call(n, T0 + HOUR + n, d)]
+    _run(store, "r1", "a", *first)
+    _run(store, "r2", "b", *second)
+    for since, agent, sample in [
+        (None, None, durations),
+        (T0 + HOUR, None, durations[100:]),
+        (None, "a", durations[:100]),
+    ]:
+        (s,) = summarize(store, since, agent)
+        ms = sorted(d * 1000 for d in sample)
+        for q, got in ((0.50, s.p50_ms), (0.95, s.p95_ms), (0.99, s.p99_ms)):
+            assert got == pytest.approx(ms[math.ceil(q * len(ms)) - 1], rel=0.05)
+        assert s.mean_ms == pytest.approx(statistics.fmean(ms))
+        assert s.stdev_ms == pytest.approx(statistics.pstdev(ms))
+        assert s.calls == s.attempts == len(ms)
+    assert latency(store, "search") == pytest.approx(
+        (statistics.fmean(durations), statistics.pstdev(durations), 200)
+    )
+    assert latency(store, "nothing") == (0.0, 0.0, 0)
+
+
+@all_backends
+def test_breaker_state_and_transitions_from_the_tools_own_stream(store: Store) -> None:
+    """Circuit events in the tool's stream (no run, no agent): the last state and when it
+    changed per tool, transitions counted per hour (``since``), for any agent's figures."""
+    sid = stream_id("tool:search")
+    changes = [
+        ev.CircuitOpened(at=T0 + 1, tool="search", failures=3),
+        ev.CircuitHalfOpened(at=T0 + 40, tool="search"),
+        ev.CircuitOpened(at=T0 + HOUR + 1, tool="search"),
+        ev.CircuitHalfOpened(at=T0 + HOUR + 40, tool="search"),
+    ]
+    store.append([Append(sid, n, e) for n, e in enumerate(changes, 1)])
+    _run(store, "r", "a", *_call(1, T0 + 5, 0.01))
+    (s,) = summarize(store, None, "a")
+    assert (s.breaker, s.breaker_transitions, s.calls) == ("half_open", 4, 1)
+    store.append([Append(sid, 5, ev.CircuitClosed(at=T0 + HOUR + 50, tool="search"))])
+    (s,) = summarize(store, T0 + HOUR, None)
+    assert (s.breaker, s.breaker_transitions, s.calls) == ("closed", 3, 0)
+    (row,) = [
+        tools._DECODE(b)
+        for b in store.views.query(View.table(), ViewQuery(equal={"kind": "breaker"}))
+    ]
+    assert row.breaker == tools.Breaker("closed", T0 + HOUR + 50, 5)
+    assert summarize(store, T0 + HOUR, "a") == []  # agent a made no call in that hour
+
+
+@all_backends
+def test_abandonment_counts_the_side_effects_it_left_in_doubt(store: Store) -> None:
+    """At abandonment: a side effect with no outcome, and one that failed after an
+    indeterminate attempt, are abandoned uncertain; a read with no outcome, a settled
+    effect, and an effect that failed for sure are not. A completed run keeps no row."""
+    at = T0 + 100
+    _run(
+        store,
+        "left",
+        "a",
+        ev.ToolInvoked(at=at, call=1, tool="pay", side_effect=True, key="k1"),
+        ev.ToolInvoked(at=at, call=2, tool="pay", side_effect=True, key="k2"),
+        ev.ToolFailed(at=at, call=2, tool="pay", kind="indeterminate", message="t", final=False),
+        ev.ToolFailed(at=at, call=2, tool="pay", kind="permanent", message="x"),
+        ev.ToolInvoked(at=at, call=3, tool="read", side_effect=False),
+        ev.ToolInvoked(at=at, call=4, tool="pay", side_effect=True, key="k4"),
+        ev.ToolSucceeded(at=at, call=4, tool="pay"),
+        ev.ToolInvoked(at=at, call=5, tool="mail", side_effect=True, key="k5"),
+        ev.ToolFailed(at=at, call=5, tool="mail", kind="permanent", message="x"),
+        ev.AgentAbandoned(at=at + HOUR),
+    )
+    _run(store, "done", "a", *_call(1, at, 0.01, "pay"), ev.AgentFinished(at=at))
+    found = by_tool(summarize(store, None, None))
+    assert found["pay"].uncertain == {"abandoned": 2}
+    assert found["read"].uncertain == {} and found["mail"].uncertain == {}
+    assert found["pay"].failures == {"permanent": 1}
+    # call 2's indeterminate attempt, call 4's, and the read of run "done" (the final
+    # failures carry no attempt of their own: no error_type)
+    assert (found["pay"].attempts, found["pay"].effects_sent) == (3, 2)
+    assert by_tool(summarize(store, T0 + HOUR, None))["pay"].uncertain == {"abandoned": 2}
+    assert by_tool(summarize(store, None, "b")) == {}
+    kinds = [
+        tools._DECODE(b).kind for b in store.views.query(View.table(), ViewQuery(descending=False))
+    ]
+    assert kinds.count("run") == 0 and kinds.count("abandoned") == 1
+
+
+# --- the latency summary ---------------------------------------------------------------
+
+
+def test_buckets_are_ten_percent_wide_and_cover_a_tenth_of_a_ms_to_ten_minutes() -> None:
+    """Every bucket edge maps to its own bucket, the one below it to the bucket before;
+    faster than 0.1 ms is bucket 0, ten minutes and more the last."""
+    from projections.latency import BUCKETS, HIGH, LOW
+
+    assert bucket(LOW / 2) == 0 and bucket(HIGH) == bucket(1e6) == BUCKETS + 1
+    assert lower(BUCKETS) < HIGH <= lower(BUCKETS + 1)
+    for i in range(1, BUCKETS + 1):
+        assert bucket(lower(i)) == i
+        assert bucket(lower(i) * 0.999999) == i - 1
+        assert lower(i + 1) / lower(i) == pytest.approx(1.1)
+
+
+def test_merged_summaries_equal_one_summary_of_all() -> None:
+    """Adding durations to two summaries and merging them gives the summary of all."""
+    import random
+
+    rng = random.Random(7)
+    sample = [rng.lognormvariate(-3, 1.5) for _ in range(500)]
+    one, a, b = Latency(), Latency(), Latency()
+    for n, d in enumerate(sample):
+        one = one.add(d)
+        if n % 3:
+            a = a.add(d)
+        else:
+            b = b.add(d)
+    both = a.merge(b)
+    assert (both.n, both.buckets, both.low, both.high) == (one.n, one.buckets, one.low, one.high)
+    assert both.total == pytest.approx(one.total) and both.squares == pytest.approx(one.squares)
+    ranked = sorted(sample)
+    for q in (0.5, 0.9, 0.95, 0.99, 1.0):
+        assert both.quantile(q) == pytest.approx(ranked[math.ceil(q * 500) - 1], rel=0.05)
