@@ -512,6 +512,29 @@ def test_abandonment_counts_the_side_effects_it_left_in_doubt(store: Store) -> N
     assert kinds.count("run") == 0 and kinds.count("abandoned") == 1
 
 
+@all_backends
+def test_a_fork_taking_over_an_uncertain_parent_effect_counts_its_resolution(
+    store: Store,
+) -> None:
+    """A fork's call that takes over its parent's effect: with the parent's outcome it is
+    reused and nothing was in doubt; without it, the same-key re-send that follows
+    resolves an uncertain outcome."""
+    at = T0 + 7
+    take = {"tool": "pay", "side_effect": True, "key": "k", "parent_call": 1}
+    _run(
+        store,
+        "fork1",
+        "a",
+        ev.ToolInvoked(at=at, call=1, **take),
+        ev.ToolSucceeded(at=at, call=1, tool="pay", source="parent"),
+        ev.ToolInvoked(at=at, call=2, **take),
+        ev.ToolSucceeded(at=at, call=2, tool="pay", duration=0.5),
+    )
+    (s,) = summarize(store, None, None)
+    assert (s.calls, s.effects_reused, s.effects_sent, s.attempts) == (2, 1, 1, 1)
+    assert s.uncertain == {"resent": 1}
+
+
 # --- the latency summary ---------------------------------------------------------------
 
 

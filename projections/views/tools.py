@@ -122,9 +122,8 @@ class View(Projection[Row]):
         if env.copied:
             return ()
         if env.run is None:
-            if type(e) in STATES:
-                tool = e.tool  # type: ignore[attr-defined]
-                return (f"breaker:{tool}", f"circuit:{tool}:{window_of(e.at)}")
+            if isinstance(e, ev.CircuitOpened | ev.CircuitHalfOpened | ev.CircuitClosed):
+                return (f"breaker:{e.tool}", f"circuit:{e.tool}:{window_of(e.at)}")
             return ()
         run = f"run:{env.stream}"
         if isinstance(e, ev.ToolInvoked | ev.ToolSucceeded | ev.ToolFailed):
@@ -147,11 +146,11 @@ class View(Projection[Row]):
         if isinstance(e, ev.RetryScheduled):
             ((key, row),) = rows.items()
             counts = _counts(row)
-            return {key: _window(key, env, replace(counts, retries=counts.retries + 1))}
+            return {key: _window(env, replace(counts, retries=counts.retries + 1))}
         if isinstance(e, ev.ToolInvoked | ev.ToolSucceeded | ev.ToolFailed):
             key = next(k for k in rows if k != run_key)
             calls, counts = _tool_event(calls, _counts(rows[key]), e)
-            return {run_key: _run(env, calls), key: _window(key, env, counts)}
+            return {run_key: _run(env, calls), key: _window(env, counts)}
         if run is None:  # no open calls: nothing to forget or doubt
             return {}
         if isinstance(e, ev.AgentFinished):
@@ -165,7 +164,7 @@ def _counts(row: Row | None) -> Counts:
     return row.counts if row is not None and row.counts is not None else Counts()
 
 
-def _window(key: str, env: Envelope, counts: Counts) -> Row:
+def _window(env: Envelope, counts: Counts) -> Row:
     assert env.run is not None
     tool = getattr(env.event, "tool", "")
     return Row(WINDOW_ROW, env.run.agent, tool, window_of(env.event.at), counts=counts)
@@ -198,7 +197,9 @@ def _tool_event(
     if isinstance(e, ev.ToolInvoked):
         if note is None:
             counts = replace(counts, calls=counts.calls + 1)
-        uncertain = note is not None and note.uncertain
+        # A fork taking its parent's effect over is in doubt until it learns the outcome
+        # (recorded with the intent when the parent knew it).
+        uncertain = (note is not None and note.uncertain) or e.parent_call is not None
         open_[e.call] = Note(e.tool, e.side_effect, uncertain)
         return replace(calls, open=open_), counts
     note = note or Note(e.tool)
