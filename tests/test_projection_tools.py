@@ -535,6 +535,16 @@ def test_a_fork_taking_over_an_uncertain_parent_effect_counts_its_resolution(
     assert s.uncertain == {"resent": 1}
 
 
+@all_backends
+def test_names_with_colons_never_share_a_row(store: Store) -> None:
+    """Agent "m:f" calling tool "x" and agent "m" calling tool "f:x" in the same hour are
+    two rows (agent names are module:qualname; a tool's name may hold ':' too)."""
+    _run(store, "one", "m:f", *_call(1, T0 + 1, 0.001, "x"))
+    _run(store, "two", "m", *_call(1, T0 + 2, 0.002, "f:x"), *_call(2, T0 + 3, 0.002, "f:x"))
+    assert [(s.tool, s.calls) for s in summarize(store, None, "m")] == [("f:x", 2)]
+    assert [(s.tool, s.calls) for s in summarize(store, None, "m:f")] == [("x", 1)]
+
+
 # --- the latency summary ---------------------------------------------------------------
 
 

@@ -105,6 +105,11 @@ class Row(msgspec.Struct, frozen=True, omit_defaults=True):
     calls: Calls | None = None
 
 
+def _key(*parts: str | int) -> str:
+    """A row key no agent or tool name can make ambiguous (names may hold ':')."""
+    return msgspec.json.encode(parts).decode()
+
+
 def _bump(d: Mapping[str, int], key: str) -> dict[str, int]:
     out = dict(d)
     out[key] = out.get(key, 0) + 1
@@ -123,13 +128,13 @@ class View(Projection[Row]):
             return ()
         if env.run is None:
             if isinstance(e, ev.CircuitOpened | ev.CircuitHalfOpened | ev.CircuitClosed):
-                return (f"breaker:{e.tool}", f"circuit:{e.tool}:{window_of(e.at)}")
+                return (_key(BREAKER_ROW, e.tool), _key(CIRCUIT_ROW, e.tool, window_of(e.at)))
             return ()
-        run = f"run:{env.stream}"
+        run = _key(RUN_ROW, str(env.stream))
         if isinstance(e, ev.ToolInvoked | ev.ToolSucceeded | ev.ToolFailed):
-            return (run, f"window:{env.run.agent}:{e.tool}:{window_of(e.at)}")
+            return (run, _key(WINDOW_ROW, env.run.agent, e.tool, window_of(e.at)))
         if isinstance(e, ev.RetryScheduled):
-            return (f"window:{env.run.agent}:{e.tool}:{window_of(e.at)}",)
+            return (_key(WINDOW_ROW, env.run.agent, e.tool, window_of(e.at)),)
         if isinstance(e, ev.AgentResumed | ev.AgentAbandoned | ev.AgentFinished):
             return (run,)
         if isinstance(e, ev.HumanInputRequested) and e.reason == "uncertain":
@@ -138,19 +143,19 @@ class View(Projection[Row]):
 
     def apply(self, rows: Mapping[str, Row | None], env: Envelope) -> Mapping[str, Row | None]:
         e = env.event
-        if env.run is None:
+        if isinstance(e, ev.CircuitOpened | ev.CircuitHalfOpened | ev.CircuitClosed):
             return _circuit(rows, e)
-        run_key = f"run:{env.stream}"
+        run_key = _key(RUN_ROW, str(env.stream))
         run = rows.get(run_key)
         calls = run.calls if run is not None and run.calls is not None else Calls()
         if isinstance(e, ev.RetryScheduled):
             ((key, row),) = rows.items()
             counts = _counts(row)
-            return {key: _window(env, replace(counts, retries=counts.retries + 1))}
+            return {key: _window(env, e.tool, replace(counts, retries=counts.retries + 1))}
         if isinstance(e, ev.ToolInvoked | ev.ToolSucceeded | ev.ToolFailed):
             key = next(k for k in rows if k != run_key)
             calls, counts = _tool_event(calls, _counts(rows[key]), e)
-            return {run_key: _run(env, calls), key: _window(env, counts)}
+            return {run_key: _run(env, calls), key: _window(env, e.tool, counts)}
         if run is None:  # no open calls: nothing to forget or doubt
             return {}
         if isinstance(e, ev.AgentFinished):
@@ -164,9 +169,8 @@ def _counts(row: Row | None) -> Counts:
     return row.counts if row is not None and row.counts is not None else Counts()
 
 
-def _window(env: Envelope, counts: Counts) -> Row:
+def _window(env: Envelope, tool: str, counts: Counts) -> Row:
     assert env.run is not None
-    tool = getattr(env.event, "tool", "")
     return Row(WINDOW_ROW, env.run.agent, tool, window_of(env.event.at), counts=counts)
 
 
@@ -175,11 +179,13 @@ def _run(env: Envelope, calls: Calls) -> Row:
     return Row(RUN_ROW, env.run.agent, calls=calls)
 
 
-def _circuit(rows: Mapping[str, Row | None], e: ev.Event) -> dict[str, Row | None]:
-    state, tool, at = STATES[type(e)], getattr(e, "tool", ""), e.at
+def _circuit(
+    rows: Mapping[str, Row | None], e: ev.CircuitOpened | ev.CircuitHalfOpened | ev.CircuitClosed
+) -> dict[str, Row | None]:
+    state, tool, at = STATES[type(e)], e.tool, e.at
     out: dict[str, Row | None] = {}
     for key, row in rows.items():
-        if key.startswith("breaker:"):
+        if key == _key(BREAKER_ROW, tool):
             was = row.breaker if row is not None and row.breaker is not None else Breaker()
             out[key] = Row(BREAKER_ROW, "", tool, breaker=Breaker(state, at, was.transitions + 1))
         else:
