@@ -376,6 +376,30 @@ def test_a_run_keeps_few_notes_however_many_failures_its_code_catches(
     assert row.calls is not None and list(row.calls.open) == [30]
 
 
+@all_backends
+def test_a_call_failing_fast_on_an_open_circuit_is_a_failure_not_an_attempt(
+    eng: Engine, fake: FakeTime
+) -> None:
+    """No fallback: the first run's attempt fails and opens the circuit; the second run's
+    call fails fast without running the tool (a final transient failure, no attempt, no
+    latency of its own)."""
+
+    @eng.tool(retry=NO_RETRY, breaker=CircuitBreaker(failure_threshold=1, reset_timeout=60.0))
+    def stock() -> int:
+        fake.now += 0.250
+        raise ConnectionError("stock service unreachable")
+
+    @eng.agent
+    def checker(run: Any) -> int:
+        return int(stock())
+
+    assert [eng.run(checker).status for _ in range(2)] == ["failed", "failed"]
+    (s,) = summarize(eng.store, None, None)
+    assert (s.calls, s.attempts, s.failures) == (2, 1, {"transient": 2})
+    assert (s.breaker, s.breaker_transitions) == ("open", 1)
+    assert s.p50_ms == pytest.approx(250.0) and s.mean_ms == pytest.approx(250.0)
+
+
 # --- hand-made events at fixed times -----------------------------------------------------
 
 
