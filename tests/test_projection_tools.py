@@ -25,7 +25,6 @@ from engine.state import RunState
 from engine.stats import ToolStats
 from engine.store import Append, Store, stream_id
 from engine.store.ports import ViewQuery
-from projections.latency import Latency, bucket, lower
 from projections.runner import Runner
 from projections.views import tools
 from projections.views.tools import View, latency, summarize
@@ -567,44 +566,3 @@ def test_names_with_colons_never_share_a_row(store: Store) -> None:
     _run(store, "two", "m", *_call(1, T0 + 2, 0.002, "f:x"), *_call(2, T0 + 3, 0.002, "f:x"))
     assert [(s.tool, s.calls) for s in summarize(store, None, "m")] == [("f:x", 2)]
     assert [(s.tool, s.calls) for s in summarize(store, None, "m:f")] == [("x", 1)]
-
-
-# --- the latency summary ---------------------------------------------------------------
-
-
-def test_buckets_are_ten_percent_wide_and_cover_a_tenth_of_a_ms_to_ten_minutes() -> None:
-    """Every bucket edge maps to its own bucket, the one below it to the bucket before;
-    faster than 0.1 ms is bucket 0, ten minutes and more the last."""
-    from projections.latency import BUCKETS, HIGH, LOW
-
-    assert bucket(LOW / 2) == 0 and bucket(HIGH) == bucket(1e6) == BUCKETS + 1
-    assert lower(BUCKETS) < HIGH <= lower(BUCKETS + 1)
-    for i in range(1, BUCKETS + 1):
-        assert bucket(lower(i)) == i
-        assert bucket(math.nextafter(lower(i), 0.0)) == i - 1  # one float below the edge
-        assert lower(i + 1) / lower(i) == pytest.approx(1.1)
-
-
-def test_merged_summaries_equal_one_summary_of_all() -> None:
-    """Adding durations to two summaries and merging them gives the summary of all."""
-    import random
-
-    rng = random.Random(7)
-    sample = [rng.lognormvariate(-3, 1.5) for _ in range(500)]
-    one, a, b = Latency(), Latency(), Latency()
-    for n, d in enumerate(sample):
-        one = one.add(d)
-        if n % 3:
-            a = a.add(d)
-        else:
-            b = b.add(d)
-    assert a.merge(Latency()) == Latency().merge(a) == a
-    for both in (a.merge(b), b.merge(a)):
-        assert (both.n, both.buckets) == (one.n, one.buckets)
-        assert (both.low, both.high) == (one.low, one.high)
-        assert both.total == pytest.approx(one.total)
-        assert both.squares == pytest.approx(one.squares)
-    both = a.merge(b)
-    ranked = sorted(sample)
-    for q in (0.5, 0.9, 0.95, 0.99, 1.0):
-        assert both.quantile(q) == pytest.approx(ranked[math.ceil(q * 500) - 1], rel=0.05)
