@@ -46,6 +46,8 @@ class ToolStats(msgspec.Struct, frozen=True):
     effects_sent: int = 0
     effects_deduplicated: int = 0  # answered by the ledger, not sent again
     uncertain: dict[str, int] = {}  # how uncertain outcomes were resolved -> count
+    attempts: int = 0  # executions of the tool, failed or not
+    effects_reused: int = 0  # a rewound fork taking over its parent's effect (not sent)
 
 
 class RecoveryStats(msgspec.Struct, frozen=True):
