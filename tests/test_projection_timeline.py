@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -93,8 +94,11 @@ def _shapes(eng: Engine) -> dict[str, str]:
             crashy(1)
         if mode == "secret":
             login("ann", SECRET)
-        if mode == "ask":
-            return run.ask(f"ship {order}?")
+        if mode.startswith("ask"):
+            answer = run.ask(f"ship {order}?")
+            if mode == "ask-then-crash":
+                crashy(2)
+            return answer
         return {"quote": quote, "receipt": receipt}
 
     ids = {
@@ -108,6 +112,9 @@ def _shapes(eng: Engine) -> dict[str, str]:
     eng.answer(ids["answered"], {"ok": True})
     eng.abandon(ids["abandoned"])
     ids["fork"] = eng.rewind(ids["completed"], to="looked").run_id
+    ids["answered_crashed"] = eng.run(flow, order="o8", mode="ask-then-crash").run_id
+    with pytest.raises(Crash):
+        eng.answer(ids["answered_crashed"], "go")  # the process "dies" after the answer
     with pytest.raises(Crash):
         eng.run(flow, run_id="crashed-run", order="o7", mode="crash")
     crash["on"] = False
@@ -182,8 +189,11 @@ def test_view_and_log_print_the_same_timeline_for_every_shape_of_run(eng: Engine
         assert log == before[rid], shape
         assert _from_view(eng, rid) == log, shape
         assert _printed(eng, rid) == log, shape
-    text = {shape: _printed(eng, rid)[0] for shape, rid in ids.items()}
+    text = {
+        shape: re.sub(r"\x1b\[[0-9;]*m", "", _printed(eng, rid)[0]) for shape, rid in ids.items()
+    }
     assert "inherited" in text["fork"] and "a fork of" in text["fork"]
+    assert "+0.000s" in text["completed"] and "now running" in text["answered_crashed"]
     assert "⟳ resumed" in text["crashed"] and "completed" in text["crashed"]
     assert "↶ undone" in text["abandoned"] and "abandoned" in text["abandoned"]
     assert "✎ answered" in text["answered"] and "? asks" in text["paused"]
@@ -251,6 +261,28 @@ def test_the_cli_prints_the_same_from_the_view_and_from_the_log(store_url: str) 
 
 class _Older(tv.View):
     version = "0"
+
+
+@backends("memory", "sqlite")
+def test_the_command_reads_the_view_when_it_vouches_for_the_run(eng: Engine) -> None:
+    """A row rewritten in the view (a tool renamed in the stored events) shows in the
+    command's text and JSON: it reads the view, not the log, when the view is current."""
+    rid = _record(eng, 3)
+    _catch_up(eng)
+    table, at = tv.View.table(), eng.store.max_global_position()
+    [chunk] = eng.store.views.rows(table, [tv.key(rid, 1)]).values()
+    row = msgspec.msgpack.decode(chunk, type=tv.Row)
+    renamed = [
+        tv.Entry(e.position, msgspec.structs.replace(e.event, tool="planted"))
+        if isinstance(e.event, ev.ToolInvoked)
+        else e
+        for e in row.entries
+    ]
+    body = msgspec.msgpack.encode(msgspec.structs.replace(row, entries=tuple(renamed)))
+    assert eng.store.views.commit(table, at, at, [ViewRow(tv.key(rid, 1), (rid, 1), body)])
+    text, doc = _printed(eng, rid)
+    assert "planted\x1b[0m(page=1)" in text and '"tool":"planted"' in doc.replace(" ", "")
+    assert "planted" not in "".join(_from_log(eng, rid))
 
 
 # --- when the view is not read -----------------------------------------------------------
@@ -375,6 +407,7 @@ def test_the_tally_matches_a_hand_count(eng: Engine) -> None:
     assert figures("crashed").resumes == 1 and figures("crashed").status == "completed"
     assert figures("paused").status == "paused" and figures("answered").status == "completed"
     assert figures("abandoned").status == "abandoned"
+    assert figures("answered_crashed").status == "running"  # answered, then died running
     assert figures("secret").failures == {"transient": 3}
     assert msgspec.json.decode(msgspec.json.encode(done), type=tv.Figures) == done
     assert done.duration >= 0 and done.started_at is not None
