@@ -20,7 +20,7 @@ from engine.history import PAGE, iter_run
 from engine.kinds import RunStatus, Source
 from engine.runtime.results import shown, utc
 from projections.views import timeline as timeline_view
-from projections.views.timeline import Figures, tally
+from projections.views.timeline import Figures, tally_at
 
 from .output import Piece, brief, clock, seconds, short
 
@@ -125,7 +125,7 @@ def story(events: Iterable[ev.Positioned]) -> Iterator[list[Piece]]:
             indent = "  " * s.depth  # the step closed: its end line sits at its start's level
         # a fork's inherited call keeps its parent's time
         since = f"  {'inherited':>11}  " if at < start else f"  {f'+{at - start:.3f}':>10}s  "
-        s.figures = tally(s.figures, r.position, e)
+        s.figures = tally_at(s.figures, r.position, e, at)
         yield [(f"{r.position:>5}  ", "dim"), (clock(when), "dim"), (since, "dim"), indent, *text]
     yield summary(s.figures)
 

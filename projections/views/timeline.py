@@ -92,7 +92,12 @@ def shown_time(e: ev.Event) -> float | None:
 
 def tally(f: Figures, position: int, e: ev.Event) -> Figures:
     """``f`` after the event at ``position``: pure, never raises."""
-    at = shown_time(e)
+    return tally_at(f, position, e, shown_time(e))
+
+
+def tally_at(f: Figures, position: int, e: ev.Event, at: float | None) -> Figures:
+    """:func:`tally` given the event's :func:`shown_time` (a reader that shows the time
+    has it already)."""
     changes: dict[str, object] = {"events": f.events + 1, "last": position}
     if at is None:
         changes["odd"] = True
