@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import re
 import sqlite3
@@ -354,6 +355,26 @@ def test_a_log_missing_its_end_is_refused_even_with_the_view_built(
         db.execute(sql, (run_stream(rid).hex, last))
     assert tv.read(eng.store, rid) is None
     with pytest.raises(CorruptData, match=f"position {last}"):
+        _printed(eng, rid)
+
+
+@backends("memory")
+def test_an_event_time_that_is_no_timestamp_neither_stops_the_view_nor_shows(
+    eng: Engine,
+) -> None:
+    """An event whose time is not a timestamp (planted: NaN) folds without raising, so
+    the view goes on past it; the view does not stand in for that run, and the command
+    refuses it as the log reader does."""
+    rid = uuid.uuid4().hex
+    started = ev.AgentStarted(at=NOW, agent="m:a", import_path="m")
+    RunWriter(eng.store, RunState(run_id=rid)).append(
+        started, ev.Checkpoint(at=math.nan, call=1, name="x")
+    )
+    after = _record(eng, 2)
+    _catch_up(eng)
+    assert Runner(eng.store, [tv.View()]).position(tv.View.name) == eng.store.max_global_position()
+    assert tv.read(eng.store, rid) is None and tv.read(eng.store, after) is not None
+    with pytest.raises(ValueError):
         _printed(eng, rid)
 
 
