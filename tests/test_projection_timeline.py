@@ -341,6 +341,20 @@ def test_a_damaged_or_gapped_view_is_not_read(eng: Engine) -> None:
 
 
 @backends("sqlite")
+@pytest.mark.parametrize("table", ["agentlog_view_timeline", "agentlog_tracking"])
+def test_a_view_whose_tables_are_gone_is_not_read(eng: Engine, store_url: str, table: str) -> None:
+    """The view's table, or the tracking table, dropped behind the store's back (a store
+    of older code): the store's error is not the command's; it reads the log."""
+    rid = _record(eng, 3)
+    _catch_up(eng)
+    good = _from_view(eng, rid)
+    with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+        db.execute(f"DROP TABLE {table}")
+    assert tv.read(eng.store, rid) is None
+    assert _printed(eng, rid) == good
+
+
+@backends("sqlite")
 def test_a_log_missing_its_end_is_refused_even_with_the_view_built(
     eng: Engine, store_url: str
 ) -> None:
