@@ -231,6 +231,26 @@ def test_an_encrypted_stores_secret_input_is_redacted_in_the_view_as_on_screen(
         eng.close()
 
 
+@all_backends
+def test_a_large_event_has_a_row_of_its_own_and_prints_the_same(eng: Engine) -> None:
+    """A 40 KB result mid-run: its event has a row of its own (its chunk stays small,
+    however often it is rewritten), and the timeline reads the same from the view."""
+    rid = uuid.uuid4().hex
+    big = {"blob": "x" * 40_000}
+    events: list[ev.Event] = [ev.AgentStarted(at=NOW, agent="m:big", import_path="m")]
+    for n in range(1, 6):
+        events.append(ev.ToolInvoked(at=NOW + n, call=n, tool="fetch", args={"page": n}))
+        events.append(
+            ev.ToolSucceeded(at=NOW + n, call=n, tool="fetch", result=big if n == 3 else n)
+        )
+    RunWriter(eng.store, RunState(run_id=rid)).append(*events)
+    _catch_up(eng, batch=2)
+    assert _from_view(eng, rid) == _from_log(eng, rid)
+    table = tv.View.table()
+    found = eng.store.views.rows(table, [tv.key(rid, 1), tv.key(rid, 7, alone=True)])
+    assert len(found[tv.key(rid, 7, alone=True)]) > 40_000 > tv.LARGE > len(found[tv.key(rid, 1)])
+
+
 @backends("sqlite", "postgres")
 def test_the_cli_prints_the_same_from_the_view_and_from_the_log(store_url: str) -> None:
     """``agentlog timeline`` in-process on a store URL: the same stdout with the view

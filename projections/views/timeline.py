@@ -3,15 +3,17 @@
 A run has one tally row (position 0: its duration, status, attempts, retries, failure
 kinds, resumes, checkpoints and fork lineage, and the last position folded) and one row
 per :data:`CHUNK` positions holding those events whole (``agentlog timeline --json``
-prints every field). Events are stored as :func:`~engine.runtime.results.shown` makes
-them, so an input's secret-named fields are redacted here even where the log keeps them
-(sealed). A fork's inherited events are real events of its stream and are kept with it.
-:func:`read` gives a run's timeline only when the view provably holds all of it.
+prints every field); an event over :data:`LARGE` bytes has a row of its own. Events are
+stored as :func:`~engine.runtime.results.shown` makes them, so an input's secret-named
+fields are redacted here even where the log keeps them (sealed). A fork's inherited
+events are real events of its stream and are kept with it. :func:`read` gives a run's
+timeline only when the view provably holds all of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import cast
 
 import msgspec
@@ -29,6 +31,7 @@ from ..fold import Envelope, Projection
 from ..runner import Runner
 
 CHUNK = 64  # events per row: a row per event would double the log's row count
+LARGE = 16 * 1024  # bytes: an event larger than this has a row of its own (bounded chunks)
 
 
 class Mark(msgspec.Struct, frozen=True, array_like=True):
@@ -155,12 +158,26 @@ class Row(msgspec.Struct, frozen=True):
     entries: tuple[Entry, ...] = ()
 
 
-def key(run_id: str, position: int) -> str:
-    return f"{run_id}:{position:012d}"
+def key(run_id: str, position: int, alone: bool = False) -> str:
+    """The key of the run's tally (position 0), of its chunk from ``position``, or of
+    the large event ``alone`` at ``position``."""
+    return f"{run_id}:{position:012d}{'+' if alone else ''}"
 
 
 def chunk_start(position: int) -> int:
     return (position - 1) // CHUNK * CHUNK + 1
+
+
+_encoder = msgspec.msgpack.Encoder()
+
+
+def _place(run_id: str, position: int, event: ev.Event) -> tuple[str, int]:
+    """The key and position of the row an event goes to: its chunk's, or its own when
+    it is large (a chunk of large events would be rewritten whole every batch)."""
+    if len(_encoder.encode(event)) > LARGE:
+        return key(run_id, position, alone=True), position
+    start = chunk_start(position)
+    return key(run_id, start), start
 
 
 class View(Projection[Row]):
@@ -172,16 +189,17 @@ class View(Projection[Row]):
     def keys(self, env: Envelope) -> Sequence[str]:
         if env.run is None or env.position < 1:
             return ()
-        return (key(env.run.run_id, 0), key(env.run.run_id, chunk_start(env.position)))
+        return (key(env.run.run_id, 0), _place(env.run.run_id, env.position, env.event)[0])
 
     def apply(self, rows: Mapping[str, Row | None], env: Envelope) -> Mapping[str, Row | None]:
         assert env.run is not None  # keys() named no rows otherwise
         run_id = env.run.run_id
         event = cast("ev.AnyEvent", shown_event(env.event))  # the log holds only these
-        head_key, chunk_key = key(run_id, 0), key(run_id, chunk_start(env.position))
+        head_key = key(run_id, 0)
+        chunk_key, start = _place(run_id, env.position, env.event)
         head = rows.get(head_key)
         figures = head.figures if head is not None and head.figures is not None else Figures()
-        chunk = rows.get(chunk_key) or Row(run_id, chunk_start(env.position))
+        chunk = rows.get(chunk_key) or Row(run_id, start)
         return {
             head_key: Row(run_id, 0, figures=tally(figures, env.position, event)),
             chunk_key: replace(chunk, entries=(*chunk.entries, Entry(env.position, event))),
@@ -230,7 +248,8 @@ def _whole(rows: Sequence[Row], run_id: str, indexed: int) -> Timeline | None:
     figures = rows[0].figures
     if figures.odd or figures.last < indexed or any(r.run_id != run_id for r in rows):
         return None
-    entries = [e for r in rows[1:] for e in r.entries if e.position <= figures.last]
+    found = (e for r in rows[1:] for e in r.entries if e.position <= figures.last)
+    entries = sorted(found, key=attrgetter("position"))  # a large event's row sits apart
     if [e.position for e in entries] != list(range(1, figures.last + 1)):
         return None
     return Timeline(figures, entries)
