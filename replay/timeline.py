@@ -18,7 +18,7 @@ from engine import events as ev
 from engine.effects import answered
 from engine.history import PAGE, iter_run
 from engine.kinds import RunStatus, Source
-from engine.runtime.results import shown, utc
+from engine.runtime.results import shown, shown_event, utc
 from projections.views import timeline as timeline_view
 from projections.views.timeline import Figures, tally_at
 
@@ -60,9 +60,9 @@ def render(s: Session, run_id: str, found: Iterable[ev.Positioned]) -> None:
 
 def json_rows(events: Iterable[ev.Positioned]) -> Iterator[dict[str, Any]]:
     """``{"position", "type", "at", ...event fields}`` per event, as users may see it
-    (the events are ``shown`` already: read through :func:`events`)."""
+    (as :class:`~engine.EventView` shows a recorded event)."""
     for r in events:
-        e = r.event
+        e = shown_event(r.event)
         doc: dict[str, Any] = {"position": r.position, "type": str(e.__struct_config__.tag)}
         yield doc | {"at": utc(e.at)} | ev.event_data(e)
 
