@@ -124,14 +124,7 @@ def timeline(ctx: typer.Context, run: Run) -> int:
     from . import timeline as timeline_mod
 
     s = session(ctx)
-    rid = s.engine.resolve(run)
-    events = timeline_mod.views(s.engine, rid)
-    if s.as_json:
-        s.out.json_stream(timeline_mod.json_rows(events))
-        return 0
-    state = s.engine.state(rid)
-    s.out.lines(timeline_mod.header(state, s.children(rid)))
-    s.out.lines(timeline_mod.story(events))
+    timeline_mod.write(s, s.engine.resolve(run))
     return 0
 
 
