@@ -25,11 +25,13 @@ _BREAKER_STYLE = {"closed": "green", "open": "bold red", "half_open": "yellow"}
 def latency_bar(p50: float | None, p95: float | None, top: float, width: int = BAR) -> str:
     """A tool's latency as a tiny bar on a scale shared by every tool (``top``: the
     slowest p95): solid to p50, shaded on to p95. A latency above 0 shows at least one
-    cell, so a fast tool is not mistaken for one without data (which shows blank)."""
+    cell, so a fast tool is not mistaken for one without data (which shows blank), and
+    a p95 above the p50 one shaded cell at least, so a spread is never hidden."""
     if p50 is None or p95 is None or top <= 0:
         return ""
     solid = _cells(p50, top, width)
-    shaded = max(solid, _cells(p95, top, width))
+    shaded = max(solid + (p95 > p50), _cells(p95, top, width))
+    shaded = min(shaded, width)
     return FULL * solid + PART * (shaded - solid) + EMPTY * (width - shaded)
 
 
