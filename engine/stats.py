@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
-import math
 import re
 from typing import Protocol
 
@@ -102,10 +101,7 @@ def _since_epoch(since: float | str | dt.datetime | dt.timedelta, now: float) ->
         return now - since.total_seconds()
     if isinstance(since, dt.datetime):
         aware = since if since.tzinfo else since.replace(tzinfo=dt.UTC)
-        try:
-            return aware.timestamp()
-        except (OverflowError, ValueError):  # an offset that moves it past the years 1-9999
-            return math.nan
+        return aware.timestamp()  # never raises: beyond the years 1-9999 is refused after
     return _parse_since(str(since), now)
 
 

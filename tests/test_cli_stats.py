@@ -67,11 +67,13 @@ def test_stats_prometheus_prints_the_same_figures(w: Workdir) -> None:
     assert runs_by_status(only.out) == {"failed": 1}
 
 
-def test_prometheus_without_the_extra_names_it_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("url", ["memory://", "sqlite:///no/such/store.db"])
+def test_prometheus_without_the_extra_names_it_in_one_line(tmp_path: Path, url: str) -> None:
+    """The missing extra is what is said, before any store is opened."""
     code = (
         "import sys; sys.modules['prometheus_client'] = None\n"  # as if it were not installed
         "from replay.cli import run_cli\n"
-        "sys.exit(run_cli(['stats', '--prometheus', '--url', 'memory://']))"
+        f"sys.exit(run_cli(['stats', '--prometheus', '--url', {url!r}]))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True
