@@ -148,3 +148,9 @@ def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
 def test_metrics_serve_refuses_a_bad_port_and_a_bad_since(w: Workdir) -> None:
     one_line_error(w.cli("metrics", "serve", "--port", "70000"), "--port")
     one_line_error(w.cli("metrics", "serve", "--since", "later"), "since")
+
+
+def test_metrics_serve_help_lists_url_and_no_json(tmp_path: Path) -> None:
+    page = agentlog("metrics", "serve", "--help", cwd=tmp_path)
+    assert page.code == 0 and "--url URL" in page.out and "--port" in page.out
+    assert "--json" not in page.out  # one line and an HTTP endpoint: no JSON form
