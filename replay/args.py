@@ -62,6 +62,23 @@ def run_id(value: str | None, name: str = "RUN") -> str | None:
     return value
 
 
+# Longer than any agent's ``module:qualname`` (a module path and a nested qualname).
+MAX_AGENT = 300
+
+
+def agent_name(value: str | None, option: str = "--agent") -> str | None:
+    """An agent's name as runs record it, ``module:qualname``: printable, not absurdly
+    long, with a module and a qualname (a bare name would quietly match no run)."""
+    if value is None:
+        return None
+    if len(value) > MAX_AGENT or not value.isprintable():
+        raise UsageError(f"{option} {shown(value)} is not an agent's name (module:qualname)")
+    module, sep, qualname = value.partition(":")
+    if not (sep and module.strip() and qualname.strip()):
+        raise UsageError(f"{option} {shown(value)} is not an agent's name (module:qualname)")
+    return value
+
+
 def run_id_param(param: typer.CallbackParam, value: str | None) -> str | None:
     """:func:`run_id` as the callback of a ``RUN`` argument or a ``--run-id`` option."""
     name = param.opts[0] if param.param_type_name == "option" else "RUN"

@@ -23,7 +23,12 @@ GROUP: Any = _command()
 
 
 def _dummy_args(command: Any) -> list[str]:
-    """Values for a command's required arguments and options (a run id no store holds)."""
+    """Values for a command's required arguments and options (a run id no store holds);
+    for a group of commands (``metrics``), its first command and that one's values."""
+    subcommands = getattr(command, "commands", None)
+    if subcommands:
+        name, first = next(iter(subcommands.items()))
+        return [name, *_dummy_args(first)]
     args: list[str] = []
     for p in command.params:
         if p.required:
