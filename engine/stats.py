@@ -21,6 +21,9 @@ from .store import Store
 ENTRY_GROUP = "agentlog.views"
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# The epochs a ``since`` may have: what an aware datetime can hold, years 1 to 9999.
+_FIRST = dt.datetime.min.replace(tzinfo=dt.UTC).timestamp()
+_LAST = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC).timestamp()
 
 
 class RunCounts(msgspec.Struct, frozen=True):
@@ -46,6 +49,8 @@ class ToolStats(msgspec.Struct, frozen=True):
     effects_sent: int = 0
     effects_deduplicated: int = 0  # answered by the ledger, not sent again
     uncertain: dict[str, int] = {}  # how uncertain outcomes were resolved -> count
+    attempts: int = 0  # executions of the tool, failed or not
+    effects_reused: int = 0  # a rewound fork taking over its parent's effect (not sent)
 
 
 class RecoveryStats(msgspec.Struct, frozen=True):
@@ -79,9 +84,17 @@ class StatsSource(Protocol):
 
 def since_epoch(since: float | str | dt.datetime | dt.timedelta | None, now: float) -> float | None:
     """``since`` as epoch seconds: an epoch, a datetime, a span back from ``now``
-    (a timedelta, or ``"24h"``, ``"90m"``, ``"7d"``, ``"1h30m"``), or an ISO-8601 time."""
+    (a timedelta, or ``"24h"``, ``"90m"``, ``"7d"``, ``"1h30m"``), or an ISO-8601 time.
+    A time no UTC datetime can name (NaN, beyond the years 1-9999) is refused."""
     if since is None:
         return None
+    bound = _since_epoch(since, now)
+    if not _FIRST <= bound <= _LAST:  # False for NaN too
+        raise UsageError(f"since: {str(since)[:40]!r} is not a time between the years 1 and 9999")
+    return bound
+
+
+def _since_epoch(since: float | str | dt.datetime | dt.timedelta, now: float) -> float:
     if isinstance(since, bool):
         raise UsageError(f"since: not a time: {since!r}")
     if isinstance(since, int | float):
@@ -90,7 +103,7 @@ def since_epoch(since: float | str | dt.datetime | dt.timedelta | None, now: flo
         return now - since.total_seconds()
     if isinstance(since, dt.datetime):
         aware = since if since.tzinfo else since.replace(tzinfo=dt.UTC)
-        return aware.timestamp()
+        return aware.timestamp()  # never raises: beyond the years 1-9999 is refused after
     return _parse_since(str(since), now)
 
 
@@ -100,7 +113,7 @@ def _parse_since(text: str, now: float) -> float:
     if parts and "".join(n + u for n, u in parts) == compact:
         return now - sum(float(n) * _UNIT[u] for n, u in parts)
     try:
-        return since_epoch(dt.datetime.fromisoformat(text.strip()), now) or 0.0
+        return _since_epoch(dt.datetime.fromisoformat(text.strip()), now)
     except ValueError:
         raise UsageError(
             f"since: {text[:40]!r} is neither a span (24h, 90m, 7d) nor an ISO-8601 time"

@@ -1,11 +1,37 @@
-"""The operator's figures (``engine.stats()``, ``agentlog stats``), read from the views
-after bringing them up to date (placeholder: being written)."""
+"""The operator's figures (``engine.stats()``, ``agentlog stats``): runs by status, tools
+and recovery, each read from its view after the view has caught up with the log.
+
+This is the provider behind the ``agentlog.views`` entry point; the engine calls it with
+``since`` already resolved to epoch seconds (or None: all of the log).
+"""
 
 from __future__ import annotations
 
-from engine.stats import RecoveryStats, RunCounts, Stats
+import datetime as dt
+
+from engine.stats import Stats
 from engine.store import Store
+
+from .views import recovery, runs, tools
 
 
 def stats(store: Store, since: float | None, agent: str | None) -> Stats:
-    return Stats(since=None, runs=RunCounts(), tools=[], recovery=RecoveryStats(), agent=agent)
+    """The figures of runs started at or after ``since`` (None: all), of ``agent``
+    (``module:qualname``; None: every agent)."""
+    return Stats(
+        since=iso_utc(since),
+        runs=runs.counts(store, since, agent),
+        tools=tools.summarize(store, since, agent),
+        recovery=recovery.summarize(store, since, agent),
+        agent=agent,
+    )
+
+
+def iso_utc(epoch: float | None) -> str | None:
+    """Epoch seconds as ISO-8601 in UTC with a ``Z`` (``2026-12-01T15:00:00Z``); None
+    stays None. Fractions of a second are kept when there are any."""
+    if epoch is None:
+        return None
+    moment = dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
+    text = moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds")
+    return text.replace("+00:00", "Z")

@@ -26,6 +26,8 @@ MAX_DEPTH = 100
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 # Positions are 1-based and below 2**63, as every store keeps them.
 POSITION_MAX = 2**63 - 1
+# A --limit or --offset every store can take (SQLite's LIMIT is a signed 64-bit integer).
+COUNT_MAX = 2**62
 
 
 def shown(text: str, limit: int = 40) -> str:
@@ -60,6 +62,23 @@ def run_id(value: str | None, name: str = "RUN") -> str | None:
     return value
 
 
+# Longer than any agent's ``module:qualname`` (a module path and a nested qualname).
+MAX_AGENT = 300
+
+
+def agent_name(value: str | None, option: str = "--agent") -> str | None:
+    """An agent's name as runs record it, ``module:qualname``: printable, not absurdly
+    long, with a module and a qualname (a bare name would quietly match no run)."""
+    if value is None:
+        return None
+    if len(value) > MAX_AGENT or not value.isprintable():
+        raise UsageError(f"{option} {shown(value)} is not an agent's name (module:qualname)")
+    module, sep, qualname = value.partition(":")
+    if not (sep and module.strip() and qualname.strip()):
+        raise UsageError(f"{option} {shown(value)} is not an agent's name (module:qualname)")
+    return value
+
+
 def run_id_param(param: typer.CallbackParam, value: str | None) -> str | None:
     """:func:`run_id` as the callback of a ``RUN`` argument or a ``--run-id`` option."""
     name = param.opts[0] if param.param_type_name == "option" else "RUN"
@@ -75,6 +94,33 @@ def position(value: str | None, option: str) -> str | None:
     if len(digits) > len(str(POSITION_MAX)) or int(digits) > POSITION_MAX:
         raise UsageError(f"{option} {shown(value)} is not a position: positions are below 2**63")
     return value
+
+
+def count(value: str | None, option: str) -> int | None:
+    """A whole number from 0 to 2**62 (``--limit``, ``--offset``), or None if not given."""
+    if value is None:
+        return None
+    digits = value.strip()
+    if not (digits.isascii() and digits.isdigit()):
+        raise UsageError(f"{option} {shown(value)} is not a whole number of 0 or more")
+    if len(digits.lstrip("0")) > len(str(COUNT_MAX)) or int(digits) > COUNT_MAX:
+        raise UsageError(f"{option} {shown(value)} is too large: at most 2**62")
+    return int(digits)
+
+
+def moment(value: str | None, option: str, now: float) -> float | None:
+    """A time as epoch seconds (``--since``, ``--until``): a span back from ``now``
+    (``24h``, ``90m``, ``7d``) or an ISO-8601 time (UTC unless it says otherwise)."""
+    if value is None:
+        return None
+    from engine.stats import since_epoch  # not at start-up: it loads the store's types
+
+    try:
+        return since_epoch(value, now)
+    except UsageError:
+        raise UsageError(
+            f"{option} {shown(value)} is neither a span (24h, 90m, 7d) nor an ISO-8601 time"
+        ) from None
 
 
 def json_value(text: str, what: str) -> Any:

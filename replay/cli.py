@@ -10,7 +10,6 @@ import copy
 import os
 import sys
 import traceback
-from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import typer
@@ -18,15 +17,15 @@ import typer
 from engine import observe
 from engine.errors import AgentlogError
 
-from . import commands, projecting, reading
+from . import commands, projecting, reading, stats
 from .app import app
 from .args import check_argv
 from .output import printable, quiet_stdout
 
-__all__ = ["app", "commands", "main", "projecting", "reading", "run_cli"]
+__all__ = ["app", "commands", "main", "projecting", "reading", "run_cli", "stats"]
 
 # Commands whose output has one form only: --json changes nothing there.
-NO_JSON = frozenset({"demo", "export"})
+NO_JSON = frozenset({"demo", "export", "metrics"})
 _ClickException: type[Exception] = next(
     c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
 )
@@ -126,24 +125,22 @@ def _command() -> Any:
     options its help should show: ``--url`` everywhere, ``--json`` where it means something."""
     group = typer.main.get_command(app)
     shared = [p for p in group.params if p.name in ("url", "as_json")]
-    for name, sub in _each(group):
-        if sub.help and not sub.short_help:  # listed whole, wrapped, rather than cut at "..."
-            sub.short_help = sub.help.split("\n\n")[0]
-        for option in shared:
-            if option.name == "as_json" and name in NO_JSON:
-                continue
-            local = copy.copy(option)
-            local.expose_value = False  # hoist() hands the value to the root command
-            sub.params.append(local)
+    for name, sub in group.commands.items():  # type: ignore[attr-defined]
+        _share(sub, [o for o in shared if not (o.name == "as_json" and name in NO_JSON)])
     return group
 
 
-def _each(group: Any) -> Iterator[tuple[str, Any]]:
-    """The sub-commands of ``group``, and theirs (``projections status``), top name first."""
-    for name, sub in group.commands.items():
-        yield name, sub
-        for inner in getattr(sub, "commands", {}).values():
-            yield name, inner
+def _share(command: Any, options: list[Any]) -> None:
+    """List ``options`` in ``command``'s help (and accept them there), and in the help of
+    each command of a group (``metrics serve``)."""
+    if command.help and not command.short_help:  # listed whole, wrapped, not cut at "..."
+        command.short_help = command.help.split("\n\n")[0]
+    for option in options:
+        local = copy.copy(option)
+        local.expose_value = False  # hoist() hands the value to the root command
+        command.params.append(local)
+    for child in getattr(command, "commands", {}).values():
+        _share(child, options)
 
 
 def main() -> NoReturn:

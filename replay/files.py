@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
+import uuid
 from collections.abc import Iterable
 
 from engine.errors import UsageError
@@ -20,11 +20,15 @@ def replace_atomically(path: str, chunks: Iterable[bytes], option: str) -> None:
     ``path`` as it was; a path that cannot be written is a UsageError naming ``option``."""
     target = os.path.realpath(path)  # a symlink's target is replaced, not the link
     folder = _writable_folder(path, target, option)
+    # The name is chosen before the file exists, so an interrupt arriving the moment the
+    # file is created (mkstemp would return its name only after) still finds it to remove.
+    temp = os.path.join(folder, f".agentlog-{uuid.uuid4().hex}.tmp")
     try:
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=".agentlog-", suffix=".tmp")
-    except OSError as e:
-        raise UsageError(f"{option}: cannot write in {shown(folder, 200)}: {e.strerror}") from None
-    try:
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as e:
+            where = shown(folder, 200)
+            raise UsageError(f"{option}: cannot write in {where}: {e.strerror}") from None
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)

@@ -11,13 +11,16 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 
 from engine import RunResult, RunState, RunSummary
 from engine.kinds import RunStatus
 from engine.secrets import redact
+
+if TYPE_CHECKING:
+    from projections.views.runs import RunBoardRow
 from engine.state import CheckpointRef
 
 Piece = str | tuple[str, str]  # plain text, or (text, style)
@@ -256,6 +259,41 @@ def run_doc(r: RunSummary) -> dict[str, Any]:
     if r.unreadable:
         doc["unreadable"] = r.unreadable
     return doc
+
+
+# What the runs view adds to a run's document (the board's columns beyond the index's).
+BOARD_FIELDS = (
+    "position",
+    "lineage",
+    "fork_position",
+    "effects",
+    "step",
+    "steps_done",
+    "steps_planned",
+    "attempts",
+    "tool_calls",
+    "retries",
+    "failures",
+    "resumes",
+    "owner",
+    "imported",
+    "last_event",
+)
+
+
+def board_doc(r: RunBoardRow) -> dict[str, Any]:
+    """A run's document from the runs view: the index's fields, then the board's."""
+    doc = run_doc(board_summary(r))
+    doc.update((name, getattr(r, name)) for name in BOARD_FIELDS)
+    return doc
+
+
+def board_summary(r: RunBoardRow) -> RunSummary:
+    """The board's row as the index would list it."""
+    from engine.store import RunRow  # not at start-up: `agentlog --help` loads no store
+
+    row = RunRow(r.run_id, r.agent, r.status, r.started_at, r.updated_at, r.parent_run_id)
+    return RunSummary.of(msgspec.structs.replace(row, position=r.position))
 
 
 def checkpoint_docs(refs: Iterable[CheckpointRef]) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ diff, verify) and move it between stores (export, import)."""
 from __future__ import annotations
 
 import sys
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -13,7 +14,7 @@ from engine.kinds import RunStatus
 
 from . import args, views
 from .app import STATUSES, Run, Session, app, session
-from .output import checkpoint_docs, run_doc, state_doc
+from .output import board_doc, board_summary, checkpoint_docs, run_doc, state_doc
 
 if TYPE_CHECKING:
     from engine import RunState
@@ -37,16 +38,58 @@ def runs(
     status: Annotated[
         str | None, typer.Option("--status", help=f"Only this status: {', '.join(STATUSES)}.")
     ] = None,
+    agent: Annotated[
+        str | None, typer.Option(metavar="A", help="Only this agent (module:qualname).")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(metavar="T", help="Started at or after: a span back (24h, 7d) or ISO-8601."),
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option(metavar="T", help="Started before: as --since.")
+    ] = None,
+    parent: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RUN",
+            help="Only forks of this run (an id or a unique prefix).",
+            callback=args.run_id_param,
+        ),
+    ] = None,
+    limit: Annotated[str | None, typer.Option(metavar="N", help="At most N runs.")] = None,
+    offset: Annotated[str | None, typer.Option(metavar="N", help="Skip the first N.")] = None,
 ) -> int:
-    """Runs in the store, newest first."""
+    """Runs in the store, newest first. Filters and pages read the runs view, brought up to
+    date first; with none, or --status alone, the run index answers (the two agree)."""
     s = session(ctx)
     if status is not None and status not in STATUSES:
         raise UsageError(f"--status must be one of {', '.join(STATUSES)}, not {status!r}")
-    found = s.catalog.runs(status)
+    now = time.time()
+    bounds = (args.moment(since, "--since", now), args.moment(until, "--until", now))
+    page = (args.count(limit, "--limit"), args.count(offset, "--offset"))
+    if (agent, parent, *bounds, *page) == (None,) * 6:
+        found = s.catalog.runs(status)
+        if s.as_json:
+            s.out.json_stream(run_doc(r) for r in found)
+        else:
+            s.out.lines(views.run_rows(found, s.store_name))
+        return 0
+    from projections.views.runs import list_runs
+
+    rows = list_runs(
+        s.catalog.store,
+        status=status,
+        agent=agent,
+        since=bounds[0],
+        until=bounds[1],
+        parent=None if parent is None else s.catalog.resolve(parent),
+        limit=page[0],
+        offset=page[1] or 0,
+    )
     if s.as_json:
-        s.out.json_stream(run_doc(r) for r in found)
+        s.out.json_stream(board_doc(r) for r in rows)
     else:
-        s.out.lines(views.run_rows(found, s.store_name))
+        s.out.lines(views.run_rows([board_summary(r) for r in rows], s.store_name, True))
     return 0
 
 
@@ -81,14 +124,7 @@ def timeline(ctx: typer.Context, run: Run) -> int:
     from . import timeline as timeline_mod
 
     s = session(ctx)
-    rid = s.engine.resolve(run)
-    events = timeline_mod.views(s.engine, rid)
-    if s.as_json:
-        s.out.json_stream(timeline_mod.json_rows(events))
-        return 0
-    state = s.engine.state(rid)
-    s.out.lines(timeline_mod.header(state, s.children(rid)))
-    s.out.lines(timeline_mod.story(events))
+    timeline_mod.write(s, s.engine.resolve(run))
     return 0
 
 

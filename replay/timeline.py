@@ -3,7 +3,8 @@
 Each line shows the position, the UTC time and the time since the run started, then
 what happened: calls with their arguments and results, durations and attempts, failure
 kinds and retries, checkpoints, plan progress, crashes and resumes, and fork lineage.
-Events are read from the store a page at a time, so long runs stream.
+The events come from the timeline view when it holds the whole run, else from the log a
+page at a time; both give the same lines.
 """
 
 from __future__ import annotations
@@ -12,18 +13,22 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine import EventView, RunState
+from engine import RunState
 from engine import events as ev
 from engine.effects import answered
 from engine.history import PAGE, iter_run
 from engine.kinds import RunStatus, Source
-from engine.runtime.results import shown, utc
+from engine.runtime.results import shown, shown_event, utc
+from projections.views import timeline as timeline_view
+from projections.views.timeline import Figures, tally_at
 
 from .output import Piece, brief, clock, seconds, short
 
 if TYPE_CHECKING:
     from engine import Engine
     from engine.store import Recorded
+
+    from .app import Session
 
 
 def views(engine: Engine, run_id: str, page: int = PAGE) -> Iterator[Recorded]:
@@ -32,11 +37,34 @@ def views(engine: Engine, run_id: str, page: int = PAGE) -> Iterator[Recorded]:
     return (shown(r) for r in iter_run(engine.store, run_id, page=page))
 
 
-def json_rows(events: Iterable[Recorded]) -> Iterator[dict[str, Any]]:
-    """``{"position", "type", "at", ...event fields}`` per event."""
+def events(engine: Engine, run_id: str) -> Iterable[ev.Positioned]:
+    """The run's events as :func:`views` gives them: from the timeline view when it holds
+    the whole run (see :func:`projections.views.timeline.read`), else from the log."""
+    found = timeline_view.read(engine.store, run_id)
+    return views(engine, run_id) if found is None else found.entries
+
+
+def write(s: Session, run_id: str) -> None:
+    """``agentlog timeline``: the run's timeline from the view or the log (:func:`events`)."""
+    render(s, run_id, events(s.engine, run_id))
+
+
+def render(s: Session, run_id: str, found: Iterable[ev.Positioned]) -> None:
+    """The run's events as JSON lines, or its header and story, given its events."""
+    if s.as_json:
+        s.out.json_stream(json_rows(found))
+        return
+    s.out.lines(header(s.engine.state(run_id), s.children(run_id)))
+    s.out.lines(story(found))
+
+
+def json_rows(events: Iterable[ev.Positioned]) -> Iterator[dict[str, Any]]:
+    """``{"position", "type", "at", ...event fields}`` per event, as users may see it
+    (as :class:`~engine.EventView` shows a recorded event)."""
     for r in events:
-        e = EventView.of(r)
-        yield {"position": e.position, "type": e.type, "at": e.at, **e.data}
+        e = shown_event(r.event)
+        doc: dict[str, Any] = {"position": r.position, "type": str(e.__struct_config__.tag)}
+        yield doc | {"at": utc(e.at)} | ev.event_data(e)
 
 
 def header(state: RunState, children: list[tuple[str, int | None]]) -> list[list[Piece]]:
@@ -72,19 +100,14 @@ def _status(status: str) -> Piece:
 
 @dataclass
 class _Story:
-    """What the narrator remembers while walking the events."""
+    """What the narrator remembers while walking the events; the tally (times, counts,
+    status) is the timeline view's own (:func:`projections.views.timeline.tally`)."""
 
-    start: float | None = None
-    last: float | None = None
     plan: list[str] = field(default_factory=list)
     done: list[str] = field(default_factory=list)
     depth: int = 0
     open_calls: dict[int, str] = field(default_factory=dict)  # intents without outcome
-    events: int = 0
-    retries: int = 0
-    failures: int = 0
-    resumes: int = 0
-    status: RunStatus = RunStatus.RUNNING
+    figures: Figures = field(default_factory=Figures)
 
 
 def story(events: Iterable[ev.Positioned]) -> Iterator[list[Piece]]:
@@ -94,32 +117,31 @@ def story(events: Iterable[ev.Positioned]) -> Iterator[list[Piece]]:
         e = r.event
         when = utc(e.at)
         at = when.timestamp()  # as shown: the datetime's own rounding of the stored time
-        if s.start is None:
-            s.start = at
-        s.events += 1
+        start = at if s.figures.started_at is None else s.figures.started_at
         render = _RENDER.get(type(e))
         indent = "  " * s.depth
         text = render(s, e, at) if render else _other(e)
         if isinstance(e, ev.StepCompleted):
             indent = "  " * s.depth  # the step closed: its end line sits at its start's level
-        if at < s.start:  # a fork's inherited call keeps its parent's time
-            since = f"  {'inherited':>11}  "
-        else:
-            since = f"  {f'+{at - s.start:.3f}':>10}s  "
-            s.last = at
+        # a fork's inherited call keeps its parent's time
+        since = f"  {'inherited':>11}  " if at < start else f"  {f'+{at - start:.3f}':>10}s  "
+        s.figures = tally_at(s.figures, r.position, e, at)
         yield [(f"{r.position:>5}  ", "dim"), (clock(when), "dim"), (since, "dim"), indent, *text]
-    if s.start is None:
-        yield [("  (no events)", "dim")]
-        return
-    total = (s.last or s.start) - s.start
-    yield [
+    yield summary(s.figures)
+
+
+def summary(f: Figures) -> list[Piece]:
+    """The timeline's last line: how many events over how long, and where the run is."""
+    if f.started_at is None:
+        return [("  (no events)", "dim")]
+    return [
         ("  ", ""),
         (
-            f"{s.events} events over {seconds(total)}; retries {s.retries}, "
-            f"failed attempts {s.failures}, resumes {s.resumes}; now ",
+            f"{f.events} events over {seconds(f.duration)}; retries {f.retries}, "
+            f"failed attempts {f.failed_attempts}, resumes {f.resumes}; now ",
             "dim",
         ),
-        _status(s.status),
+        _status(f.status),
     ]
 
 
@@ -141,9 +163,7 @@ def _started(s: _Story, e: ev.AgentStarted, at: float) -> list[Piece]:
 
 
 def _resumed(s: _Story, e: ev.AgentResumed, at: float) -> list[Piece]:
-    s.resumes += 1
-    s.status = RunStatus.RUNNING
-    gap = at - (s.last or at)
+    gap = at - (s.figures.last_at or at)
     out: list[Piece] = [("⟳ resumed", "bold blue"), f" by {e.owner or '?'}"]
     out.append((f" after {seconds(gap)}", "dim"))
     if s.open_calls:
@@ -154,18 +174,18 @@ def _resumed(s: _Story, e: ev.AgentResumed, at: float) -> list[Piece]:
 
 
 def _finished(s: _Story, e: ev.AgentFinished, at: float) -> list[Piece]:
-    s.status, s.depth = RunStatus.COMPLETED, 0
+    s.depth = 0
     return [("■ completed", "bold green"), " → ", brief(e.output, 100)]
 
 
 def _failed(s: _Story, e: ev.AgentFailed, at: float) -> list[Piece]:
-    s.status, s.depth = RunStatus.FAILED, 0
+    s.depth = 0
     call = f" at call {e.call}" if e.call is not None else ""
     return [("■ failed", "bold red"), f" ({e.kind}{call}): ", (e.error, "red")]
 
 
 def _abandoned(s: _Story, e: ev.AgentAbandoned, at: float) -> list[Piece]:
-    s.status, s.depth = RunStatus.ABANDONED, 0
+    s.depth = 0
     return [("■ abandoned", "bold red"), f" ({e.reason})" if e.reason else ""]
 
 
@@ -201,13 +221,11 @@ def _checkpoint(s: _Story, e: ev.Checkpoint, at: float) -> list[Piece]:
 
 
 def _asked(s: _Story, e: ev.HumanInputRequested, at: float) -> list[Piece]:
-    s.status = RunStatus.PAUSED
     label = "? uncertain, asks: " if e.reason == "uncertain" else "? asks: "
     return [(label, "bold yellow"), e.question]
 
 
 def _answered(s: _Story, e: ev.HumanInputProvided, at: float) -> list[Piece]:
-    s.status = RunStatus.RUNNING
     return [("✎ answered ", "yellow"), brief(e.value)]
 
 
@@ -246,7 +264,6 @@ def _succeeded(s: _Story, e: ev.ToolSucceeded, at: float) -> list[Piece]:
 
 
 def _tool_failed(s: _Story, e: ev.ToolFailed, at: float) -> list[Piece]:
-    s.failures += 1
     _settle(s, e)
     end = "gave up" if e.final else f"attempt {e.attempt}"
     return [
@@ -259,7 +276,6 @@ def _tool_failed(s: _Story, e: ev.ToolFailed, at: float) -> list[Piece]:
 
 
 def _retry(s: _Story, e: ev.RetryScheduled, at: float) -> list[Piece]:
-    s.retries += 1
     return [
         ("↻ retry ", "yellow"),
         e.tool,

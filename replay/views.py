@@ -27,9 +27,9 @@ def status_piece(status: str, width: int = 0) -> Piece:
     return (f"{status:<{width}}", "bold " + _STATUS_STYLE.get(status, ""))
 
 
-def run_rows(runs: list[RunSummary], store: str) -> list[list[Piece]]:
+def run_rows(runs: list[RunSummary], store: str, filtered: bool = False) -> list[list[Piece]]:
     if not runs:
-        return [[(f"no runs in {store}", "dim")]]
+        return [[(f"no runs {'match in' if filtered else 'in'} {store}", "dim")]]
     rows: list[list[Piece]] = [
         [
             (

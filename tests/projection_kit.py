@@ -91,11 +91,15 @@ def test_views() -> list[Projection[Any]]:
 test_views.__test__ = False  # type: ignore[attr-defined]  # not a test: a list for them
 
 
-def rows(store: Store, view: Projection[Any]) -> dict[str, Any]:
-    """The view's rows as stored, by key."""
+def rows(store: Store, view: Projection[Any]) -> list[Any]:
+    """The view's rows as stored, in key order."""
     decoder = msgspec.msgpack.Decoder(view.row)
-    found = [decoder.decode(b) for b in store.views.query(view.table(), ViewQuery())]
-    return {r.key: r for r in found}
+    return [decoder.decode(b) for b in store.views.query(view.table(), ViewQuery())]
+
+
+def tallies(store: Store, view: Projection[Tally] | None = None) -> dict[str, Tally]:
+    """The rows of a test view (Count by default), by key."""
+    return {t.key: t for t in rows(store, view or Count())}
 
 
 def expected(store: Store) -> dict[str, tuple[int, int, int]]:
@@ -112,7 +116,7 @@ def expected(store: Store) -> dict[str, tuple[int, int, int]]:
 
 def counted(store: Store) -> dict[str, tuple[int, int, int]]:
     """What the Count view holds, in the shape of :func:`expected` (disorder must be 0)."""
-    found = rows(store, Count())
+    found = tallies(store)
     assert all(t.disorder == 0 for t in found.values())
     return {k: (t.events, t.positions, t.globals) for k, t in found.items()}
 

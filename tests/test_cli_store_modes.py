@@ -23,7 +23,12 @@ GROUP: Any = _command()
 
 
 def _dummy_args(command: Any) -> list[str]:
-    """Values for a command's required arguments and options (a run id no store holds)."""
+    """Values for a command's required arguments and options (a run id no store holds);
+    for a group of commands (``metrics``), its first command and that one's values."""
+    subcommands = getattr(command, "commands", None)
+    if subcommands:
+        name, first = next(iter(subcommands.items()))
+        return [name, *_dummy_args(first)]
     args: list[str] = []
     for p in command.params:
         if p.required:
@@ -31,18 +36,8 @@ def _dummy_args(command: Any) -> list[str]:
     return args
 
 
-def _walk(group: Any, path: tuple[str, ...] = ()) -> Any:
-    """``(names, command)`` of every command, a group's by their full names."""
-    for name, command in group.commands.items():
-        if hasattr(command, "commands"):
-            yield from _walk(command, (*path, name))
-        else:
-            yield (*path, name), command
-
-
-# Every command the CLI has ("projections status" too): its argv with dummy values for
-# what it requires.
-COMMANDS = {" ".join(names): [*names, *_dummy_args(c)] for names, c in _walk(GROUP)}
+# Every command the CLI has, with dummy values for what it requires.
+COMMANDS = {name: _dummy_args(command) for name, command in GROUP.commands.items()}
 READING = sorted(set(COMMANDS) - CREATES_STORE)
 
 
@@ -70,7 +65,7 @@ def test_commands_other_than_run_demo_import_refuse_a_missing_sqlite_file(
     """Exit 2 with one line naming the path, and no file (nor -wal/-shm) is created."""
     url = sqlite_url(tmp_path, "typo.db")
     for name in READING:
-        r = _in_process([*COMMANDS[name], "--url", url], capsys)
+        r = _in_process([name, *COMMANDS[name], "--url", url], capsys)
         one_line_error(r, "no store at", "typo.db")
     one_line_error(agentlog("runs", "--url", "sqlite:///typo.db", cwd=tmp_path), "no store at")
     assert list(tmp_path.iterdir()) == []
@@ -98,7 +93,7 @@ def test_a_sqlite_database_of_other_tables_is_refused_by_every_command(tmp_path:
         conn.execute("CREATE TABLE users (name TEXT)")
         conn.execute("INSERT INTO users VALUES ('ada')")
     foreign = make_workdir(tmp_path, sqlite_url(tmp_path, "other.db"))
-    argvs = [COMMANDS[name] for name in READING]
+    argvs = [[name, *COMMANDS[name]] for name in READING]
     argvs += [["run", "agents:hello"], ["import", str(tmp_path / "run.jsonl")], ["demo"]]
     for argv in argvs:
         one_line_error(foreign.cli(*argv), "other.db", "not an agentlog store", "users")
@@ -149,7 +144,7 @@ def test_every_help_lists_url_and_json_correctly(
     ``--json`` flag (no ``<bool>``), ``--json`` only where it changes the output."""
     pages = {"": agentlog("--help", cwd=tmp_path)}
     for name in COMMANDS:
-        pages[name] = _in_process([*name.split(), "--help"], capsys)
+        pages[name] = _in_process([name, "--help"], capsys)
     for name, page in pages.items():
         assert page.code == 0 and page.err == "", (name, page)
         assert URL_LINE.search(page.out), (name, page.out)
@@ -158,7 +153,7 @@ def test_every_help_lists_url_and_json_correctly(
             assert "--json" not in page.out, (name, page.out)
         else:
             assert JSON_LINE.search(page.out), (name, page.out)
-    assert all(name.split()[0] in pages[""].out for name in COMMANDS)
+    assert all(name in pages[""].out for name in COMMANDS)
 
 
 def test_the_default_store_not_created_yet_reads_as_a_new_empty_store(tmp_path: Path) -> None:

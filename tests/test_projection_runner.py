@@ -13,7 +13,17 @@ from typing import Any
 import msgspec
 import pytest
 from conftest import all_backends, backends, write_raw_row
-from projection_kit import ALL, Count, Steps, append_steps, counted, expected, rows, test_views
+from projection_kit import (
+    ALL,
+    Count,
+    Steps,
+    append_steps,
+    counted,
+    expected,
+    rows,
+    tallies,
+    test_views,
+)
 
 from engine import Engine
 from engine.errors import ConcurrencyError, CorruptData
@@ -115,7 +125,7 @@ def test_a_batch_that_lost_the_race_writes_nothing_and_goes_on_from_the_winner(
         "t_steps": head,
     }
     assert counted(store) == done == expected(store)
-    assert sum(t.events for t in rows(store, Steps()).values()) == 10
+    assert sum(t.events for t in tallies(store, Steps()).values()) == 10
 
 
 @all_backends
@@ -148,13 +158,13 @@ def test_a_changed_version_rebuilds_the_view(store: Store) -> None:
 
     append_steps(store, _streams(3), 4)
     Runner(store, [Count()]).catch_up()
-    assert len(rows(store, Count())) == 4
+    assert len(tallies(store)) == 4
     runner = Runner(store, [Doubled()])
     [status] = runner.status()
     assert (status.version, status.current, status.lag) == ("1/clear", False, 0)
     runner.catch_up()
-    assert list(rows(store, Count())) == [ALL]
-    assert rows(store, Count())[ALL].events == 12
+    assert list(tallies(store)) == [ALL]
+    assert tallies(store)[ALL].events == 12
     [status] = runner.status()
     assert (status.version, status.current) == ("2/clear", True)
 
@@ -278,7 +288,7 @@ def test_events_carry_their_runs_facts_from_the_log_and_the_index(
     fork = eng.rewind(parent.run_id, to="start")
     monkeypatch.setattr(eng.store, "runs", lambda *a: pytest.fail("read the whole index"))
     Runner(eng.store, [Count()], batch=3).catch_up()
-    found = rows(eng.store, Count())
+    found = tallies(eng.store)
     for run in (parent, fork):
         row = found[run_stream(run.run_id).hex]
         assert (row.run_id, row.agent) == (run.run_id, "tests:projected")
@@ -297,5 +307,5 @@ def test_a_run_missing_from_the_index_still_counts_under_no_id(eng: Engine, tmp_
     with sqlite3.connect(tmp_path / "agentlog.db") as conn:
         conn.execute("DELETE FROM agentlog_runs WHERE run_id = ?", (run.run_id,))
     Runner(eng.store, [Count()]).catch_up()
-    row = rows(eng.store, Count())[run_stream(run.run_id).hex]
+    row = tallies(eng.store)[run_stream(run.run_id).hex]
     assert (row.run_id, row.agent, row.events) == ("", "tests:projected", events)

@@ -9,7 +9,7 @@ import msgspec
 from msgspec.structs import replace
 
 from ..effects import Effect
-from ..events import AgentStarted, event_data
+from ..events import AgentStarted, Event, event_data
 from ..kinds import RunStatus
 from ..secrets import redact
 
@@ -54,8 +54,15 @@ def shown(r: Recorded) -> Recorded:
     """The recorded event ``r`` as users may see it, still typed: an ``agent_started``
     input's secret-named fields (stored only when the store encrypts) redacted."""
     if isinstance(r.event, AgentStarted):
-        return replace(r, event=replace(r.event, input=redact(r.event.input)))
+        return replace(r, event=shown_event(r.event))
     return r
+
+
+def shown_event(event: Event) -> Event:
+    """``event`` as users may see it (see :func:`shown`)."""
+    if isinstance(event, AgentStarted):
+        return replace(event, input=redact(event.input))
+    return event
 
 
 class RunSummary(msgspec.Struct, frozen=True):

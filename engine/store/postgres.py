@@ -41,7 +41,7 @@ BEGIN
     INSERT INTO {schema}.agentlog_runs AS r
         (run_id, agent, status, started_at, updated_at, parent_run_id, position)
         SELECT * FROM unnest(run_ids, agents, statuses, started, updated, parents, positions)
-        ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
+        ON CONFLICT (run_id) DO UPDATE SET agent = excluded.agent, status = excluded.status,
             updated_at = excluded.updated_at, position = excluded.position;
     PERFORM pg_notify({channel}, '');
     RETURN QUERY INSERT INTO {schema}.{table}

@@ -48,7 +48,8 @@ TAKE_LEASE = (
 )
 UPSERT_RUN = (
     "INSERT INTO agentlog_runs VALUES (?,?,?,?,?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
-    "status=excluded.status, updated_at=excluded.updated_at, position=excluded.position"
+    "agent=excluded.agent, status=excluded.status, updated_at=excluded.updated_at, "
+    "position=excluded.position"
 )
 SYNC_MODES = ("FULL", "NORMAL", "EXTRA", "OFF")
 # Writers queue for SQLite's one write lock: wait for it (sqlite3's busy timeout) and for

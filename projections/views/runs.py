@@ -1,25 +1,226 @@
-"""The runs view (placeholder: its fold is being written)."""
+"""The runs view, the status board: one row per run, and the queries that read it.
+
+A row's status, position, times, agent and parent follow the run's whole stream exactly
+as the engine's inline run index does (``RunWriter.index_row`` of the fold of every
+event, a fork's copies of its parent's events included: they are the fork's replayed
+state). Counts of work (tool calls, retries, failures) skip those copies: the parent did
+that work. Plan progress includes them, since a fork carries on its parent's plan. The
+log holds no tags, so the board has none.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 import msgspec
+from msgspec.structs import replace
 
-from ..fold import Envelope, Projection
+from engine import events as ev
+from engine.kinds import RunStatus
+from engine.stats import RunCounts
+from engine.store import Store
+from engine.store.ports import Column, ViewQuery
+
+from ..fold import Envelope, Projection, RunFacts
+from ..runner import Runner
+
+# How each event moves a run's status; every other event leaves it (engine.state.evolve).
+_STATUS: dict[type[ev.Event], RunStatus] = {
+    ev.AgentStarted: RunStatus.RUNNING,
+    ev.AgentResumed: RunStatus.RUNNING,
+    ev.HumanInputRequested: RunStatus.PAUSED,
+    ev.HumanInputProvided: RunStatus.RUNNING,
+    ev.AgentFinished: RunStatus.COMPLETED,
+    ev.AgentFailed: RunStatus.FAILED,
+    ev.AgentAbandoned: RunStatus.ABANDONED,
+}
 
 
-class Row(msgspec.Struct, frozen=True):
-    key: str
+def next_status(status: str, event: ev.Event) -> str:
+    """The status a run has after ``event``, as the engine's fold gives it."""
+    return _STATUS.get(type(event), status)
 
 
-class View(Projection[Row]):
+class RunBoardRow(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One run on the board. ``lineage`` is ``fork`` (rewound from ``parent_run_id`` at
+    ``fork_position``, its parent's effects after it handled per ``effects``), ``child``
+    (a parent but no fork position) or None. ``steps_done`` counts steps completed
+    without error since the latest plan; ``attempts`` is ``tool_calls + retries``."""
+
+    run_id: str
+    agent: str
+    status: str = RunStatus.NEW
+    started_at: float = 0.0
+    updated_at: float = 0.0
+    position: int = 0
+    parent_run_id: str | None = None
+    lineage: str | None = None
+    fork_position: int | None = None
+    effects: str | None = None
+    inherited: int = 0
+    step: str | None = None  # the step started and not completed yet
+    steps_planned: int = 0
+    steps_done: int = 0
+    tool_calls: int = 0
+    retries: int = 0
+    failures: int = 0
+    attempts: int = 0
+    resumes: int = 0
+    owner: str | None = None  # the last resuming or adopting engine's owner id
+    imported: bool = False  # imported and not adopted since
+    last_event: str = ""  # its type; updated_at is its time
+
+
+def _started(row: RunBoardRow, e: ev.AgentStarted) -> RunBoardRow:
+    lineage = None if e.parent_run_id is None else "child"
+    if e.fork_position is not None:
+        lineage = "fork"
+    return replace(
+        row,
+        agent=e.agent,
+        started_at=e.at,
+        parent_run_id=e.parent_run_id,
+        lineage=lineage,
+        fork_position=e.fork_position,
+        effects=e.effects,
+        inherited=e.inherited,
+    )
+
+
+def _state(row: RunBoardRow, e: ev.Event) -> RunBoardRow:
+    """What every event of the stream, copies included, does to the row."""
+    match e:
+        case ev.AgentStarted():
+            return _started(row, e)
+        case ev.AgentResumed():
+            return replace(row, resumes=row.resumes + 1, owner=e.owner or row.owner)
+        case ev.RunImported():
+            return replace(row, imported=True)
+        case ev.RunAdopted():
+            return replace(row, imported=False, agent=e.agent, owner=e.owner or row.owner)
+        case ev.PlanCreated():
+            return replace(row, steps_planned=len(e.steps), steps_done=0)
+        case ev.StepStarted():
+            return replace(row, step=e.name)
+        case ev.StepCompleted():
+            done = row.steps_done + (e.error is None)
+            return replace(row, step=None if row.step == e.name else row.step, steps_done=done)
+    return row
+
+
+def _work(row: RunBoardRow, e: ev.Event) -> RunBoardRow:
+    """What the run's own events (not a fork's copies) add to its counts of work."""
+    match e:
+        case ev.ToolInvoked():
+            return replace(row, tool_calls=row.tool_calls + 1, attempts=row.attempts + 1)
+        case ev.RetryScheduled():
+            return replace(row, retries=row.retries + 1, attempts=row.attempts + 1)
+        case ev.ToolFailed():
+            return replace(row, failures=row.failures + 1)
+    return row
+
+
+def _fresh(run: RunFacts) -> RunBoardRow:
+    return RunBoardRow(run.run_id, run.agent, parent_run_id=run.parent_run_id)
+
+
+class View(Projection[RunBoardRow]):
+    """The status board, keyed by run id."""
+
     name = "runs"
-    version = "0"
-    row = Row
+    version = "1"
+    row = RunBoardRow
+    columns = (
+        Column("agent"),
+        Column("status"),
+        Column("started_at", "real"),
+        Column("updated_at", "real"),
+        Column("parent_run_id"),
+    )
 
     def keys(self, env: Envelope) -> Sequence[str]:
-        return ()
+        return () if env.run is None else (env.run.run_id,)
 
-    def apply(self, rows: Mapping[str, Row | None], env: Envelope) -> Mapping[str, Row | None]:
-        return {}
+    def apply(
+        self, rows: Mapping[str, RunBoardRow | None], env: Envelope
+    ) -> Mapping[str, RunBoardRow | None]:
+        if env.run is None:  # keys named no row
+            return {}
+        e = env.event
+        row = rows.get(env.run.run_id) or _fresh(env.run)
+        row = replace(
+            _state(row, e),
+            status=next_status(row.status, e),
+            position=env.position,
+            updated_at=e.at,
+            last_event=str(e.__struct_config__.tag),
+        )
+        if not env.copied:
+            row = _work(row, e)
+        return {env.run.run_id: row}
+
+
+# --- reading the board ---------------------------------------------------------------
+
+_DECODE = msgspec.msgpack.Decoder(RunBoardRow)
+
+
+def caught_up(store: Store) -> None:
+    """Bring the runs view up to the log's head as it is now (read-your-writes)."""
+    Runner(store, [View()]).catch_up([View.name])
+
+
+class RunFilter(msgspec.Struct, frozen=True):
+    """Which runs to read: of one status, agent and parent, started at or after
+    ``since`` and before ``until`` (epoch seconds), a page of them."""
+
+    status: str | None = None
+    agent: str | None = None
+    since: float | None = None
+    until: float | None = None
+    parent: str | None = None
+    limit: int | None = None
+    offset: int = 0
+
+    def query(self) -> ViewQuery:
+        """The view query, newest first (by start time, then run id)."""
+        named = (("status", self.status), ("agent", self.agent), ("parent_run_id", self.parent))
+        return ViewQuery(
+            equal={k: v for k, v in named if v is not None},
+            at_least={} if self.since is None else {"started_at": self.since},
+            below={} if self.until is None else {"started_at": self.until},
+            order_by="started_at",
+            limit=self.limit,
+            offset=self.offset,
+        )
+
+
+def query(store: Store, where: RunFilter) -> list[RunBoardRow]:
+    """The rows ``where`` picks from the view as it stands, newest first."""
+    return [_DECODE.decode(body) for body in store.views.query(View.table(), where.query())]
+
+
+def list_runs(
+    store: Store,
+    *,
+    status: str | None = None,
+    agent: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    parent: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[RunBoardRow]:
+    """The runs :class:`RunFilter` picks, newest first, after bringing the view up to date:
+    every run committed before the call is there."""
+    caught_up(store)
+    return query(store, RunFilter(status, agent, since, until, parent, limit, offset))
+
+
+def counts(store: Store, since: float | None, agent: str | None) -> RunCounts:
+    """Runs started at or after ``since`` (epoch seconds; None: all), of ``agent`` (None:
+    every agent): their total and how many are in each status."""
+    by_status: dict[str, int] = {}
+    for row in list_runs(store, since=since, agent=agent):
+        by_status[row.status] = by_status.get(row.status, 0) + 1
+    return RunCounts(total=sum(by_status.values()), by_status=by_status)

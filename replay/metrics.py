@@ -1,0 +1,159 @@
+"""The operator's figures for Prometheus, with the official ``prometheus_client`` (the
+optional ``agentlog[metrics]`` extra): ``agentlog stats --prometheus`` prints them once in
+the text exposition format, ``agentlog metrics serve`` answers every scrape afresh.
+
+Counts are counters (``_total``) and means, rates and percentiles gauges, in base units
+(seconds, ratios). A figure the period has no data for (a mean of nothing) is left out
+rather than exported as 0. With ``--since`` the counters count that period only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import UsageError
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
+
+    from engine.stats import RecoveryStats, Stats, ToolStats
+
+INSTALL = "pip install 'agentlog[metrics]'"
+BREAKER_STATES = ("closed", "open", "half_open")
+# (field of RecoveryStats, metric name, help, scale to base units); counts then gauges
+_RECOVERY_COUNTS = (
+    ("crashes", "agentlog_crashes", "Runs resumed after their owner died mid-run."),
+    ("recovered", "agentlog_recovered", "Crashed runs that went on to complete."),
+    ("compensations", "agentlog_compensations", "Compensations run."),
+    ("compensations_failed", "agentlog_compensations_failed", "Compensations that failed."),
+)
+_RECOVERY_GAUGES = (
+    ("recovery_success_rate", "agentlog_recovery_success_ratio", "Recovered / crashes.", 1.0),
+    (
+        "mean_time_to_recover_s",
+        "agentlog_time_to_recover_seconds",
+        "Mean time from a crash to running again (RTO).",
+        1.0,
+    ),
+    (
+        "mean_lost_calls_per_crash",
+        "agentlog_lost_calls_per_crash",
+        "Mean calls re-executed per crash (RPO).",
+        1.0,
+    ),
+    (
+        "mean_checkpoint_save_ms",
+        "agentlog_checkpoint_save_seconds",
+        "Mean checkpoint save time.",
+        1e-3,
+    ),
+    ("failure_rate", "agentlog_run_failure_ratio", "Failed runs / ended runs.", 1.0),
+)
+
+
+def _client() -> Any:
+    """The ``prometheus_client`` module, or a one-line usage error naming the extra."""
+    try:
+        import prometheus_client
+    except ImportError:
+        raise UsageError(f"Prometheus output needs prometheus_client: {INSTALL}") from None
+    return prometheus_client
+
+
+class StatsCollector:
+    """A ``prometheus_client`` collector whose every collection computes the figures
+    afresh with ``compute`` (``engine.stats`` bound to its period and agent)."""
+
+    def __init__(self, compute: Callable[[], Stats]) -> None:
+        self.compute = compute
+
+    def collect(self) -> Iterator[Any]:
+        return families(self.compute())
+
+
+def families(stats: Stats) -> Iterator[Any]:
+    """The metric families of ``stats``."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    runs = GaugeMetricFamily(
+        "agentlog_runs", "Runs started in the period, by status.", labels=["status"]
+    )
+    for status, n in sorted(stats.runs.by_status.items()):
+        runs.add_metric([status], n)
+    yield runs
+    yield from _tool_families(stats.tools)
+    yield from _recovery_families(stats.recovery)
+
+
+def _tool_families(tools: list[ToolStats]) -> Iterator[Any]:
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        StateSetMetricFamily,
+    )
+
+    calls = CounterMetricFamily("agentlog_tool_calls", "Durable tool calls.", labels=["tool"])
+    retries = CounterMetricFamily("agentlog_tool_retries", "Retries.", labels=["tool"])
+    failures = CounterMetricFamily(
+        "agentlog_tool_failures", "Calls that failed for good, by kind.", labels=["tool", "kind"]
+    )
+    latency = GaugeMetricFamily(
+        "agentlog_tool_latency_seconds",
+        "Attempt latency percentiles.",
+        labels=["tool", "quantile"],
+    )
+    breaker = StateSetMetricFamily(
+        "agentlog_tool_breaker", "The breaker's last recorded state.", labels=["tool"]
+    )
+    for t in tools:
+        calls.add_metric([t.tool], t.calls)
+        retries.add_metric([t.tool], t.retries)
+        for kind, n in sorted(t.failures.items()):
+            failures.add_metric([t.tool, kind], n)
+        for quantile, ms in (("0.5", t.p50_ms), ("0.95", t.p95_ms), ("0.99", t.p99_ms)):
+            if ms is not None:
+                latency.add_metric([t.tool, quantile], ms / 1000)
+        states = dict.fromkeys((*BREAKER_STATES, t.breaker), False)
+        states[t.breaker] = True
+        breaker.add_metric([t.tool], states)
+    yield from (calls, retries, failures, latency, breaker)
+
+
+def _recovery_families(recovery: RecoveryStats) -> Iterator[Any]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    for field, name, doc in _RECOVERY_COUNTS:
+        yield CounterMetricFamily(name, doc, value=getattr(recovery, field))
+    for field, name, doc, scale in _RECOVERY_GAUGES:
+        value = getattr(recovery, field)
+        family = GaugeMetricFamily(name, doc)
+        if value is not None:
+            family.add_metric([], value * scale)
+        yield family
+
+
+def registry(compute: Callable[[], Stats]) -> CollectorRegistry:
+    """A fresh registry holding only agentlog's figures (no process or platform metrics)."""
+    client = _client()
+    found: CollectorRegistry = client.CollectorRegistry(auto_describe=False)
+    found.register(StatsCollector(compute))
+    return found
+
+
+def exposition(stats: Stats) -> str:
+    """``stats`` in the Prometheus text exposition format."""
+    client = _client()
+    text: bytes = client.generate_latest(registry(lambda: stats))
+    return text.decode()
+
+
+def serve(compute: Callable[[], Stats], port: int, addr: str) -> Any:
+    """Answer ``GET /metrics`` on ``addr:port`` from a background thread, computing the
+    figures on each scrape; returns the server (``shutdown()`` stops it)."""
+    client = _client()
+    try:
+        server, _thread = client.start_http_server(port, addr=addr, registry=registry(compute))
+    except OSError as e:
+        raise UsageError(f"cannot listen on {addr}:{port}: {e.strerror or e}") from None
+    return server

@@ -1,0 +1,156 @@
+"""``agentlog stats`` and ``agentlog metrics serve`` in real subprocesses: the tables,
+``--json``, ``--prometheus`` (and without its extra), bad arguments, an empty store, and
+a live scrape over HTTP."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from test_cli_kit import Workdir, agentlog, clean_env, make_workdir, one_line_error, sqlite_url
+
+from engine.store import open_store
+
+
+@pytest.fixture
+def w(tmp_path: Path) -> Workdir:
+    """A store with two completed runs of agents:hello, one failed, one paused."""
+    work = make_workdir(tmp_path, sqlite_url(tmp_path))
+    work.run_id("agents:hello", code=0)
+    work.run_id("agents:hello", "--input", '{"name": "b"}', code=0)
+    work.run_id("agents:failing", code=4)
+    work.run_id("agents:asker", code=3)
+    return work
+
+
+def runs_by_status(text: str) -> dict[str, float]:
+    return {
+        s.labels["status"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "agentlog_runs"
+    }
+
+
+def test_stats_prints_tables_of_runs_tools_and_recovery(w: Workdir) -> None:
+    r = w.ok("stats")
+    rows = {ln.split()[0]: ln.split()[1:] for ln in r.out.splitlines() if ln.split()}
+    assert rows["completed"] == ["2"] and rows["failed"] == ["1"] and rows["paused"] == ["1"]
+    assert rows["total"] == ["4"]
+    assert "recovery" in rows and "crashes" in rows and "all time, all agents" in r.out
+    assert "\x1b[" not in r.out  # not a terminal: no styles
+
+
+def test_stats_json_filters_by_agent_and_since(w: Workdir) -> None:
+    doc = w.ok("stats", "--json").json()
+    assert doc["runs"] == {"total": 4, "by_status": {"completed": 2, "failed": 1, "paused": 1}}
+    assert doc["since"] is None and doc["agent"] is None
+    hello = w.ok("stats", "--agent", "agents:hello", "--json").json()
+    assert hello["runs"] == {"total": 2, "by_status": {"completed": 2}}
+    assert hello["agent"] == "agents:hello"
+    recent = w.ok("--json", "stats", "--since", "1h").json()
+    assert recent["runs"]["total"] == 4 and recent["since"].endswith("Z")
+    future = w.ok("stats", "--since", "2999-01-01T00:00:00Z", "--json").json()
+    assert future["runs"] == {"total": 0, "by_status": {}}
+
+
+def test_stats_prometheus_prints_the_same_figures(w: Workdir) -> None:
+    r = w.ok("stats", "--prometheus")
+    assert runs_by_status(r.out) == {"completed": 2, "failed": 1, "paused": 1}
+    assert "# TYPE agentlog_crashes_total counter" in r.out
+    only = w.ok("stats", "--prometheus", "--agent", "agents:failing")
+    assert runs_by_status(only.out) == {"failed": 1}
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite:///no/such/store.db"])
+def test_prometheus_without_the_extra_names_it_in_one_line(tmp_path: Path, url: str) -> None:
+    """The missing extra is what is said, before any store is opened."""
+    code = (
+        "import sys; sys.modules['prometheus_client'] = None\n"  # as if it were not installed
+        "from replay.cli import run_cli\n"
+        f"sys.exit(run_cli(['stats', '--prometheus', '--url', {url!r}]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True
+    )
+    assert proc.returncode == 2, proc
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and "pip install 'agentlog[metrics]'" in err, err
+    assert proc.stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--since", "3x"], "since"),
+        (["--since", "yesterday"], "since"),
+        (["--since", "99999999999999h"], "since"),
+        (["--since", "-1h"], "since"),
+        (["--agent", "hello"], "--agent"),
+        (["--agent", ":hello"], "--agent"),
+        (["--agent", "a:b\x1b[2J"], "--agent"),
+        (["--agent", "m:" + "x" * 400], "--agent"),
+        (["--json", "--prometheus"], "choose one"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(w: Workdir, argv: list[str], needle: str) -> None:
+    r = w.cli("stats", *argv)
+    one_line_error(r, needle)
+    assert r.out == "" and "\x1b[2J" not in r.err
+
+
+def test_an_empty_store_gives_zeros(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path, "empty.db")
+    open_store(url).close()
+    doc = agentlog("stats", "--json", "--url", url, cwd=tmp_path)
+    assert doc.code == 0 and doc.json()["runs"] == {"total": 0, "by_status": {}}
+    assert doc.json()["tools"] == [] and doc.json()["recovery"]["crashes"] == 0
+    text = agentlog("stats", "--url", "memory://", cwd=tmp_path)
+    assert text.code == 0 and "no tool calls in the period" in text.out
+    default = agentlog("stats", cwd=tmp_path)  # the default store, not created yet
+    assert default.code == 0 and "total" in default.out
+    assert not (tmp_path / "agentlog.db").exists()  # stats creates no store
+
+
+def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", "metrics", "serve", "--port", "0", "--url", w.url],
+        cwd=w.path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert line.startswith("serving metrics on http://127.0.0.1:"), line
+        url = line.split()[3]
+        with urllib.request.urlopen(url, timeout=30) as reply:
+            assert reply.status == 200
+            first = reply.read().decode()
+        assert runs_by_status(first) == {"completed": 2, "failed": 1, "paused": 1}
+        w.run_id("agents:hello", code=0)  # another process writes; the next scrape sees it
+        with urllib.request.urlopen(url, timeout=30) as reply:
+            assert runs_by_status(reply.read().decode())["completed"] == 3
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_metrics_serve_refuses_a_bad_port_and_a_bad_since(w: Workdir) -> None:
+    one_line_error(w.cli("metrics", "serve", "--port", "70000"), "--port")
+    one_line_error(w.cli("metrics", "serve", "--since", "later"), "since")
+
+
+def test_metrics_serve_help_lists_url_and_no_json(tmp_path: Path) -> None:
+    page = agentlog("metrics", "serve", "--help", cwd=tmp_path)
+    assert page.code == 0 and "--url URL" in page.out and "--port" in page.out
+    assert "--json" not in page.out  # one line and an HTTP endpoint: no JSON form
