@@ -28,7 +28,9 @@ class RunDirectory:
         self.not_runs: set[uuid.UUID] = set()
 
     def facts(self, stream: uuid.UUID) -> RunFacts | None:
-        """The facts of a stream :meth:`learn` has met (None: not a run's)."""
+        """The facts of ``stream``'s run (None: not a run's), met now if need be."""
+        if stream not in self.runs and stream not in self.not_runs:
+            self._meet({stream: self._opening(stream)})
         return self.runs.get(stream)
 
     def learn(self, records: Sequence[Recorded]) -> None:
@@ -40,9 +42,12 @@ class RunDirectory:
         for r in records:
             if r.stream in new and r.stream not in first:
                 first[r.stream] = r
+        self._meet({s: r.event if r.position == 1 else self._opening(s) for s, r in first.items()})
+
+    def _meet(self, openings: dict[uuid.UUID, Event | None]) -> None:
+        """Know streams by their first events."""
         started: dict[uuid.UUID, AgentStarted] = {}
-        for stream, r in first.items():
-            opening = r.event if r.position == 1 else self._opening(stream)
+        for stream, opening in openings.items():
             if isinstance(opening, AgentStarted):
                 started[stream] = opening
             else:

@@ -120,7 +120,7 @@ class Runner:
             raise CorruptData(f"view {', '.join(names)} stops: {e}") from e
 
     def _envelopes(self, records: Sequence[Recorded]) -> list[Envelope]:
-        facts = self.directory.facts
+        facts = self.directory.runs.get  # every stream of the batch is met already
         return [
             Envelope(r.global_position or 0, r.stream, r.position, r.event, facts(r.stream))
             for r in records
@@ -140,7 +140,7 @@ class Runner:
             return {}
         folded.sort(key=lambda b: b.table.name)  # every runner locks views in one order
         failpoints.hit("in_view_batch")  # a crash here loses only work not yet committed
-        done = self.store.views.commit(folded)
+        done = self.store.views.commit_many(folded)
         return {
             b.table.name: b.position if ok else self._moved(self.views[b.table.name])
             for b, ok in zip(folded, done, strict=True)

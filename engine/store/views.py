@@ -55,7 +55,20 @@ class Views:
             found = self._port.query_view(table, query)
         return [self._unseal(table.name, k, b) for k, b in found]
 
-    def commit(self, batches: Sequence[ViewBatch]) -> list[bool]:
+    def commit(
+        self,
+        table: ViewTable,
+        expected: int,
+        position: int,
+        upserts: Sequence[ViewRow],
+        deletes: Sequence[str] = (),
+    ) -> bool:
+        """One view's rows and its new position, in one transaction, if it is still at
+        ``expected`` (False: nothing written)."""
+        [done] = self.commit_many([ViewBatch(table, expected, position, upserts, deletes)])
+        return done
+
+    def commit_many(self, batches: Sequence[ViewBatch]) -> list[bool]:
         """Each batch's rows and its view's new position, in one transaction (see
         :meth:`ViewStore.commit_views`); whether each view's went in."""
         if self._rows.encrypted:
