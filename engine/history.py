@@ -325,7 +325,7 @@ class RunWriter:
     ) -> RunState:
         """Record ``events`` (and ``extra`` events of other streams) in one transaction;
         ``measure``: time it, and record the timings held if this commit is due to."""
-        flush = measure and self.state.status not in ENDED and self.timings.due(events)
+        flush = measure and self.timings.due(events) and self.state.status not in ENDED
         if flush:
             events = self.timings.riding(events)
         state = self.state
@@ -352,9 +352,10 @@ class RunWriter:
         cadence = cadence_due(before, state.position, self.snapshot_every)
         if cadence and (not due or due[-1] is not state):  # a checkpoint may end the batch
             due.append(state)
-        took = [self._snapshot(snap) for snap in due]
-        if measure:
-            self.timings = SaveTimes() if flush else self.timings
+        took = [self._snapshot(snap) for snap in due] if due else []
+        if flush:
+            self.timings = SaveTimes()
+        if measure and (marks or took):
             self.timings.add(marks, commit_ms, took, marked)
         return state
 

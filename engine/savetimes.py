@@ -40,7 +40,9 @@ class SaveTimes:
     def due(self, events: Sequence[ev.Event]) -> bool:
         """Whether the commit of ``events`` records what is held."""
         held = self.checkpoints + self.snapshots
-        return held > 0 and (held >= FLUSH_AT or any(isinstance(e, LAST) for e in events))
+        if not held:
+            return False
+        return held >= FLUSH_AT or any(isinstance(e, LAST) for e in events)
 
     def riding(self, events: Sequence[ev.Event]) -> tuple[ev.Event, ...]:
         """``events`` with the record of what is held in front (after a leading
@@ -49,9 +51,9 @@ class SaveTimes:
         record = ev.SavesTimed(
             at=ev.now(),
             checkpoints=self.checkpoints,
-            checkpoint_ms=round(self.checkpoint_ms, 3),
+            checkpoint_ms=round(self.checkpoint_ms, 6),
             snapshots=self.snapshots,
-            snapshot_ms=round(self.snapshot_ms, 3),
+            snapshot_ms=round(self.snapshot_ms, 6),
         )
         return (*events[:lead], record, *events[lead:])
 
