@@ -45,9 +45,8 @@ class SaveTimes:
         return held >= FLUSH_AT or any(isinstance(e, LAST) for e in events)
 
     def riding(self, events: Sequence[ev.Event]) -> tuple[ev.Event, ...]:
-        """``events`` with the record of what is held in front (after a leading
-        ``agent_resumed``, which marks the execution's first write)."""
-        lead = 1 if events and isinstance(events[0], ev.AgentResumed) else 0
+        """``events`` with the record of what is held in front. (A resumed execution's
+        writer is new and holds nothing, so its ``agent_resumed`` still comes first.)"""
         record = ev.SavesTimed(
             at=ev.now(),
             checkpoints=self.checkpoints,
@@ -55,7 +54,7 @@ class SaveTimes:
             snapshots=self.snapshots,
             snapshot_ms=round(self.snapshot_ms, 6),
         )
-        return (*events[:lead], record, *events[lead:])
+        return (record, *events)
 
 
 def ms_since(began: float) -> float:

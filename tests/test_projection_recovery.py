@@ -18,6 +18,7 @@ from conftest import all_backends, backends
 from engine import Engine
 from engine import events as ev
 from engine.history import RunWriter, read_events
+from engine.savetimes import FLUSH_AT
 from engine.state import RunState
 from projections.views import recovery
 
@@ -266,3 +267,37 @@ def test_checkpoint_and_snapshot_save_times_ride_the_runs_last_commit(eng: Engin
     got = recovery.summarize(eng.store, None, None)
     assert got.mean_checkpoint_save_ms == pytest.approx(timed["checkpoint_ms"] / 3)
     assert got.mean_snapshot_save_ms == pytest.approx(timed["snapshot_ms"] / 3)
+
+
+@all_backends
+def test_save_times_held_long_ride_the_next_commit_and_never_follow_the_end(
+    eng: Engine,
+) -> None:
+    """150 checkpoints (and their snapshots) make 100 measurements before the run ends:
+    those ride the next commit, the rest the last; each checkpoint counted once. Cadence
+    snapshots are timed too. An append after the run's end (an undo record) carries
+    none: the log stays readable."""
+
+    def many(run: Any) -> int:
+        for i in range(150):
+            run.checkpoint(f"c{i}")
+        return 150
+
+    r = eng.run(eng.agent(many, name="edge:many"))
+    events = eng.events(r.run_id)
+    timed = [e for e in events if e.type == "saves_timed"]
+    assert len(timed) == 2 and timed[0].position < len(events) - 2
+    assert timed[0].data["checkpoints"] + timed[0].data["snapshots"] >= FLUSH_AT
+    assert sum(t.data["checkpoints"] for t in timed) == 150
+
+    def plain(run: Any) -> int:  # 12 decisions, a snapshot every 5 events: 2, no checkpoint
+        return sum(run.decide(f"d{i}", lambda: 1) for i in range(12))
+
+    p = eng.run(eng.agent(plain, name="edge:plain", snapshot_every=5))
+    timed = [e.data for e in eng.events(p.run_id) if e.type == "saves_timed"]
+    assert [(t["checkpoints"], t["snapshots"]) for t in timed] == [(0, 2)]
+
+    w = RunWriter(eng.store, eng.state(r.run_id))
+    w.timings.add(FLUSH_AT, 2.0, [1.0], 1)  # due to ride, but the run has ended
+    w.append(ev.Compensated(at=300.0, call=1, tool="t"), measure=True)
+    assert [e.type for e in eng.events(r.run_id)][-2:] == ["agent_finished", "compensated"]
