@@ -38,11 +38,12 @@ class SaveTimes:
         self.snapshot_ms += sum(stored)
 
     def due(self, events: Sequence[ev.Event]) -> bool:
-        """Whether the commit of ``events`` records what is held."""
+        """Whether the commit of ``events`` records what is held (the run context puts
+        the event that ends an execution last in its batch)."""
         held = self.checkpoints + self.snapshots
         if not held:
             return False
-        return held >= FLUSH_AT or any(isinstance(e, LAST) for e in events)
+        return held >= FLUSH_AT or (bool(events) and isinstance(events[-1], LAST))
 
     def riding(self, events: Sequence[ev.Event]) -> tuple[ev.Event, ...]:
         """``events`` with the record of what is held in front. (A resumed execution's
