@@ -28,7 +28,7 @@ from . import events as ev
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from .events import Positioned
 from .kinds import ENDED
-from .savetimes import SaveTimes, ms_since
+from .savetimes import FLUSH_AT, LAST_WRITE, SaveTimes, ms_since
 from .state import CheckpointRef, RunState, evolve
 from .store import Append, Recorded, Store, stream_id
 from .store.base import RunRow
@@ -323,10 +323,10 @@ class RunWriter:
     def append(
         self, *events: ev.Event, extra: Sequence[Append] = (), measure: bool = False
     ) -> RunState:
-        """Record ``events`` (and ``extra`` events of other streams) in one transaction;
-        ``measure``: time it, and record the timings held if this commit is due to."""
-        flush = measure and self.timings.due(events) and self.state.status not in ENDED
-        if flush:
+        """One commit of ``events`` (and ``extra``, other streams'); timed if ``measure``."""
+        held = self.timings.held if measure else 0  # inline checks: the hot path
+        flush = held and (held >= FLUSH_AT or (events and type(events[-1]) in LAST_WRITE))
+        if flush and self.state.status not in ENDED:
             events = self.timings.riding(events)
         state = self.state
         items = list(extra)
@@ -336,10 +336,11 @@ class RunWriter:
         for e in events:
             state = evolve(state, e, state.position + 1)
             items.append(Append(self.stream, state.position, e))
-            marks += isinstance(e, ev.Checkpoint)
-            if checkpoint_due(e, state.position, last):
-                due.append(state)
-                last = state.position
+            if type(e) is ev.Checkpoint:  # checkpoint_due, inline (hot path; no subclasses)
+                marks += 1
+                if state.position - last >= CHECKPOINT_GAP:
+                    due.append(state)
+                    last = state.position
         # The index row rides in every commit of the run, so `runs` shows its live
         # position and last activity, not just its last change of status.
         runs = (self.index_row(state),) if events else ()
@@ -348,15 +349,16 @@ class RunWriter:
         commit_ms = ms_since(began) if marks else 0.0
         before = self.state.position
         self.state = state
-        marked = len(due)  # due[:marked] are checkpoints' snapshots
-        cadence = cadence_due(before, state.position, self.snapshot_every)
-        if cadence and (not due or due[-1] is not state):  # a checkpoint may end the batch
-            due.append(state)
-        took = [self._snapshot(snap) for snap in due] if due else []
         if flush:
             self.timings = SaveTimes()
-        if measure and (marks or took):
-            self.timings.add(marks, commit_ms, took, marked)
+        cadence = cadence_due(before, state.position, self.snapshot_every)
+        marked = len(due)  # due[:marked] are checkpoints' states
+        if cadence and (not due or due[-1] is not state):  # a checkpoint may end the batch
+            due.append(state)
+        if due or marks:
+            took = [self._snapshot(snap) for snap in due]
+            if measure:
+                self.timings.add(marks, commit_ms, took, marked)
         return state
 
     def _snapshot(self, state: RunState) -> float | None:

@@ -12,18 +12,20 @@ from collections.abc import Sequence
 from . import events as ev
 
 FLUSH_AT = 100  # checkpoints and snapshots measured before they ride the next commit
-# A batch holding one of these is the last its execution commits (unless it is resumed).
-LAST = (ev.AgentFinished, ev.AgentFailed, ev.HumanInputRequested)
+# A batch ending with one of these is the last its execution commits (the run context
+# records each alone, after any deferred outcomes): the timings held ride in it.
+LAST_WRITE = (ev.AgentFinished, ev.AgentFailed, ev.HumanInputRequested)
 
 
 class SaveTimes:
     """The measurements a writer holds until a commit records them."""
 
-    __slots__ = ("checkpoint_ms", "checkpoints", "snapshot_ms", "snapshots")
+    __slots__ = ("checkpoint_ms", "checkpoints", "held", "snapshot_ms", "snapshots")
 
     def __init__(self) -> None:
         self.checkpoints, self.checkpoint_ms = 0, 0.0
         self.snapshots, self.snapshot_ms = 0, 0.0
+        self.held = 0  # measurements held: checkpoints and snapshots
 
     def add(
         self, checkpoints: int, commit_ms: float, snaps: list[float | None], marked: int
@@ -36,14 +38,7 @@ class SaveTimes:
         self.checkpoint_ms += checkpoints * commit_ms + sum(ms for ms in snaps[:marked] if ms)
         self.snapshots += len(stored)
         self.snapshot_ms += sum(stored)
-
-    def due(self, events: Sequence[ev.Event]) -> bool:
-        """Whether the commit of ``events`` records what is held (the run context puts
-        the event that ends an execution last in its batch)."""
-        held = self.checkpoints + self.snapshots
-        if not held:
-            return False
-        return held >= FLUSH_AT or (bool(events) and isinstance(events[-1], LAST))
+        self.held = self.checkpoints + self.snapshots
 
     def riding(self, events: Sequence[ev.Event]) -> tuple[ev.Event, ...]:
         """``events`` with the record of what is held in front. (A resumed execution's
