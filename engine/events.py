@@ -120,6 +120,19 @@ class Checkpoint(Event, frozen=True, tag="checkpoint"):
     name: str
 
 
+class SavesTimed(Event, frozen=True, tag="saves_timed"):
+    """How long the run's writer took to save since its last such record: ``checkpoints``
+    in ``checkpoint_ms`` in all (each one's commit, plus its snapshot if one was taken),
+    ``snapshots`` (at checkpoints and at the cadence) in ``snapshot_ms``. Measured after a
+    commit, it rides at the front of a later one (engine.savetimes). A measurement, not
+    a fact of the run: the fold and re-execution pass over it."""
+
+    checkpoints: int = 0
+    checkpoint_ms: float = 0.0
+    snapshots: int = 0
+    snapshot_ms: float = 0.0
+
+
 class HumanInputRequested(Event, frozen=True, tag="human_input_requested"):
     call: int
     question: str
@@ -252,6 +265,7 @@ AnyEvent = (
     | StepCompleted
     | LlmDecided
     | Checkpoint
+    | SavesTimed
     | HumanInputRequested
     | HumanInputProvided
     | ToolInvoked

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from . import events as ev
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from .events import Positioned
 from .kinds import ENDED
+from .savetimes import FLUSH_AT, LAST_WRITE, SaveTimes, ms_since
 from .state import CheckpointRef, RunState, evolve
 from .store import Append, Recorded, Store, stream_id
 from .store.base import RunRow
@@ -301,7 +303,8 @@ def snapshots_along(
 class RunWriter:
     """Appends one run's events; each ``append`` is one commit of the log. After the
     commit it snapshots every ``snapshot_every`` events, and at a checkpoint unless the
-    newest snapshot is fewer than ``CHECKPOINT_GAP`` events back."""
+    newest snapshot is fewer than ``CHECKPOINT_GAP`` events back. A measured append (the
+    run context's) times its checkpoints and snapshots (engine.savetimes)."""
 
     def __init__(
         self, store: Store, state: RunState, *, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
@@ -315,34 +318,53 @@ class RunWriter:
         # writer may have used another cadence), so count from the run's start, which
         # always rebuilds: at worst the first checkpoint here takes one extra snapshot.
         self.snapshot_at = 0
+        self.timings = SaveTimes()  # measured, not recorded yet
 
-    def append(self, *events: ev.Event, extra: Sequence[Append] = ()) -> RunState:
-        """Record ``events`` (and ``extra`` events of other streams) in one transaction."""
+    def append(
+        self, *events: ev.Event, extra: Sequence[Append] = (), measure: bool = False
+    ) -> RunState:
+        """One commit of ``events`` (and ``extra``, other streams'); timed if ``measure``."""
+        held = self.timings.held if measure else 0  # inline checks: the hot path
+        flush = held and (held >= FLUSH_AT or (events and type(events[-1]) in LAST_WRITE))
+        if flush and self.state.status not in ENDED:
+            events = self.timings.riding(events)
         state = self.state
         items = list(extra)
         due: list[RunState] = []  # the checkpoints' states to snapshot once committed
+        marks = 0  # checkpoints in this commit
         last = self.snapshot_at
         for e in events:
             state = evolve(state, e, state.position + 1)
             items.append(Append(self.stream, state.position, e))
-            if checkpoint_due(e, state.position, last):
-                due.append(state)
-                last = state.position
+            if type(e) is ev.Checkpoint:  # checkpoint_due, inline (hot path; no subclasses)
+                marks += 1
+                if state.position - last >= CHECKPOINT_GAP:
+                    due.append(state)
+                    last = state.position
         # The index row rides in every commit of the run, so `runs` shows its live
         # position and last activity, not just its last change of status.
         runs = (self.index_row(state),) if events else ()
+        began = time.perf_counter() if marks else 0.0
         self.store.append(items, runs=runs)
+        commit_ms = ms_since(began) if marks else 0.0
         before = self.state.position
         self.state = state
+        if flush:
+            self.timings = SaveTimes()
         cadence = cadence_due(before, state.position, self.snapshot_every)
+        marked = len(due)  # due[:marked] are checkpoints' states
         if cadence and (not due or due[-1] is not state):  # a checkpoint may end the batch
             due.append(state)
-        for snap in due:
-            self._snapshot(snap)
+        if due or marks:
+            took = [self._snapshot(snap) for snap in due]
+            if measure:
+                self.timings.add(marks, commit_ms, took, marked)
         return state
 
-    def _snapshot(self, state: RunState) -> None:
+    def _snapshot(self, state: RunState) -> float | None:
+        """Store a snapshot of ``state``; how long it took (ms), None if it was not stored."""
         failpoints.hit("in_snapshot")  # events committed, snapshot not yet written
+        began = time.perf_counter()
         try:
             self.store.save_snapshot(self.stream, state)
         except (PayloadTooLarge, StoreError) as e:
@@ -350,8 +372,9 @@ class RunWriter:
             # Raising here would report a committed append as failed (and its caller
             # would write the same events again).
             observe.get().warning("snapshot_too_large", stream=str(self.stream), error=str(e))
-            return
+            return None
         self.snapshot_at = state.position
+        return ms_since(began)
 
     @staticmethod
     def index_row(state: RunState) -> RunRow:

@@ -64,6 +64,11 @@ class RecoveryStats(msgspec.Struct, frozen=True):
     compensations: int = 0
     compensations_failed: int = 0
     mean_snapshot_save_ms: float | None = None
+    crashed_runs: int = 0  # runs with at least one crash (``crashes`` counts each crash)
+    lost_calls: int = 0  # calls in flight at the crashes, in all
+    calls_reexecuted: int = 0  # of those, run again after the resume (not verified)
+    ended_runs: int = 0  # completed, failed or abandoned (failure_rate's denominator)
+    failed_runs: int = 0
 
 
 class Stats(msgspec.Struct, frozen=True):

@@ -329,6 +329,16 @@ def test_two_uncertain_effects_of_one_gather_are_asked_one_at_a_time(eng: Engine
 
 
 @all_backends
+async def _question_recorded(eng: Engine) -> None:
+    """Until the one run in the store has recorded a question (a condition, not a sleep:
+    a fixed pause lost the race on a loaded machine); gives up after a minute."""
+    for _ in range(6000):
+        runs = eng.runs()
+        if runs and "human_input_requested" in {e.type for e in eng.events(runs[0].run_id)}:
+            return
+        await asyncio.sleep(0.01)
+
+
 def test_a_sibling_outcome_recorded_after_a_question_keeps_the_run_answerable(
     eng: Engine,
 ) -> None:
@@ -344,7 +354,7 @@ def test_a_sibling_outcome_recorded_after_a_question_keeps_the_run_answerable(
 
     @eng.tool(side_effect=True)
     async def email(order: str, *, idempotency_key: str) -> dict[str, str]:
-        await asyncio.sleep(0.3)  # finishes after the question is recorded
+        await _question_recorded(eng)  # finishes after the question is recorded
         sent["email"] += 1
         return {"sent": order}
 

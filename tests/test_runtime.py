@@ -43,6 +43,7 @@ EVENT_TYPES = {
     "step_started",
     "step_completed",
     "checkpoint",
+    "saves_timed",
     "plan_created",
     "human_input_requested",
     "human_input_provided",

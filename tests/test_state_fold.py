@@ -93,6 +93,14 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         duration=st.floats(0, 100),
     ),
     "checkpoint": st.builds(ev.Checkpoint, at=ats, call=calls, name=names),
+    "saves_timed": st.builds(
+        ev.SavesTimed,
+        at=ats,
+        checkpoints=st.integers(0, 9),
+        checkpoint_ms=st.floats(0, 100),
+        snapshots=st.integers(0, 9),
+        snapshot_ms=st.floats(0, 100),
+    ),
     "human_input_requested": st.builds(
         ev.HumanInputRequested,
         at=ats,

@@ -43,6 +43,7 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
         ev.StepCompleted(at=t + 4, call=2, name="look up", duration=0.25, error="slow"),
         ev.LlmDecided(at=t + 5, call=3, name="choose", value={"tool": "refund"}, args_hash="h1"),
         ev.Checkpoint(at=t + 6, call=4, name="customer info collected"),
+        ev.SavesTimed(at=t + 6.5, checkpoints=2, checkpoint_ms=3.5, snapshots=1, snapshot_ms=0.25),
         ev.HumanInputRequested(at=t + 7, call=5, question="Refund 30 EUR?", reason="uncertain"),
         ev.HumanInputProvided(at=t + 8, call=5, value={"answer": "yes"}),
         ev.ToolInvoked(

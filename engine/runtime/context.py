@@ -167,7 +167,7 @@ class RunContext:
             batch = (*self.deferred, *events)
             if marker:
                 batch = (ev.AgentResumed(at=ev.now(), owner=self.host.owner), *batch)
-            self.writer.append(*batch, extra=extra)
+            self.writer.append(*batch, extra=extra, measure=True)
             self._resume_marker = False
             self.deferred = []
             for e in batch:

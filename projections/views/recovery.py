@@ -1,36 +1,209 @@
-"""The recovery view (placeholder: its fold is being written)."""
+"""The recovery view: one row per run with what its crashes cost and how it ended, from
+which ``summarize`` computes the operator's recovery figures (``engine.stats().recovery``).
+
+A **crash** is an ``agent_resumed`` that follows the run while it was running: its owner
+died (or lost its lease) mid-run and another execution took it over. A resume after an
+answer (``human_input_provided`` just before), after a failure (``agent_failed``) or of a
+paused run is no crash. Only what the log records counts: an owner that dies again
+before its resumed execution writes anything leaves no trace until a resume that writes.
+Per crash: the time to recover (RTO) is the resume's time minus that of the run's last
+event before it, and the work lost (RPO) the calls in flight at the crash (an intent with
+no outcome); of those, the ones whose outcome after the resume came from running the tool
+again (not from a verifier, the ledger or a person) are counted as re-executed.
+A fork's or child's copies of its parent's events are history, not work: skipped.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import msgspec
+from msgspec.structs import replace
 
+from engine import events as ev
+from engine.effects import answered
+from engine.kinds import RunStatus, Source
 from engine.stats import RecoveryStats
 from engine.store import Store
+from engine.store.ports import Column, ViewQuery
 
 from ..fold import Envelope, Projection
+from ..runner import Runner
+
+# How a run ended for the failure rate: its current status is one of these.
+ENDED_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
 
 
 class Row(msgspec.Struct, frozen=True):
-    key: str
+    """One run: how it stands, its crashes and their cost, its save timings and undos."""
+
+    key: str  # the run id
+    agent: str = ""
+    started_at: float = 0.0
+    status: str = RunStatus.RUNNING
+    ended_at: float | None = None  # when it last completed, failed or was abandoned
+    last_at: float = 0.0  # the time of its latest event
+    answered: bool = False  # its latest event is an answer (a resume follows, no crash)
+    crashes: int = 0
+    recover_s: float = 0.0  # the crashes' times to recover, summed
+    lost_calls: int = 0  # calls in flight at its crashes, summed
+    reexecuted: int = 0  # of those, run again after the resume
+    in_flight: list[int] = []  # calls with an intent and no outcome yet
+    lost: list[int] = []  # calls lost at a crash with no outcome yet
+    checkpoints: int = 0
+    checkpoint_ms: float = 0.0
+    snapshots: int = 0
+    snapshot_ms: float = 0.0
+    compensations: int = 0
+    compensations_failed: int = 0
+
+
+def _started(r: Row, e: ev.AgentStarted) -> Row:
+    return replace(r, started_at=e.at, status=RunStatus.RUNNING)
+
+
+def _resumed(r: Row, e: ev.AgentResumed) -> Row:
+    if r.status != RunStatus.RUNNING or r.answered:
+        return replace(r, status=RunStatus.RUNNING, ended_at=None)
+    return replace(
+        r,
+        crashes=r.crashes + 1,
+        recover_s=r.recover_s + max(0.0, e.at - r.last_at),
+        lost_calls=r.lost_calls + len(r.in_flight),
+        lost=sorted({*r.lost, *r.in_flight}),
+    )
+
+
+def _invoked(r: Row, e: ev.ToolInvoked) -> Row:
+    if e.call in r.in_flight:  # sent again under its key: still the same call in flight
+        return r
+    return replace(r, in_flight=[*r.in_flight, e.call])
+
+
+def _outcome(r: Row, e: ev.ToolSucceeded | ev.ToolFailed) -> Row:
+    call = answered(e)
+    if call is None:
+        return r
+    ran = isinstance(e, ev.ToolFailed) or e.source == Source.EXECUTED
+    again = r.reexecuted + (call in r.lost and ran)
+    return replace(
+        r,
+        in_flight=[c for c in r.in_flight if c != call],
+        lost=[c for c in r.lost if c != call],
+        reexecuted=again,
+    )
+
+
+def _ended(status: RunStatus) -> Callable[[Row, ev.Event], Row]:
+    def end(r: Row, e: ev.Event) -> Row:
+        return replace(r, status=status, ended_at=e.at)
+
+    return end
+
+
+def _timed(r: Row, e: ev.SavesTimed) -> Row:
+    return replace(
+        r,
+        checkpoints=r.checkpoints + e.checkpoints,
+        checkpoint_ms=r.checkpoint_ms + e.checkpoint_ms,
+        snapshots=r.snapshots + e.snapshots,
+        snapshot_ms=r.snapshot_ms + e.snapshot_ms,
+    )
+
+
+def _compensated(r: Row, e: ev.Compensated) -> Row:
+    failed = r.compensations_failed + (e.error is not None)
+    return replace(r, compensations=r.compensations + 1, compensations_failed=failed)
+
+
+_HANDLERS: dict[type[ev.Event], Callable[[Row, Any], Row]] = {
+    ev.AgentStarted: _started,
+    ev.AgentResumed: _resumed,
+    ev.ToolInvoked: _invoked,
+    ev.ToolSucceeded: _outcome,
+    ev.ToolFailed: _outcome,
+    ev.HumanInputRequested: lambda r, e: replace(r, status=RunStatus.PAUSED),
+    ev.HumanInputProvided: lambda r, e: replace(r, status=RunStatus.RUNNING),
+    ev.AgentFinished: _ended(RunStatus.COMPLETED),
+    ev.AgentFailed: _ended(RunStatus.FAILED),
+    ev.AgentAbandoned: _ended(RunStatus.ABANDONED),
+    ev.SavesTimed: _timed,
+    ev.Compensated: _compensated,
+}
 
 
 class View(Projection[Row]):
     name = "recovery"
-    version = "0"
+    version = "1"
     row = Row
+    columns = (Column("agent"), Column("started_at", "real"), Column("status"))
 
     def keys(self, env: Envelope) -> Sequence[str]:
-        return ()
+        if env.run is None or env.copied:
+            return ()
+        return (env.run.run_id,)
 
     def apply(self, rows: Mapping[str, Row | None], env: Envelope) -> Mapping[str, Row | None]:
-        return {}
+        assert env.run is not None  # keys named a run
+        key, e = env.run.run_id, env.event
+        row = rows.get(key) or Row(key)
+        handler = _HANDLERS.get(type(e))
+        if handler is not None:
+            row = handler(row, e)
+        answered_now = isinstance(e, ev.HumanInputProvided)
+        return {key: replace(row, agent=env.run.agent, last_at=e.at, answered=answered_now)}
 
 
-# --- STAND-IN (i12-stats): replaced at merge by the recovery view's own summarize() ------
+def _mean(total: float, count: int) -> float | None:
+    return total / count if count else None
+
+
+def figures(rows: Sequence[Row]) -> RecoveryStats:
+    """The recovery figures of ``rows`` (see the module's docstring and RecoveryStats)."""
+    crashed = [r for r in rows if r.crashes]
+    crashes = sum(r.crashes for r in rows)
+    settled = [r for r in crashed if r.status in ENDED_STATUSES]
+    recovered = sum(r.status == RunStatus.COMPLETED for r in crashed)
+    ended = [r for r in rows if r.status in ENDED_STATUSES]
+    failed = sum(r.status == RunStatus.FAILED for r in ended)
+    lost = sum(r.lost_calls for r in rows)
+    return RecoveryStats(
+        crashes=crashes,
+        recovered=recovered,
+        recovery_success_rate=_mean(recovered, len(settled)),
+        mean_time_to_recover_s=_mean(sum(r.recover_s for r in rows), crashes),
+        mean_lost_calls_per_crash=_mean(lost, crashes),
+        mean_checkpoint_save_ms=_mean(
+            sum(r.checkpoint_ms for r in rows), sum(r.checkpoints for r in rows)
+        ),
+        failure_rate=_mean(failed, len(ended)),
+        compensations=sum(r.compensations for r in rows),
+        compensations_failed=sum(r.compensations_failed for r in rows),
+        mean_snapshot_save_ms=_mean(
+            sum(r.snapshot_ms for r in rows), sum(r.snapshots for r in rows)
+        ),
+        crashed_runs=len(crashed),
+        lost_calls=lost,
+        calls_reexecuted=sum(r.reexecuted for r in rows),
+        ended_runs=len(ended),
+        failed_runs=failed,
+    )
+
+
+def rows(store: Store, since: float | None = None, agent: str | None = None) -> list[Row]:
+    """The view's rows of runs started at or after ``since``, of ``agent`` (as read)."""
+    query = ViewQuery(
+        equal={} if agent is None else {"agent": agent},
+        at_least={} if since is None else {"started_at": since},
+        order_by="started_at",
+    )
+    decode = msgspec.msgpack.Decoder(Row).decode
+    return [decode(body) for body in store.views.query(View.table(), query)]
 
 
 def summarize(store: Store, since: float | None, agent: str | None) -> RecoveryStats:
-    """STAND-IN until the recovery view lands: no crashes."""
-    return RecoveryStats()
+    """Bring the view up to date, then the figures of the runs started at or after
+    ``since`` (epoch seconds) of ``agent``."""
+    Runner(store, [View()]).catch_up(["recovery"])
+    return figures(rows(store, since, agent))
