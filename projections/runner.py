@@ -57,9 +57,10 @@ class Runner:
         view = self.views[name]
         tracked = self.store.views.tracking(name)
         if tracked is None or tracked.version != self.version(view):
-            self.store.views.reset(view.table(), self.version(view))
-            return 0
-        return tracked.position
+            # Another runner may have made it for this code meanwhile: keep that one.
+            self.store.views.reset(view.table(), self.version(view), keep_current=True)
+            tracked = self.store.views.tracking(name)
+        return tracked.position if tracked is not None else 0
 
     def status(self) -> list[ViewStatus]:
         head = self.store.max_global_position()

@@ -33,9 +33,12 @@ class MemoryViews(ViewStore):
         with self.lock:
             return self.tracked.get(view)
 
-    def reset_view(self, table: ViewTable, version: str) -> None:
+    def reset_view(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         columns(table)
         with self.lock:
+            tracked = self.tracked.get(table.name)
+            if keep_current and tracked is not None and tracked.version == version:
+                return
             self.tables[check_name(table.name)] = {}
             self.tracked[table.name] = Tracking(table.name, 0, version)
 

@@ -168,8 +168,10 @@ class ViewStore(ABC):
         """The view's tracking row (None: never built)."""
 
     @abstractmethod
-    def reset_view(self, table: ViewTable, version: str) -> None:
-        """(Re)create the view's table empty and track it at position 0 for ``version``."""
+    def reset_view(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
+        """(Re)create the view's table empty and track it at position 0 for ``version``;
+        with ``keep_current``, a view tracked for ``version`` by now (another runner made
+        it meanwhile) is left as it is."""
 
     @abstractmethod
     def view_rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:

@@ -31,12 +31,17 @@ class PostgresViews(ViewStore):
             row = c.fetchone()
         return None if row is None else Tracking(view, int(row["position"]), str(row["version"]))
 
-    def reset_view(self, table: ViewTable, version: str) -> None:
+    def reset_view(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         with self.datastore.transaction(commit=True) as c:
             # Two runners creating one view at once would collide in the catalog: take
             # turns (the lock is the transaction's, released at its end). The tracking row
             # before the table, in the order a commit takes them: no deadlock with one.
             c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_name(table),))
+            if keep_current:
+                c.execute(self.sql.select_tracking(), (table.name,))
+                row = c.fetchone()
+                if row is not None and row["version"] == version:
+                    return
             c.execute(self.sql.put_tracking(), (table.name, 0, version))
             for statement in self.sql.recreate(table):
                 c.execute(statement)

@@ -30,10 +30,16 @@ class SQLiteViews(ViewStore):
             row = c.fetchone()
         return None if row is None else Tracking(view, int(row[0]), str(row[1]))
 
-    def reset_view(self, table: ViewTable, version: str) -> None:
+    def reset_view(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         with self.datastore.transaction(commit=True) as c:
             # A write first: the transaction takes the write lock (waiting its turn) before
             # it reads the schema, so two runners creating one view at once take turns.
+            c.execute(self.sql.touch_tracking(), (table.name,))
+            if keep_current:
+                c.execute(self.sql.select_tracking(), (table.name,))
+                row = c.fetchone()
+                if row is not None and row[1] == version:
+                    return
             c.execute(self.sql.put_tracking(), (table.name, 0, version))
             for statement in self.sql.recreate(table):
                 c.execute(statement)

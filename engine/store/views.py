@@ -41,9 +41,9 @@ class Views:
         with self._translated():
             return self._port.tracking(view)
 
-    def reset(self, table: ViewTable, version: str) -> None:
+    def reset(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         with self._translated():
-            self._port.reset_view(table, version)
+            self._port.reset_view(table, version, keep_current)
 
     def rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
         with self._translated():
