@@ -3,7 +3,9 @@ time (default the first) execution reaches a named point. Used by the crash camp
 
 Points: ``after_intent`` (intent committed, tool not run), ``after_tool`` (tool returned,
 outcome not committed), ``in_snapshot`` (events committed, snapshot being written),
-``after_outcome`` (outcome committed), ``in_compensation`` (an undo ran, not recorded).
+``after_outcome`` (outcome committed), ``in_compensation`` (an undo ran, not recorded),
+``in_view_batch`` (a projection's batch folded, not committed), ``in_view_commit`` (its
+tracking row moved inside the transaction, its rows not yet written).
 """
 
 from __future__ import annotations

@@ -1,22 +1,26 @@
-"""Which run a stream belongs to: the run index answers it (its row commits with the
-run's events, so a run's events are never visible before its row)."""
+"""Which run a stream belongs to. A run's stream opens with its ``AgentStarted`` (agent,
+parent, events inherited: facts the log itself holds, so a rebuild sees what the first
+build saw); only the run's id comes from the run index, whose row commits with the run's
+first events and whose ``started_at`` is that event's time."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Container, Iterable, Sequence
 
 from engine.errors import UsageError
-from engine.events import AgentStarted
+from engine.events import AgentStarted, Event
 from engine.history import run_stream
-from engine.store import Store
+from engine.store import Recorded, RunRow, Store
 
 from .fold import RunFacts
 
 
 class RunDirectory:
-    """Stream id -> the run's facts, refreshed from the run index when an unknown stream
-    appears; a stream still unknown after a refresh is not a run's (a ledger or tool
-    stream) and is remembered as such."""
+    """Stream id -> the run's facts. :meth:`learn` meets each new stream once: a stream
+    that does not open with ``AgentStarted`` is no run's (a ledger or tool stream); a run's
+    id is looked up among the index rows started at its first event's time (one narrow
+    query per batch of new runs, not a read of the whole index)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -24,29 +28,55 @@ class RunDirectory:
         self.not_runs: set[uuid.UUID] = set()
 
     def facts(self, stream: uuid.UUID) -> RunFacts | None:
-        if stream in self.runs:
-            return self.runs[stream]
-        if stream in self.not_runs:
-            return None
-        self.refresh()
-        found = self.runs.get(stream)
-        if found is None:
-            self.not_runs.add(stream)
-        return found
+        """The facts of ``stream``'s run (None: not a run's), met now if need be."""
+        if stream not in self.runs and stream not in self.not_runs:
+            self._meet({stream: self._opening(stream)})
+        return self.runs.get(stream)
 
-    def refresh(self) -> None:
-        for row in self.store.runs():
-            try:
-                stream = run_stream(row.run_id)
-            except UsageError:  # a damaged index row names no stream of ours
-                continue
-            known = self.runs.get(stream)
-            if known is not None and known.agent == row.agent:
-                continue
-            inherited = self._inherited(stream) if row.parent_run_id else 0
-            self.runs[stream] = RunFacts(row.run_id, row.agent, row.parent_run_id, inherited)
+    def learn(self, records: Sequence[Recorded]) -> None:
+        """Know every stream of ``records`` (read in global order)."""
+        new = {r.stream for r in records}.difference(self.runs, self.not_runs)
+        if not new:
+            return
+        first: dict[uuid.UUID, Recorded] = {}
+        for r in records:
+            if r.stream in new and r.stream not in first:
+                first[r.stream] = r
+        self._meet({s: r.event if r.position == 1 else self._opening(s) for s, r in first.items()})
 
-    def _inherited(self, stream: uuid.UUID) -> int:
+    def _meet(self, openings: dict[uuid.UUID, Event | None]) -> None:
+        """Know streams by their first events."""
+        started: dict[uuid.UUID, AgentStarted] = {}
+        for stream, opening in openings.items():
+            if isinstance(opening, AgentStarted):
+                started[stream] = opening
+            else:
+                self.not_runs.add(stream)
+        if started:
+            self._name(started)
+
+    def _name(self, started: dict[uuid.UUID, AgentStarted]) -> None:
+        """Find the run ids of the streams in ``started`` in the run index."""
+        times = [e.at for e in started.values()]
+        ids = _ids(self.store.runs_started(min(times), max(times)), started)
+        if len(ids) < len(started):  # a row whose start differs: look at every row once
+            ids = _ids(self.store.runs(), started)
+        for stream, e in started.items():
+            # No index row (a damaged index): the run's events still count, under no id.
+            self.runs[stream] = RunFacts(ids.get(stream, ""), e.agent, e.parent_run_id, e.inherited)
+
+    def _opening(self, stream: uuid.UUID) -> Event | None:
         first = self.store.read(stream, upto=1)
-        event = first[0].event if first else None
-        return event.inherited if isinstance(event, AgentStarted) else 0
+        return first[0].event if first else None
+
+
+def _ids(rows: Iterable[RunRow], wanted: Container[uuid.UUID]) -> dict[uuid.UUID, str]:
+    found: dict[uuid.UUID, str] = {}
+    for row in rows:
+        try:
+            stream = run_stream(row.run_id)
+        except UsageError:  # a damaged index row names no stream of ours
+            continue
+        if stream in wanted:
+            found[stream] = row.run_id
+    return found

@@ -5,14 +5,17 @@ position, follows the log live, and rebuilds a view from scratch."""
 
 from __future__ import annotations
 
+import bisect
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 
+from engine import failpoints
+from engine.errors import ConcurrencyError, CorruptData
 from engine.store import Recorded, Store
-from engine.store.ports import ViewRow
+from engine.store.ports import ViewBatch, ViewRow
 
 from .directory import RunDirectory
 from .fold import Envelope, Projection
@@ -24,7 +27,7 @@ Progress = Callable[[str, int, int], None]  # (view, position, head)
 class ViewStatus(msgspec.Struct, frozen=True):
     """A view's place in the log: its position, the log's head and the lag between."""
 
-    view: str
+    name: str
     position: int
     head: int
     lag: int
@@ -54,9 +57,10 @@ class Runner:
         view = self.views[name]
         tracked = self.store.views.tracking(name)
         if tracked is None or tracked.version != self.version(view):
-            self.store.views.reset(view.table(), self.version(view))
-            return 0
-        return tracked.position
+            # Another runner may have made it for this code meanwhile: keep that one.
+            self.store.views.reset(view.table(), self.version(view), keep_current=True)
+            tracked = self.store.views.tracking(name)
+        return tracked.position if tracked is not None else 0
 
     def status(self) -> list[ViewStatus]:
         head = self.store.max_global_position()
@@ -79,16 +83,14 @@ class Runner:
         head = self.store.max_global_position()
         read = 0
         while places and min(places.values()) < head:
-            start = min(places.values())
-            records = self.store.read_all(after=start, limit=self.batch)
+            records = self._read(min(places.values()), places)
             if not records:
                 break
-            envelopes = [self._envelope(r) for r in records]
-            for name, at in list(places.items()):
-                fresh = [e for e in envelopes if e.global_position > at]
-                places[name] = self._apply(name, at, fresh)
-                if progress is not None:
-                    progress(name, places[name], head)
+            self.directory.learn(records)
+            places.update(self._apply(places, self._envelopes(records)))
+            if progress is not None:
+                for name, at in places.items():
+                    progress(name, at, head)
             read += len(records)
         return read
 
@@ -96,6 +98,8 @@ class Runner:
         """Empty the view and fold the whole log into it again."""
         view = self.views[name]
         self.store.views.reset(view.table(), self.version(view))
+        if progress is not None:
+            progress(name, 0, self.store.max_global_position())
         return self.catch_up([name], progress)
 
     def follow(self, stop: threading.Event, poll: float = 1.0) -> None:
@@ -106,41 +110,75 @@ class Runner:
             at = min(self.position(n) for n in self.views) if self.views else 0
             self.store.views.wait_for_events(at, poll)
 
-    # --- one batch of one view --------------------------------------------------------
+    # --- one batch of the log, into every view ---------------------------------------
 
-    def _envelope(self, r: Recorded) -> Envelope:
-        assert r.global_position is not None
-        facts = self.directory.facts(r.stream)
-        return Envelope(r.global_position, r.stream, r.position, r.event, facts)
+    def _read(self, after: int, names: Iterable[str]) -> list[Recorded]:
+        """The next batch of the log; an event that does not decode stops every view
+        before it, nothing of the batch applied, with one error naming views and place."""
+        try:
+            return self.store.read_all(after=after, limit=self.batch)
+        except CorruptData as e:
+            raise CorruptData(f"view {', '.join(names)} stops: {e}") from e
 
-    def _apply(self, name: str, at: int, envelopes: Sequence[Envelope]) -> int:
-        """Fold ``envelopes`` into the view at position ``at`` and commit; the view's
-        position after (another runner's, if one committed first)."""
-        if not envelopes:
-            return at
-        view = self.views[name]
-        rows = self._load(view, envelopes)
-        changed: dict[str, Any] = {}
-        for env in envelopes:
-            keys = view.keys(env)
-            if not keys:
-                continue
-            changes = view.apply({k: rows.get(k) for k in keys}, env)
-            rows.update(changes)
-            changed.update(changes)
-        end = envelopes[-1].global_position
-        upserts = [
-            ViewRow(k, view.values(r), self._encoder.encode(r))
-            for k, r in changed.items()
-            if r is not None
+    def _envelopes(self, records: Sequence[Recorded]) -> list[Envelope]:
+        facts = self.directory.runs.get  # every stream of the batch is met already
+        return [
+            Envelope(r.global_position or 0, r.stream, r.position, r.event, facts(r.stream))
+            for r in records
         ]
-        deletes = [k for k, r in changed.items() if r is None]
-        if self.store.views.commit(view.table(), at, end, upserts, deletes):
-            return end
-        return self.position(name)  # another runner got there first: go on from its place
 
-    def _load(self, view: Projection[Any], envelopes: Sequence[Envelope]) -> dict[str, Any]:
-        keys = list(dict.fromkeys(k for env in envelopes for k in view.keys(env)))
+    def _apply(self, places: dict[str, int], envelopes: Sequence[Envelope]) -> dict[str, int]:
+        """Fold ``envelopes`` into each view from its place, and commit every view's rows
+        and new position in one transaction; the views' places after (another runner's,
+        for a view one moved meanwhile)."""
+        tops = [e.global_position for e in envelopes]
+        folded = []
+        for name, at in places.items():
+            fresh = envelopes[bisect.bisect_right(tops, at) :]
+            if fresh:
+                folded.append(self._fold(self.views[name], at, fresh))
+        if not folded:
+            return {}
+        folded.sort(key=lambda b: b.table.name)  # every runner locks views in one order
+        failpoints.hit("in_view_batch")  # a crash here loses only work not yet committed
+        done = self.store.views.commit_many(folded)
+        return {
+            b.table.name: b.position if ok else self._moved(self.views[b.table.name])
+            for b, ok in zip(folded, done, strict=True)
+        }
+
+    def _fold(self, view: Projection[Any], at: int, envelopes: Sequence[Envelope]) -> ViewBatch:
+        """The view's changes from ``envelopes`` (it is at ``at``): pure, but for reading
+        the rows they touch."""
+        touched = [(env, view.keys(env)) for env in envelopes]
+        rows = self._load(view, touched)
+        changed: dict[str, Any] = {}
+        for env, keys in touched:
+            if keys:
+                changes = view.apply({k: rows.get(k) for k in keys}, env)
+                rows.update(changes)
+                changed.update(changes)
+        encode, values = self._encoder.encode, view.values
+        upserts = [ViewRow(k, values(r), encode(r)) for k, r in changed.items() if r is not None]
+        deletes = [k for k, r in changed.items() if r is None]
+        return ViewBatch(view.table(), at, envelopes[-1].global_position, upserts, deletes)
+
+    def _moved(self, view: Projection[Any]) -> int:
+        """Another runner moved the view under this batch (which wrote nothing): go on
+        from its place, unless it builds the view with other code."""
+        tracked = self.store.views.tracking(view.name)
+        if tracked is None or tracked.version != self.version(view):
+            found = "nothing" if tracked is None else f"version {tracked.version}"
+            raise ConcurrencyError(
+                f"view {view.name}: another runner rebuilt it ({found}) while this one, "
+                f"version {self.version(view)}, was building it; stop one of them"
+            )
+        return tracked.position
+
+    def _load(
+        self, view: Projection[Any], touched: Sequence[tuple[Envelope, Sequence[str]]]
+    ) -> dict[str, Any]:
+        keys = list(dict.fromkeys(k for _env, keys in touched for k in keys))
         found = self.store.views.rows(view.table(), keys) if keys else {}
         decode = self._decoders[view.name].decode
         return {k: decode(body) for k, body in found.items()}

@@ -176,15 +176,15 @@ class Store(RunIndex, LeaseStore):
         """Events of every stream in global order, starting after global position ``after``."""
         with self._translated():
             rows = self._events.select_notifications(after + 1, limit)
-        return [
-            Recorded(
-                _as_uuid(n.originator_id),
-                n.originator_version,
-                self._decode(_as_uuid(n.originator_id), n),
-                n.id,
-            )
-            for n in rows
-        ]
+        found = []
+        for n in rows:
+            stream = _as_uuid(n.originator_id)
+            try:
+                event = self._decode(stream, n)
+            except CorruptData as e:  # say where in the global order: a reader stops there
+                raise CorruptData(f"the event at global position {n.id}: {e}") from e
+            found.append(Recorded(stream, n.originator_version, event, n.id))
+        return found
 
     def max_global_position(self) -> int:
         with self._translated():
@@ -206,6 +206,11 @@ class Store(RunIndex, LeaseStore):
         """Run-index rows, newest first, optionally of one status."""
         with self._translated():
             return self._events.runs(status)
+
+    def runs_started(self, low: float, high: float) -> list[RunRow]:
+        """Run-index rows of runs started at ``low <= started_at <= high``."""
+        with self._translated():
+            return self._events.runs_started(low, high)
 
     def indexed_position(self, run_id: str) -> int | None:
         """The last position the run index recorded for ``run_id`` (None: not indexed)."""

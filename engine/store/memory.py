@@ -155,6 +155,10 @@ class MemoryEventRecorder(MemoryAggregateRecorder, RunRecorder):
         rows.sort(key=lambda r: (r.started_at, r.run_id), reverse=True)
         return rows
 
+    def runs_started(self, low: float, high: float) -> list[RunRow]:
+        with self.changed:
+            return [r for r in self._runs.values() if low <= r.started_at <= high]
+
     def indexed_position(self, run_id: str) -> int | None:
         with self.changed:
             row = self._runs.get(run_id)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..errors import UsageError
-from .ports import ColumnValue, Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+from .ports import ColumnValue, Tracking, ViewBatch, ViewQuery, ViewStore, ViewTable
 from .viewsql import check_name, columns
 
 _Row = tuple[tuple[ColumnValue, ...], bytes]
@@ -33,9 +33,12 @@ class MemoryViews(ViewStore):
         with self.lock:
             return self.tracked.get(view)
 
-    def reset_view(self, table: ViewTable, version: str) -> None:
+    def reset_view(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         columns(table)
         with self.lock:
+            tracked = self.tracked.get(table.name)
+            if keep_current and tracked is not None and tracked.version == version:
+                return
             self.tables[check_name(table.name)] = {}
             self.tracked[table.name] = Tracking(table.name, 0, version)
 
@@ -69,25 +72,21 @@ class MemoryViews(ViewStore):
         end = None if query.limit is None else query.offset + query.limit
         return [(k, body) for k, _v, body in chosen[query.offset : end]]
 
-    def commit_view(
-        self,
-        table: ViewTable,
-        expected: int,
-        position: int,
-        upserts: Sequence[ViewRow],
-        deletes: Sequence[str] = (),
-    ) -> bool:
+    def commit_views(self, batches: Sequence[ViewBatch]) -> list[bool]:
+        done = []
         with self.lock:
-            tracked = self.tracked.get(table.name)
-            if tracked is None or tracked.position != expected:
-                return False
-            rows = self.tables.setdefault(table.name, {})
-            for r in upserts:
-                rows[r.key] = (r.values, r.body)
-            for k in deletes:
-                rows.pop(k, None)
-            self.tracked[table.name] = Tracking(table.name, position, tracked.version)
-        return True
+            for b in batches:
+                tracked = self.tracked.get(b.table.name)
+                done.append(tracked is not None and tracked.position == b.expected)
+                if tracked is None or not done[-1]:
+                    continue
+                rows = self.tables.setdefault(b.table.name, {})
+                for r in b.upserts:
+                    rows[r.key] = (r.values, r.body)
+                for k in b.deletes:
+                    rows.pop(k, None)
+                self.tracked[b.table.name] = Tracking(b.table.name, b.position, tracked.version)
+        return done
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
         with self.lock:

@@ -51,6 +51,11 @@ class RunIndex(ABC):
         """Rows newest first (by start time, then id), optionally of one status."""
 
     @abstractmethod
+    def runs_started(self, low: float, high: float) -> list[RunRow]:
+        """Rows of runs started at ``low <= started_at <= high`` (each run's start is its
+        first event's time): the rows of new runs, without reading the whole index."""
+
+    @abstractmethod
     def run_ids(self, prefix: str) -> list[str]:
         """At most ten ids that start with ``prefix`` (case-sensitive), in code-point order."""
 
@@ -119,6 +124,17 @@ class ViewRow(msgspec.Struct, frozen=True):
     body: bytes
 
 
+class ViewBatch(msgspec.Struct, frozen=True):
+    """One view's changes from one batch of events: its rows, and its tracking moved from
+    ``expected`` to ``position``."""
+
+    table: ViewTable
+    expected: int
+    position: int
+    upserts: Sequence[ViewRow] = ()
+    deletes: Sequence[str] = ()
+
+
 class ViewQuery(msgspec.Struct, frozen=True):
     """Which rows of a view to read: columns equal to values, a column at least / below a
     bound, ordered by a column (then key), a page of them."""
@@ -152,8 +168,10 @@ class ViewStore(ABC):
         """The view's tracking row (None: never built)."""
 
     @abstractmethod
-    def reset_view(self, table: ViewTable, version: str) -> None:
-        """(Re)create the view's table empty and track it at position 0 for ``version``."""
+    def reset_view(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
+        """(Re)create the view's table empty and track it at position 0 for ``version``;
+        with ``keep_current``, a view tracked for ``version`` by now (another runner made
+        it meanwhile) is left as it is."""
 
     @abstractmethod
     def view_rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
@@ -164,16 +182,10 @@ class ViewStore(ABC):
         """``(key, body)`` of the rows ``query`` selects, in its order."""
 
     @abstractmethod
-    def commit_view(
-        self,
-        table: ViewTable,
-        expected: int,
-        position: int,
-        upserts: Sequence[ViewRow],
-        deletes: Sequence[str] = (),
-    ) -> bool:
-        """Apply the changes and move the tracking row from ``expected`` to ``position``,
-        in one transaction; False (nothing written) if it no longer says ``expected``."""
+    def commit_views(self, batches: Sequence[ViewBatch]) -> list[bool]:
+        """In one transaction, for each batch: move its view's tracking row from
+        ``expected`` to ``position`` and apply its changes; a view whose row no longer says
+        ``expected`` gets nothing written (False in its place) and the others go on."""
 
     @abstractmethod
     def wait_for_events(self, after: int, timeout: float) -> bool:

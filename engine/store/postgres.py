@@ -122,6 +122,12 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
             curs.execute(sql, params)
             return [RunRow(**row) for row in curs.fetchall()]
 
+    def runs_started(self, low: float, high: float) -> list[RunRow]:
+        sql = self._select_runs + SQL(" WHERE started_at BETWEEN %s AND %s")
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(sql, (low, high))
+            return [RunRow(**row) for row in curs.fetchall()]
+
     def indexed_position(self, run_id: str) -> int | None:
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self._select_position, (run_id,))

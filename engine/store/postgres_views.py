@@ -3,17 +3,15 @@ NOTIFY every append sends (LISTEN/NOTIFY), not on a timer."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL, Identifier
 
-from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+from .. import failpoints
+from .ports import Tracking, ViewBatch, ViewQuery, ViewStore, ViewTable
 from .viewsql import ViewSQL, chunks, row_params
-
-
-class _Moved(Exception):
-    """The tracking row moved under a batch: roll it back."""
 
 
 class PostgresViews(ViewStore):
@@ -33,11 +31,23 @@ class PostgresViews(ViewStore):
             row = c.fetchone()
         return None if row is None else Tracking(view, int(row["position"]), str(row["version"]))
 
-    def reset_view(self, table: ViewTable, version: str) -> None:
+    def reset_view(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         with self.datastore.transaction(commit=True) as c:
+            # Two runners creating one view at once would collide in the catalog: take
+            # turns (the lock is the transaction's, released at its end). The tracking row
+            # before the table, in the order a commit takes them: no deadlock with one.
+            c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_name(table),))
+            if keep_current:
+                c.execute(self.sql.select_tracking(), (table.name,))
+                row = c.fetchone()
+                if row is not None and row["version"] == version:
+                    return
+            c.execute(self.sql.put_tracking(), (table.name, 0, version))
             for statement in self.sql.recreate(table):
                 c.execute(statement)
-            c.execute(self.sql.put_tracking(), (table.name, 0, version))
+
+    def _lock_name(self, table: ViewTable) -> str:
+        return f"agentlog_view:{self.datastore.schema}:{table.name}"
 
     def view_rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
@@ -53,36 +63,35 @@ class PostgresViews(ViewStore):
             c.execute(sql, params)
             return [(str(r["key"]), bytes(r["body"])) for r in c.fetchall()]
 
-    def commit_view(
-        self,
-        table: ViewTable,
-        expected: int,
-        position: int,
-        upserts: Sequence[ViewRow],
-        deletes: Sequence[str] = (),
-    ) -> bool:
-        try:
-            with self.datastore.transaction(commit=True) as c:
-                c.execute(self.sql.move_tracking(), (position, table.name, expected))
-                if c.rowcount != 1:
-                    raise _Moved
-                if upserts:
-                    c.executemany(self.sql.upsert(table), [row_params(r) for r in upserts])
-                if deletes:
-                    c.executemany(self.sql.delete(table), [(k,) for k in deletes])
-        except _Moved:
-            return False
-        return True
+    def commit_views(self, batches: Sequence[ViewBatch]) -> list[bool]:
+        done = []
+        with self.datastore.transaction(commit=True) as c:
+            for b in batches:
+                c.execute(self.sql.move_tracking(), (b.position, b.table.name, b.expected))
+                done.append(c.rowcount == 1)
+                if not done[-1]:
+                    continue  # another runner moved this view: write none of its rows
+                failpoints.hit("in_view_commit")  # a crash here rolls the whole batch back
+                if b.upserts:
+                    c.executemany(self.sql.upsert(b.table), [row_params(r) for r in b.upserts])
+                if b.deletes:
+                    c.executemany(self.sql.delete(b.table), [(k,) for k in b.deletes])
+        return done
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
+        # The channel is the events table's name, shared by every schema of the server:
+        # a notification may be another store's, so wake, look, and wait on if it was.
+        deadline = time.monotonic() + timeout
         channel = Identifier(self.events.channel_name)
         with self.datastore.get_connection() as conn:
             conn.execute(SQL("LISTEN {0}").format(channel))
             try:
-                if (self.events.max_notification_id() or 0) > after:
-                    return True
-                for _ in conn.notifies(timeout=timeout, stop_after=1):
-                    pass
+                while (self.events.max_notification_id() or 0) <= after:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    for _ in conn.notifies(timeout=left, stop_after=1):
+                        pass
             finally:
                 conn.execute(SQL("UNLISTEN {0}").format(channel))
-        return (self.events.max_notification_id() or 0) > after
+        return True

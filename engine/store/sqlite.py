@@ -112,6 +112,12 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
             c.execute(sql, params)
             return [RunRow(*tuple(row)) for row in c.fetchall()]
 
+    def runs_started(self, low: float, high: float) -> list[RunRow]:
+        sql = "SELECT * FROM agentlog_runs WHERE started_at BETWEEN ? AND ?"
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(sql, (low, high))
+            return [RunRow(*tuple(row)) for row in c.fetchall()]
+
     def indexed_position(self, run_id: str) -> int | None:
         with self.datastore.transaction(commit=False) as c:
             c.execute("SELECT position FROM agentlog_runs WHERE run_id=?", (run_id,))

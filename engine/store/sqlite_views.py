@@ -7,14 +7,11 @@ from collections.abc import Sequence
 
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
-from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+from .. import failpoints
+from .ports import Tracking, ViewBatch, ViewQuery, ViewStore, ViewTable
 from .viewsql import ViewSQL, chunks, row_params
 
 POLL = 0.05  # seconds between looks at the log while following it
-
-
-class _Moved(Exception):
-    """The tracking row moved under a batch: roll it back."""
 
 
 class SQLiteViews(ViewStore):
@@ -33,11 +30,19 @@ class SQLiteViews(ViewStore):
             row = c.fetchone()
         return None if row is None else Tracking(view, int(row[0]), str(row[1]))
 
-    def reset_view(self, table: ViewTable, version: str) -> None:
+    def reset_view(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         with self.datastore.transaction(commit=True) as c:
+            # A write first: the transaction takes the write lock (waiting its turn) before
+            # it reads the schema, so two runners creating one view at once take turns.
+            c.execute(self.sql.touch_tracking(), (table.name,))
+            if keep_current:
+                c.execute(self.sql.select_tracking(), (table.name,))
+                row = c.fetchone()
+                if row is not None and row[1] == version:
+                    return
+            c.execute(self.sql.put_tracking(), (table.name, 0, version))
             for statement in self.sql.recreate(table):
                 c.execute(statement)
-            c.execute(self.sql.put_tracking(), (table.name, 0, version))
 
     def view_rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
@@ -53,24 +58,18 @@ class SQLiteViews(ViewStore):
             c.execute(sql, params)
             return [(str(k), bytes(b)) for k, b in c.fetchall()]
 
-    def commit_view(
-        self,
-        table: ViewTable,
-        expected: int,
-        position: int,
-        upserts: Sequence[ViewRow],
-        deletes: Sequence[str] = (),
-    ) -> bool:
-        try:
-            with self.datastore.transaction(commit=True) as c:
-                c.execute(self.sql.move_tracking(), (position, table.name, expected))
-                if c.sqlite_cursor.rowcount != 1:
-                    raise _Moved
-                c.executemany(self.sql.upsert(table), [row_params(r) for r in upserts])
-                c.executemany(self.sql.delete(table), [(k,) for k in deletes])
-        except _Moved:
-            return False
-        return True
+    def commit_views(self, batches: Sequence[ViewBatch]) -> list[bool]:
+        done = []
+        with self.datastore.transaction(commit=True) as c:
+            for b in batches:
+                c.execute(self.sql.move_tracking(), (b.position, b.table.name, b.expected))
+                done.append(c.sqlite_cursor.rowcount == 1)
+                if not done[-1]:
+                    continue  # another runner moved this view: write none of its rows
+                failpoints.hit("in_view_commit")  # a crash here rolls the whole batch back
+                c.executemany(self.sql.upsert(b.table), [row_params(r) for r in b.upserts])
+                c.executemany(self.sql.delete(b.table), [(k,) for k in b.deletes])
+        return done
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

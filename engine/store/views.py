@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 from .cipher import ClearRows, Row
-from .ports import Tracking, ViewQuery, ViewRow, ViewStore, ViewTable
+from .ports import Tracking, ViewBatch, ViewQuery, ViewRow, ViewStore, ViewTable
 
 _NS = uuid.UUID("0b6f3f55-5a4e-4e0e-9f0e-7a3d7d2f1c44")
 
@@ -41,9 +41,9 @@ class Views:
         with self._translated():
             return self._port.tracking(view)
 
-    def reset(self, table: ViewTable, version: str) -> None:
+    def reset(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         with self._translated():
-            self._port.reset_view(table, version)
+            self._port.reset_view(table, version, keep_current)
 
     def rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
         with self._translated():
@@ -63,12 +63,23 @@ class Views:
         upserts: Sequence[ViewRow],
         deletes: Sequence[str] = (),
     ) -> bool:
+        """One view's rows and its new position, in one transaction, if it is still at
+        ``expected`` (False: nothing written)."""
+        [done] = self.commit_many([ViewBatch(table, expected, position, upserts, deletes)])
+        return done
+
+    def commit_many(self, batches: Sequence[ViewBatch]) -> list[bool]:
+        """Each batch's rows and its view's new position, in one transaction (see
+        :meth:`ViewStore.commit_views`); whether each view's went in."""
         if self._rows.encrypted:
-            upserts = [
-                ViewRow(r.key, r.values, self._seal(table.name, r.key, r.body)) for r in upserts
-            ]
+            batches = [self._sealed(b) for b in batches]
         with self._translated():
-            return self._port.commit_view(table, expected, position, upserts, deletes)
+            return self._port.commit_views(batches)
+
+    def _sealed(self, b: ViewBatch) -> ViewBatch:
+        name = b.table.name
+        upserts = [ViewRow(r.key, r.values, self._seal(name, r.key, r.body)) for r in b.upserts]
+        return ViewBatch(b.table, b.expected, b.position, upserts, b.deletes)
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
         with self._translated():

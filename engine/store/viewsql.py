@@ -54,6 +54,10 @@ class ViewSQL:
             "version = excluded.version"
         )
 
+    def touch_tracking(self) -> str:
+        """A write that changes nothing: it takes SQLite's write lock first."""
+        return f"UPDATE {self.qualify(TRACKING)} SET name = name WHERE name = {self.mark}"
+
     def move_tracking(self) -> str:
         m = self.mark
         return (
