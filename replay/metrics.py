@@ -29,7 +29,12 @@ _RECOVERY_COUNTS = (
     ("compensations_failed", "agentlog_compensations_failed", "Compensations that failed."),
 )
 _RECOVERY_GAUGES = (
-    ("recovery_success_rate", "agentlog_recovery_success_ratio", "Recovered / crashed runs that have ended.", 1.0),
+    (
+        "recovery_success_rate",
+        "agentlog_recovery_success_ratio",
+        "Recovered / crashed runs that have ended.",
+        1.0,
+    ),
     (
         "mean_time_to_recover_s",
         "agentlog_time_to_recover_seconds",
