@@ -309,3 +309,18 @@ def test_a_run_missing_from_the_index_still_counts_under_no_id(eng: Engine, tmp_
     Runner(eng.store, [Count()]).catch_up()
     row = tallies(eng.store)[run_stream(run.run_id).hex]
     assert (row.run_id, row.agent, row.events) == ("", "tests:projected", events)
+
+
+@all_backends
+def test_reserved_words_are_column_names_like_any_other(store: Store) -> None:
+    """Columns are quoted in every statement: a view may filter and sort by ``window`` or
+    ``order`` on every store (PostgreSQL refused to create such a table)."""
+    from engine.store.ports import Column, ViewQuery, ViewRow, ViewTable
+
+    table = ViewTable("t_words", (Column("window", "real"), Column("order")))
+    store.views.reset(table, "v1")
+    rows_in = [ViewRow("a", (1.0, "x"), b"A"), ViewRow("b", (2.0, "y"), b"B")]
+    assert store.views.commit(table, 0, 2, rows_in)
+    assert store.views.query(table, ViewQuery(equal={"order": "y"})) == [b"B"]
+    late = ViewQuery(at_least={"window": 0.5}, order_by="window", descending=False)
+    assert store.views.query(table, late) == [b"A", b"B"]

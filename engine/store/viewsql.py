@@ -25,6 +25,8 @@ def table_name(table: ViewTable) -> str:
 
 
 def columns(table: ViewTable) -> list[str]:
+    """The table's column names, checked; statements quote them, so a reserved word
+    (``window``, ``order``) is a column name like any other."""
     return [check_name(c.name, "column") for c in table.columns]
 
 
@@ -67,9 +69,9 @@ class ViewSQL:
 
     def recreate(self, table: ViewTable) -> list[str]:
         name = table_name(table)
-        cols = "".join(f", {c.name} {KINDS[c.kind]}" for c in table.columns)
+        cols = "".join(f', "{c.name}" {KINDS[c.kind]}' for c in table.columns)
         indexes = [
-            f"CREATE INDEX {name}_{c} ON {self.qualify(name)} ({c}, key)" for c in columns(table)
+            f'CREATE INDEX {name}_{c} ON {self.qualify(name)} ("{c}", key)' for c in columns(table)
         ]
         return [
             f"DROP TABLE IF EXISTS {self.qualify(name)}",
@@ -84,9 +86,9 @@ class ViewSQL:
 
     def upsert(self, table: ViewTable) -> str:
         cols = columns(table)
-        names = ", ".join(["key", *cols, "body"])
+        names = ", ".join(["key", *(f'"{c}"' for c in cols), "body"])
         marks = ",".join([self.mark] * (len(cols) + 2))
-        sets = ", ".join(f"{c} = excluded.{c}" for c in [*cols, "body"])
+        sets = ", ".join(f'"{c}" = excluded."{c}"' for c in [*cols, "body"])
         return (
             f"INSERT INTO {self.qualify(table_name(table))} ({names}) VALUES ({marks}) "
             f"ON CONFLICT (key) DO UPDATE SET {sets}"
@@ -103,9 +105,9 @@ class ViewSQL:
             for col, value in terms.items():
                 _known(col, known, table)
                 if value is None and op == "=":
-                    where.append(f"{col} IS NULL")
+                    where.append(f'"{col}" IS NULL')
                     continue
-                where.append(f"{col} {op} {self.mark}")
+                where.append(f'"{col}" {op} {self.mark}')
                 params.append(value)
         sql = f"SELECT key, body FROM {self.qualify(table_name(table))}"
         if where:
@@ -113,7 +115,7 @@ class ViewSQL:
         direction = "DESC" if q.descending else "ASC"
         if q.order_by is not None:
             _known(q.order_by, known, table)
-            sql += f" ORDER BY {q.order_by} {direction}, key {direction}"
+            sql += f' ORDER BY "{q.order_by}" {direction}, key {direction}'
         else:
             sql += f" ORDER BY key {direction}"
         if q.limit is not None or q.offset:
