@@ -12,12 +12,15 @@ import datetime as dt
 from engine.stats import Stats
 from engine.store import Store
 
-from .views import recovery, runs, tools
+from .runner import Runner
+from .views import all_views, recovery, runs, tools
 
 
 def stats(store: Store, since: float | None, agent: str | None) -> Stats:
     """The figures of runs started at or after ``since`` (None: all), of ``agent``
-    (``module:qualname``; None: every agent)."""
+    (``module:qualname``; None: every agent). Every view catches up in one pass over the
+    log first (the timeline view too), so each summary finds its view current."""
+    Runner(store, all_views()).catch_up()
     return Stats(
         since=iso_utc(since),
         runs=runs.counts(store, since, agent),
