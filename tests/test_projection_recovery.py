@@ -301,3 +301,28 @@ def test_save_times_held_long_ride_the_next_commit_and_never_follow_the_end(
     w.timings.add(FLUSH_AT, 2.0, [1.0], 1)  # due to ride, but the run has ended
     w.append(ev.Compensated(at=300.0, call=1, tool="t"), measure=True)
     assert [e.type for e in eng.events(r.run_id)][-2:] == ["agent_finished", "compensated"]
+
+
+@backends("sqlite")
+def test_the_resume_marker_has_the_time_the_resume_began_not_its_first_write(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed while a read was running (its outcome not committed) redoes the read
+    on resume before it writes anything: the agent_resumed it then writes carries the time
+    the resume began, before the redone read started, so the crash's time to recover
+    does not include the work redone."""
+    service.reset(str(tmp_path / "service.db"))
+    env = {"AGENTLOG_TEST_SERVICE": str(tmp_path / "service.db")}
+    assert _start(store_url, "r-a", "after_tool:1", env) == -9  # look ran, not recorded
+    monkeypatch.setenv("AGENTLOG_TEST_SERVICE", env["AGENTLOG_TEST_SERVICE"])
+    monkeypatch.setenv("AGENTLOG_TEST_LOOK_DELAY", "0.2")
+    eng = Engine.open(store_url)
+    try:
+        assert eng.resume("r-a").status == "completed"
+        events = [r.event for r in read_events(eng.store, "r-a")]
+    finally:
+        eng.close()
+    resumed = next(e for e in events if isinstance(e, ev.AgentResumed))
+    look = next(e for e in events if isinstance(e, ev.ToolSucceeded) and e.tool.endswith("look"))
+    assert look.duration >= 0.2
+    assert resumed.at <= look.at - look.duration, (resumed.at, look.at, look.duration)

@@ -108,6 +108,10 @@ class RunContext:
         self.agent = agent
         self.verify = verify
         self._resume_marker = resumed
+        # When this execution took the run up again: the resume marker carries this time,
+        # not its first write's (which may come after re-running a call in flight at the
+        # crash), so a crash's time to recover is not stretched by the work redone.
+        self._resumed_at = ev.now()
         # Outcomes whose loss a crash would not make ambiguous (the tool has a verifier
         # or takes the idempotency key) ride along with the next commit: one commit a step.
         self.deferred: list[ev.Event] = []
@@ -166,7 +170,7 @@ class RunContext:
             marker = self._resume_marker
             batch = (*self.deferred, *events)
             if marker:
-                batch = (ev.AgentResumed(at=ev.now(), owner=self.host.owner), *batch)
+                batch = (ev.AgentResumed(at=self._resumed_at, owner=self.host.owner), *batch)
             self.writer.append(*batch, extra=extra, measure=True)
             self._resume_marker = False
             self.deferred = []

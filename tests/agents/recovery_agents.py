@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 from engine import Engine, Permanent, RetryPolicy, Transient, observe
@@ -22,6 +23,8 @@ engine = Engine.open()
 
 @engine.tool
 def look(order: str) -> dict[str, str]:
+    """A read: slow by ``$AGENTLOG_TEST_LOOK_DELAY`` seconds when that is set."""
+    time.sleep(float(os.environ.get("AGENTLOG_TEST_LOOK_DELAY", "0")))
     service.read_only("look", order)
     return {"order": order}
 
