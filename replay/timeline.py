@@ -303,6 +303,18 @@ def _adopted(s: _Story, e: ev.RunAdopted, at: float) -> list[Piece]:
     return [("✓ adopted ", "bold magenta"), f"by {e.by or '?'}: runs as {e.agent}"]
 
 
+def _saves(s: _Story, e: ev.SavesTimed, at: float) -> list[Piece]:
+    parts = [
+        f"{n} {what}{'' if n == 1 else 's'} in {ms:.1f} ms"
+        for n, what, ms in (
+            (e.checkpoints, "checkpoint", e.checkpoint_ms),
+            (e.snapshots, "snapshot", e.snapshot_ms),
+        )
+        if n
+    ]
+    return [("⏱ saved ", "dim"), (", ".join(parts) or "nothing", "dim")]
+
+
 def _circuit(
     s: _Story, e: ev.CircuitOpened | ev.CircuitHalfOpened | ev.CircuitClosed, at: float
 ) -> list[Piece]:
@@ -330,6 +342,7 @@ _RENDER: dict[type[ev.Event], Render] = {
     ev.Compensated: _compensated,
     ev.RunImported: _imported,
     ev.RunAdopted: _adopted,
+    ev.SavesTimed: _saves,
     ev.CircuitOpened: _circuit,
     ev.CircuitHalfOpened: _circuit,
     ev.CircuitClosed: _circuit,

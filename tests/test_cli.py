@@ -60,6 +60,10 @@ def test_run_show_timeline_checkpoints_state_and_their_json(work: Workdir) -> No
     for e in timeline:
         _utc(e["at"])
 
+    text = work.ok("timeline", rid).out
+    assert "⏱ saved 1 checkpoint in " in text  # the save timings, told as such
+    assert "saves_timed {" not in text
+
     cps = work.ok("checkpoints", rid, "--json").json()
     assert [c["name"] for c in cps] == ["greeted"]
     assert set(cps[0]) == {"name", "position", "at"}
