@@ -156,6 +156,7 @@ def _next(con: Console, run_id: str, fork_id: str) -> None:
         (f"agentlog verify {short}", "replay the log vs the code"),
         (f"agentlog export {short} > run.jsonl", "move it to another store"),
         (f"agentlog abandon {short}", "refused (exit 2): completed"),
+        ("agentlog stats", "tools, crashes, recovery time, across runs"),
     ]
     width = max(len(cmd) for cmd, _ in tries) + 2
     con.print()
