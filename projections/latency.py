@@ -1,5 +1,5 @@
 """A mergeable summary of durations: count, sum, sum of squares, extremes and a fixed
-log-bucket histogram (buckets 10% wide from 0.1 ms to 10 min). Summaries of any set of
+log-bucket histogram (buckets 10% wide from 1 µs to 10 min). Summaries of any set of
 windows add up to the summary of their union, so p50/p95/p99, mean and stdev come out
 for any period, and a row stays bounded (at most ``BUCKETS + 2`` counts)."""
 
@@ -10,10 +10,10 @@ from collections.abc import Iterable
 
 import msgspec
 
-LOW = 1e-4  # 0.1 ms: bucket 1 starts here (bucket 0 holds everything faster)
+LOW = 1e-6  # 1 µs: bucket 1 starts here (bucket 0 holds everything faster)
 HIGH = 600.0  # 10 min: the last bucket holds everything slower
 RATIO = 1.1  # each bucket 10% wider than the one before
-BUCKETS = math.ceil(math.log(HIGH / LOW) / math.log(RATIO))  # 164 between LOW and HIGH
+BUCKETS = math.ceil(math.log(HIGH / LOW) / math.log(RATIO))  # 213 between LOW and HIGH
 _LOG_RATIO = math.log(RATIO)
 
 

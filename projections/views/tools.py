@@ -118,7 +118,7 @@ def _bump(d: Mapping[str, int], key: str) -> dict[str, int]:
 
 class View(Projection[Row]):
     name = "tools"
-    version = "1"
+    version = "2"  # 2: latency buckets from 1 µs (were 0.1 ms)
     row = Row
     columns = (Column("kind"), Column("agent"), Column("tool"), Column("window_start", "int"))
 
