@@ -18,7 +18,7 @@ from engine.store import Recorded, Store
 from engine.store.ports import ViewBatch, ViewRow
 
 from .directory import RunDirectory
-from .fold import Envelope, Projection
+from .fold import Envelope, Projection, RowDecoder
 
 BATCH = 1000
 Progress = Callable[[str, int, int], None]  # (view, position, head)
@@ -43,7 +43,7 @@ class Runner:
         self.views = {v.name: v for v in views}
         self.batch = batch
         self.directory = RunDirectory(store)
-        self._decoders = {v.name: msgspec.msgpack.Decoder(v.row) for v in views}
+        self._decoders = {v.name: RowDecoder(v.name, v.row) for v in views}
         self._encoder = msgspec.msgpack.Encoder()
 
     def version(self, view: Projection[Any]) -> str:
@@ -180,5 +180,5 @@ class Runner:
     ) -> dict[str, Any]:
         keys = list(dict.fromkeys(k for _env, keys in touched for k in keys))
         found = self.store.views.rows(view.table(), keys) if keys else {}
-        decode = self._decoders[view.name].decode
-        return {k: decode(body) for k, body in found.items()}
+        decode = self._decoders[view.name]
+        return {k: decode(body, k) for k, body in found.items()}

@@ -27,7 +27,7 @@ from engine.runtime.results import shown_event, utc
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
-from ..fold import Envelope, Projection
+from ..fold import Envelope, Projection, RowDecoder
 from ..runner import Runner
 
 CHUNK = 64  # events per row: a row per event would double the log's row count
@@ -216,7 +216,7 @@ class Timeline(msgspec.Struct, frozen=True):
     entries: list[Entry]
 
 
-_decoder = msgspec.msgpack.Decoder(Row)
+_decode = RowDecoder(View.name, Row)
 
 
 def read(store: Store, run_id: str) -> Timeline | None:
@@ -232,10 +232,10 @@ def read(store: Store, run_id: str) -> Timeline | None:
         if not indexed or tracked is None or tracked.version != version:
             return None
         query = ViewQuery(equal={"run_id": run_id}, order_by="position", descending=False)
-        rows = [_decoder.decode(body) for body in store.views.query(View.table(), query)]
+        rows = [_decode(body) for body in store.views.query(View.table(), query)]
         if store.last_position(run_stream(run_id)) < indexed:
             return None
-    except (StoreError, CorruptData, msgspec.DecodeError, msgspec.ValidationError):
+    except (StoreError, CorruptData):
         return None
     return _whole(rows, run_id, indexed)
 
