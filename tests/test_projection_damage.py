@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import structlog
 from conftest import backends, schema_of
 from test_cli_kit import Workdir, make_workdir, one_line_error
 
@@ -129,3 +130,58 @@ def test_a_tracking_position_that_is_no_integer_is_corrupt_data(
         one_line_error(w.cli(*args), "view tools", "agentlog projections rebuild tools")
     w.ok("projections", "rebuild", "tools")
     assert _doc(eng.stats()) == before
+
+
+# --- a tracking position no runner could have written ---------------------------------------
+
+
+def _tools_calls(s: Stats) -> int:
+    return sum(t.calls for t in s.tools)
+
+
+@backends("sqlite", "postgres")
+@pytest.mark.parametrize("planted", ["-5", "head+1", "9223372036854775807"])
+def test_an_impossible_tracking_position_rebuilds_the_view(
+    eng: Engine, store_url: str, planted: str
+) -> None:
+    """Before the log's start or beyond its head: the view is shown not current, then
+    rebuilt at the next catch-up with a warning; its figures then follow the log (never
+    frozen, never counted twice) and are those of a full rebuild."""
+    _work(eng)
+    eng.stats()
+    head = eng.store.max_global_position()
+    position = head + 1 if planted == "head+1" else int(planted)
+    sql = "UPDATE {s}agentlog_tracking SET position = ? WHERE name = 'tools'"
+    _sql(store_url, sql, (position,))
+    runner = Runner(eng.store, all_views())
+    status = {v.name: v for v in runner.status()}
+    assert not status["tools"].current and status["tools"].position == position
+    assert status["runs"].current
+    with structlog.testing.capture_logs() as logs:
+        assert _tools_calls(eng.stats()) == 3
+    warned = [e for e in logs if e["event"] == "view_damaged_rebuilt"]
+    assert [(e["view"], e["position"], e["log_level"]) for e in warned] == [
+        ("tools", position, "warning")
+    ]
+    _work(eng, runs=1)  # the log moves on: the rebuilt view follows it
+    got = eng.stats()
+    assert _tools_calls(got) == 4 and got.tools[0].retries == 4
+    assert all(v.current for v in runner.status())
+    for name in runner.views:
+        runner.rebuild(name)
+    assert _doc(eng.stats()) == _doc(got)
+
+
+@backends("sqlite")
+def test_projections_status_shows_a_damaged_position_as_not_current(
+    eng: Engine, store_url: str, tmp_path: Path
+) -> None:
+    """The CLI's status marks the view (text and JSON) instead of a lag of 0."""
+    _work(eng)
+    eng.stats()
+    _sql(store_url, "UPDATE agentlog_tracking SET position = 9999999 WHERE name = 'recovery'")
+    w = make_workdir(tmp_path, store_url)
+    doc = {v["name"]: v for v in w.ok("projections", "status", "--json").json()}
+    assert doc["recovery"]["current"] is False and doc["tools"]["current"] is True
+    line = next(ln for ln in w.ok("projections", "status").out.splitlines() if "recovery" in ln)
+    assert "rebuilt on next catch-up" in line
