@@ -15,15 +15,17 @@ from typing import Any
 import psycopg
 import pytest
 import structlog
-from conftest import backends, schema_of
+from conftest import all_backends, backends, schema_of
 from test_cli_kit import Workdir, make_workdir, one_line_error
 
 from engine import Engine
 from engine.errors import CorruptData, Transient
+from engine.history import run_stream
 from engine.policy import RetryPolicy
 from engine.stats import Stats
 from projections import Runner
 from projections.views import all_views
+from projections.views import timeline as tv
 
 MALFORMED = b"\xc1\xc1\xc1"  # not MessagePack at all
 WRONG_SHAPE = b"\x80"  # MessagePack, an empty map: no row of any view
@@ -185,3 +187,41 @@ def test_projections_status_shows_a_damaged_position_as_not_current(
     assert doc["recovery"]["current"] is False and doc["tools"]["current"] is True
     line = next(ln for ln in w.ok("projections", "status").out.splitlines() if "recovery" in ln)
     assert "rebuilt on next catch-up" in line
+
+
+# --- the timeline of a log that lost an event in the middle ---------------------------------
+
+
+@all_backends
+def test_stream_length_counts_the_events_of_a_stream(eng: Engine) -> None:
+    _work(eng, runs=2)
+    for row in eng.runs():
+        stream = run_stream(row.run_id)
+        assert eng.store.stream_length(stream) == eng.store.last_position(stream) > 3
+    assert eng.store.stream_length(run_stream("no-such-run")) == 0
+
+
+@backends("sqlite", "postgres")
+def test_a_log_missing_a_middle_event_is_not_read_from_the_view(
+    eng: Engine, store_url: str, tmp_path: Path
+) -> None:
+    """The view holds the whole run, but the log lost an event in the middle behind the
+    store's back: ``timeline`` refuses the run as ``show`` does (exit 2, the position),
+    in text and JSON; its neighbour is still read from the view."""
+    _work(eng, runs=2)
+    damaged, other = (r.run_id for r in eng.runs())
+    eng.stats()  # every view current, the timeline's too
+    assert tv.read(eng.store, damaged) is not None
+    sql = "DELETE FROM {s}agentlog_events WHERE originator_id = ? AND originator_version = 3"
+    stream = run_stream(damaged)
+    _sql(store_url, sql, (stream.hex if store_url.startswith("sqlite") else stream,))
+    assert eng.store.last_position(stream) > eng.store.stream_length(stream)
+    assert tv.read(eng.store, damaged) is None and tv.read(eng.store, other) is not None
+    w = make_workdir(tmp_path, store_url)
+    shown = w.cli("show", damaged)
+    one_line_error(shown, "position 3")
+    for args in (["timeline", damaged], ["timeline", damaged, "--json"]):
+        got = w.cli(*args)
+        one_line_error(got, "position 3")
+        assert got.err == shown.err
+    w.ok("timeline", other)

@@ -233,7 +233,10 @@ def read(store: Store, run_id: str) -> Timeline | None:
             return None
         query = ViewQuery(equal={"run_id": run_id}, order_by="position", descending=False)
         rows = [_decode(body) for body in store.views.query(View.table(), query)]
-        if store.last_position(run_stream(run_id)) < indexed:
+        stream = run_stream(run_id)
+        last = store.last_position(stream)
+        # A log that lost an event, at its end or before: the log reader says where.
+        if last < indexed or store.stream_length(stream) != last:
             return None
     except (StoreError, CorruptData):
         return None
