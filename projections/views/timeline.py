@@ -223,7 +223,8 @@ def read(store: Store, run_id: str) -> Timeline | None:
     """``run_id``'s timeline from the view, or None when the view cannot vouch for it:
     not built, or built by other code, behind the run (the run
     index, committed with the run's events, is read first), a row that does not decode,
-    a gap in the positions, or a log whose end is missing (the log reader refuses it)."""
+    a gap in the positions, or a log that lost an event, at its end or before it (fewer
+    events stored than its last position: the log reader refuses it)."""
     view = View()
     version = Runner(store, [view]).version(view)
     try:
