@@ -18,8 +18,10 @@ import msgspec
 
 from engine.events import Event
 from engine.store.ports import Column, ColumnValue, ViewTable
+from engine.store.views import damaged_view
 
 R = TypeVar("R", bound=msgspec.Struct)
+T = TypeVar("T")
 
 
 class RunFacts(msgspec.Struct, frozen=True):
@@ -46,6 +48,22 @@ class Envelope(msgspec.Struct, frozen=True):
     def copied(self) -> bool:
         """Whether this is a fork's copy of its parent's event (history, not new work)."""
         return self.run is not None and 2 <= self.position <= self.run.inherited + 1
+
+
+class RowDecoder(Generic[T]):
+    """Decodes the bodies of one view's rows: a body that does not decode is the
+    :class:`~engine.errors.CorruptData` naming the view and the rebuild that repairs it."""
+
+    def __init__(self, view: str, row: type[T]) -> None:
+        self.view = view
+        self._decode = msgspec.msgpack.Decoder(row).decode
+
+    def __call__(self, body: bytes, key: str | None = None) -> T:
+        try:
+            return self._decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            where = "a row" if key is None else f"row {key!r}"
+            raise damaged_view(self.view, f"{where} does not decode ({e})") from None
 
 
 class Projection(ABC, Generic[R]):

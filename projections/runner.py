@@ -12,13 +12,13 @@ from typing import Any
 
 import msgspec
 
-from engine import failpoints
+from engine import failpoints, observe
 from engine.errors import ConcurrencyError, CorruptData
 from engine.store import Recorded, Store
-from engine.store.ports import ViewBatch, ViewRow
+from engine.store.ports import Tracking, ViewBatch, ViewRow
 
 from .directory import RunDirectory
-from .fold import Envelope, Projection
+from .fold import Envelope, Projection, RowDecoder
 
 BATCH = 1000
 Progress = Callable[[str, int, int], None]  # (view, position, head)
@@ -35,6 +35,12 @@ class ViewStatus(msgspec.Struct, frozen=True):
     current: bool  # built by this code (False: the next catch-up rebuilds it)
 
 
+def possible(tracked: Tracking, head: int) -> bool:
+    """Whether a runner could have put the view where it is: not before the log's start,
+    not beyond ``head`` (the log's head, read after the tracking row)."""
+    return 0 <= tracked.position <= head
+
+
 class Runner:
     """Runs ``views`` over ``store``'s log."""
 
@@ -43,7 +49,7 @@ class Runner:
         self.views = {v.name: v for v in views}
         self.batch = batch
         self.directory = RunDirectory(store)
-        self._decoders = {v.name: msgspec.msgpack.Decoder(v.row) for v in views}
+        self._decoders = {v.name: RowDecoder(v.name, v.row) for v in views}
         self._encoder = msgspec.msgpack.Encoder()
 
     def version(self, view: Projection[Any]) -> str:
@@ -53,23 +59,32 @@ class Runner:
     # --- reading the views' places --------------------------------------------------
 
     def position(self, name: str) -> int:
-        """Where the view is, after rebuilding it first if it is missing or outdated."""
+        """Where the view is, after rebuilding it first if it is missing, outdated or
+        at a position no runner could have put it (damage: it is rebuilt, with a
+        warning)."""
         view = self.views[name]
         tracked = self.store.views.tracking(name)
         if tracked is None or tracked.version != self.version(view):
             # Another runner may have made it for this code meanwhile: keep that one.
             self.store.views.reset(view.table(), self.version(view), keep_current=True)
             tracked = self.store.views.tracking(name)
+        elif not possible(tracked, self.store.max_global_position()):
+            observe.get().warning(
+                "view_damaged_rebuilt", view=name, position=tracked.position, reason="position"
+            )
+            self.store.views.reset(view.table(), self.version(view))
+            tracked = self.store.views.tracking(name)
         return tracked.position if tracked is not None else 0
 
     def status(self) -> list[ViewStatus]:
-        head = self.store.max_global_position()
+        tracked = {name: self.store.views.tracking(name) for name in self.views}
+        head = self.store.max_global_position()  # after the positions: none is beyond it
         found = []
         for name, view in self.views.items():
-            tracked = self.store.views.tracking(name)
-            at = tracked.position if tracked else 0
-            version = tracked.version if tracked else ""
-            current = version == self.version(view)
+            t = tracked[name]
+            at = t.position if t else 0
+            version = t.version if t else ""
+            current = t is not None and version == self.version(view) and possible(t, head)
             found.append(ViewStatus(name, at, head, max(0, head - at), version, current))
         return found
 
@@ -180,5 +195,5 @@ class Runner:
     ) -> dict[str, Any]:
         keys = list(dict.fromkeys(k for _env, keys in touched for k in keys))
         found = self.store.views.rows(view.table(), keys) if keys else {}
-        decode = self._decoders[view.name].decode
-        return {k: decode(body) for k, body in found.items()}
+        decode = self._decoders[view.name]
+        return {k: decode(body, k) for k, body in found.items()}

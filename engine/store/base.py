@@ -172,6 +172,11 @@ class Store(RunIndex, LeaseStore):
             rows = self._events.select_events(stream, desc=True, limit=1)
         return rows[0].originator_version if rows else 0
 
+    def stream_length(self, stream: uuid.UUID) -> int:
+        """How many events ``stream`` holds: its last position, unless one was lost."""
+        with self._translated():
+            return self._events.stream_length(stream)
+
     def read_all(self, after: int = 0, limit: int = 1000) -> list[Recorded]:
         """Events of every stream in global order, starting after global position ``after``."""
         with self._translated():

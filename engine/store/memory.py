@@ -144,6 +144,10 @@ class MemoryEventRecorder(MemoryAggregateRecorder, RunRecorder):
         with self.changed:
             return len(self._stored_events) or None
 
+    def stream_length(self, stream: UUID) -> int:
+        with self.changed:
+            return len(self._positions.get(str(stream), ()))
+
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()
     ) -> Subscription[ApplicationRecorder]:

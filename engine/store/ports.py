@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 import msgspec
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
@@ -92,6 +93,11 @@ class RunRecorder(ApplicationRecorder, RunIndex):
     ) -> Sequence[int] | None:
         """Insert the events and upsert ``runs`` atomically; the events' notification ids.
         An event whose position is taken raises eventsourcing's ``IntegrityError``."""
+
+    @abstractmethod
+    def stream_length(self, stream: UUID) -> int:
+        """How many events ``stream`` holds (a count over its rows, on the primary key's
+        index): equal to its last position unless an event was lost."""
 
 
 # --- views: tables of projections, beside the log ----------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import StoredEvent
@@ -73,6 +74,9 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
             ).format(schema)
         )
         self._select_runs = SQL("SELECT " + _RUN_COLUMNS + " FROM {0}.agentlog_runs").format(schema)
+        self._count_stream = SQL(
+            "SELECT COUNT(*) AS n FROM {0}.{1} WHERE originator_id = %s"
+        ).format(schema, Identifier(events_table_name))
         self._select_position = SQL(
             "SELECT position FROM {0}.agentlog_runs WHERE run_id = %s"
         ).format(schema)
@@ -110,6 +114,12 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self._append_call, params, prepare=True)
             return [row["agentlog_append"] for row in curs.fetchall()]
+
+    def stream_length(self, stream: UUID) -> int:
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._count_stream, (stream,))
+            row = curs.fetchone()
+            return int(row["n"]) if row else 0
 
     def runs(self, status: str | None = None) -> list[RunRow]:
         sql = self._select_runs

@@ -101,6 +101,12 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
                 c.execute(UPSERT_RUN, r.params())
         return ids
 
+    def stream_length(self, stream: UUID) -> int:
+        sql = f"SELECT COUNT(*) FROM {self.events_table_name} WHERE originator_id=?"
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(sql, (stream.hex,))
+            return int(c.fetchone()[0])
+
     def runs(self, status: str | None = None) -> list[RunRow]:
         sql = "SELECT * FROM agentlog_runs"
         params: tuple[Any, ...] = ()

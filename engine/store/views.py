@@ -7,10 +7,20 @@ import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
+from ..errors import CorruptData
 from .cipher import ClearRows, Row
 from .ports import Tracking, ViewBatch, ViewQuery, ViewRow, ViewStore, ViewTable
 
 _NS = uuid.UUID("0b6f3f55-5a4e-4e0e-9f0e-7a3d7d2f1c44")
+
+
+def damaged_view(view: str, what: str) -> CorruptData:
+    """The one error of a view whose rows or tracking do not read: views are derived
+    from the log, so rebuilding one repairs it."""
+    return CorruptData(
+        f"view {view} is damaged: {what}; `agentlog projections rebuild {view}` builds it "
+        "again from the log"
+    )
 
 
 class Views:
@@ -39,7 +49,10 @@ class Views:
 
     def tracking(self, view: str) -> Tracking | None:
         with self._translated():
-            return self._port.tracking(view)
+            try:
+                return self._port.tracking(view)
+            except (ValueError, TypeError) as e:  # a position that is no integer
+                raise damaged_view(view, f"its tracking row does not read ({e})") from None
 
     def reset(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         with self._translated():

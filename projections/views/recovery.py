@@ -28,7 +28,7 @@ from engine.stats import RecoveryStats
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
-from ..fold import Envelope, Projection
+from ..fold import Envelope, Projection, RowDecoder
 from ..runner import Runner
 
 # How a run ended for the failure rate: its current status is one of these.
@@ -191,6 +191,9 @@ def figures(rows: Sequence[Row]) -> RecoveryStats:
     )
 
 
+_DECODE = RowDecoder(View.name, Row)
+
+
 def rows(store: Store, since: float | None = None, agent: str | None = None) -> list[Row]:
     """The view's rows of runs started at or after ``since``, of ``agent`` (as read)."""
     query = ViewQuery(
@@ -198,8 +201,7 @@ def rows(store: Store, since: float | None = None, agent: str | None = None) -> 
         at_least={} if since is None else {"started_at": since},
         order_by="started_at",
     )
-    decode = msgspec.msgpack.Decoder(Row).decode
-    return [decode(body) for body in store.views.query(View.table(), query)]
+    return [_DECODE(body) for body in store.views.query(View.table(), query)]
 
 
 def summarize(store: Store, since: float | None, agent: str | None) -> RecoveryStats:

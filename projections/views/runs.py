@@ -21,7 +21,7 @@ from engine.stats import RunCounts
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
-from ..fold import Envelope, Projection, RunFacts
+from ..fold import Envelope, Projection, RowDecoder, RunFacts
 from ..runner import Runner
 
 # How each event moves a run's status; every other event leaves it (engine.state.evolve).
@@ -162,7 +162,7 @@ class View(Projection[RunBoardRow]):
 
 # --- reading the board ---------------------------------------------------------------
 
-_DECODE = msgspec.msgpack.Decoder(RunBoardRow)
+_DECODE = RowDecoder(View.name, RunBoardRow)
 
 
 def caught_up(store: Store) -> None:
@@ -197,7 +197,7 @@ class RunFilter(msgspec.Struct, frozen=True):
 
 def query(store: Store, where: RunFilter) -> list[RunBoardRow]:
     """The rows ``where`` picks from the view as it stands, newest first."""
-    return [_DECODE.decode(body) for body in store.views.query(View.table(), where.query())]
+    return [_DECODE(body) for body in store.views.query(View.table(), where.query())]
 
 
 def list_runs(

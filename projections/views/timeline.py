@@ -27,7 +27,7 @@ from engine.runtime.results import shown_event, utc
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
-from ..fold import Envelope, Projection
+from ..fold import Envelope, Projection, RowDecoder
 from ..runner import Runner
 
 CHUNK = 64  # events per row: a row per event would double the log's row count
@@ -216,14 +216,15 @@ class Timeline(msgspec.Struct, frozen=True):
     entries: list[Entry]
 
 
-_decoder = msgspec.msgpack.Decoder(Row)
+_decode = RowDecoder(View.name, Row)
 
 
 def read(store: Store, run_id: str) -> Timeline | None:
     """``run_id``'s timeline from the view, or None when the view cannot vouch for it:
     not built, or built by other code, behind the run (the run
     index, committed with the run's events, is read first), a row that does not decode,
-    a gap in the positions, or a log whose end is missing (the log reader refuses it)."""
+    a gap in the positions, or a log that lost an event, at its end or before it (fewer
+    events stored than its last position: the log reader refuses it)."""
     view = View()
     version = Runner(store, [view]).version(view)
     try:
@@ -232,10 +233,13 @@ def read(store: Store, run_id: str) -> Timeline | None:
         if not indexed or tracked is None or tracked.version != version:
             return None
         query = ViewQuery(equal={"run_id": run_id}, order_by="position", descending=False)
-        rows = [_decoder.decode(body) for body in store.views.query(View.table(), query)]
-        if store.last_position(run_stream(run_id)) < indexed:
+        rows = [_decode(body) for body in store.views.query(View.table(), query)]
+        stream = run_stream(run_id)
+        last = store.last_position(stream)
+        # A log that lost an event, at its end or before: the log reader says where.
+        if last < indexed or store.stream_length(stream) != last:
             return None
-    except (StoreError, CorruptData, msgspec.DecodeError, msgspec.ValidationError):
+    except (StoreError, CorruptData):
         return None
     return _whole(rows, run_id, indexed)
 

@@ -30,7 +30,7 @@ from engine.stats import ToolStats
 from engine.store import Store
 from engine.store.ports import Column, ColumnValue, ViewQuery
 
-from ..fold import Envelope, Projection
+from ..fold import Envelope, Projection, RowDecoder
 from ..latency import Latency, merged
 from ..runner import Runner
 
@@ -317,7 +317,7 @@ def _added(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
-_DECODE = msgspec.msgpack.Decoder(Row).decode
+_DECODE = RowDecoder(View.name, Row)
 
 
 def _rows(
