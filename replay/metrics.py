@@ -4,7 +4,9 @@ the text exposition format, ``agentlog metrics serve`` answers every scrape afre
 
 Counts are counters (``_total``) and means, rates and percentiles gauges, in base units
 (seconds, ratios). A figure the period has no data for (a mean of nothing) is left out
-rather than exported as 0. With ``--since`` the counters count that period only.
+rather than exported as 0. With ``--since`` the counters count that period only. Label
+values (tool names, failure kinds, statuses) go through :func:`printable` as every
+terminal line does: a control character shows as ``\\x1b``, never reaches a terminal.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import UsageError
+
+from .output import printable
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
@@ -85,7 +89,7 @@ def families(stats: Stats) -> Iterator[Any]:
         "agentlog_runs", "Runs started in the period, by status.", labels=["status"]
     )
     for status, n in sorted(stats.runs.by_status.items()):
-        runs.add_metric([status], n)
+        runs.add_metric([printable(status)], n)
     yield runs
     yield from _tool_families(stats.tools)
     yield from _recovery_families(stats.recovery)
@@ -112,16 +116,18 @@ def _tool_families(tools: list[ToolStats]) -> Iterator[Any]:
         "agentlog_tool_breaker", "The breaker's last recorded state.", labels=["tool"]
     )
     for t in tools:
-        calls.add_metric([t.tool], t.calls)
-        retries.add_metric([t.tool], t.retries)
+        tool = printable(t.tool)
+        calls.add_metric([tool], t.calls)
+        retries.add_metric([tool], t.retries)
         for kind, n in sorted(t.failures.items()):
-            failures.add_metric([t.tool, kind], n)
+            failures.add_metric([tool, printable(kind)], n)
         for quantile, ms in (("0.5", t.p50_ms), ("0.95", t.p95_ms), ("0.99", t.p99_ms)):
             if ms is not None:
-                latency.add_metric([t.tool, quantile], ms / 1000)
-        states = dict.fromkeys((*BREAKER_STATES, t.breaker), False)
-        states[t.breaker] = True
-        breaker.add_metric([t.tool], states)
+                latency.add_metric([tool, quantile], ms / 1000)
+        state = printable(t.breaker)
+        states = dict.fromkeys((*BREAKER_STATES, state), False)
+        states[state] = True
+        breaker.add_metric([tool], states)
     yield from (calls, retries, failures, latency, breaker)
 
 

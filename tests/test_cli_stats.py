@@ -154,3 +154,40 @@ def test_metrics_serve_help_lists_url_and_no_json(tmp_path: Path) -> None:
     page = agentlog("metrics", "serve", "--help", cwd=tmp_path)
     assert page.code == 0 and "--url URL" in page.out and "--port" in page.out
     assert "--json" not in page.out  # one line and an HTTP endpoint: no JSON form
+
+
+EVIL = '"[bold red]evil[/]\\x1b[31mRED\\x1b]0;pwned\\x07"'  # as Python source
+
+
+def evil_store(tmp_path: Path) -> Workdir:
+    """A store whose one run called a tool named with escape sequences (it failed)."""
+    (tmp_path / "evil.py").write_text(
+        "from engine import Engine, Permanent\n"
+        "engine = Engine.open()\n"
+        f"@engine.tool(name={EVIL})\n"
+        "def t() -> int:\n"
+        "    raise Permanent('x')\n"
+        "@engine.agent\n"
+        "def a(run) -> int:\n"
+        "    return t()\n"
+    )
+    work = make_workdir(tmp_path, sqlite_url(tmp_path, "evil.db"))
+    work.run_id("evil:a", code=4)
+    return work
+
+
+def assert_labels_escaped(text: str) -> None:
+    """No control character in the exposition; the tool label reads as ``printable`` shows it."""
+    assert not any(c in text for c in "\x1b\x07"), repr(text)
+    tools = {
+        s.labels["tool"]
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "agentlog_tool_calls_total"
+    }
+    assert tools == {"[bold red]evil[/]\\x1b[31mRED\\x1b]0;pwned\\x07"}
+
+
+def test_prometheus_labels_escape_control_characters(tmp_path: Path) -> None:
+    r = evil_store(tmp_path).ok("stats", "--prometheus")
+    assert_labels_escaped(r.out)
