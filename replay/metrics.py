@@ -2,11 +2,13 @@
 optional ``agentlog[metrics]`` extra): ``agentlog stats --prometheus`` prints them once in
 the text exposition format, ``agentlog metrics serve`` answers every scrape afresh.
 
-Counts are counters (``_total``) and means, rates and percentiles gauges, in base units
-(seconds, ratios). A figure the period has no data for (a mean of nothing) is left out
-rather than exported as 0. With ``--since`` the counters count that period only. Label
-values (tool names, failure kinds, statuses) go through :func:`printable` as every
-terminal line does: a control character shows as ``\\x1b``, never reaches a terminal.
+Counts over all time are counters (``_total``); means, rates and percentiles are gauges,
+in base units (seconds, ratios). With ``--since`` the counts are of a window that slides
+with each scrape and may go down, which a counter must never do: they are gauges then,
+named without ``_total`` (``agentlog_tool_calls``). A figure the period has no data for
+(a mean of nothing) is left out rather than exported as 0. Label values (tool names,
+failure kinds, statuses) go through :func:`printable` as every terminal line does: a
+control character shows as ``\\x1b``, never reaches a terminal.
 """
 
 from __future__ import annotations
@@ -82,8 +84,11 @@ class StatsCollector:
 
 
 def families(stats: Stats) -> Iterator[Any]:
-    """The metric families of ``stats``."""
-    from prometheus_client.core import GaugeMetricFamily
+    """The metric families of ``stats``: counts as counters over all time, as gauges over
+    a ``since`` window."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    count = CounterMetricFamily if stats.since is None else GaugeMetricFamily
 
     runs = GaugeMetricFamily(
         "agentlog_runs", "Runs started in the period, by status.", labels=["status"]
@@ -91,20 +96,16 @@ def families(stats: Stats) -> Iterator[Any]:
     for status, n in sorted(stats.runs.by_status.items()):
         runs.add_metric([printable(status)], n)
     yield runs
-    yield from _tool_families(stats.tools)
-    yield from _recovery_families(stats.recovery)
+    yield from _tool_families(stats.tools, count)
+    yield from _recovery_families(stats.recovery, count)
 
 
-def _tool_families(tools: list[ToolStats]) -> Iterator[Any]:
-    from prometheus_client.core import (
-        CounterMetricFamily,
-        GaugeMetricFamily,
-        StateSetMetricFamily,
-    )
+def _tool_families(tools: list[ToolStats], count: Any) -> Iterator[Any]:
+    from prometheus_client.core import GaugeMetricFamily, StateSetMetricFamily
 
-    calls = CounterMetricFamily("agentlog_tool_calls", "Durable tool calls.", labels=["tool"])
-    retries = CounterMetricFamily("agentlog_tool_retries", "Retries.", labels=["tool"])
-    failures = CounterMetricFamily(
+    calls = count("agentlog_tool_calls", "Durable tool calls.", labels=["tool"])
+    retries = count("agentlog_tool_retries", "Retries.", labels=["tool"])
+    failures = count(
         "agentlog_tool_failures", "Calls that failed for good, by kind.", labels=["tool", "kind"]
     )
     latency = GaugeMetricFamily(
@@ -131,11 +132,11 @@ def _tool_families(tools: list[ToolStats]) -> Iterator[Any]:
     yield from (calls, retries, failures, latency, breaker)
 
 
-def _recovery_families(recovery: RecoveryStats) -> Iterator[Any]:
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+def _recovery_families(recovery: RecoveryStats, count: Any) -> Iterator[Any]:
+    from prometheus_client.core import GaugeMetricFamily
 
     for field, name, doc in _RECOVERY_COUNTS:
-        yield CounterMetricFamily(name, doc, value=getattr(recovery, field))
+        yield count(name, doc, value=getattr(recovery, field))
     for field, name, doc, scale in _RECOVERY_GAUGES:
         value = getattr(recovery, field)
         family = GaugeMetricFamily(name, doc)

@@ -67,6 +67,29 @@ def test_stats_prometheus_prints_the_same_figures(w: Workdir) -> None:
     assert runs_by_status(only.out) == {"failed": 1}
 
 
+def types(text: str) -> dict[str, str]:
+    """Each metric family's name and type, from the exposition's ``# TYPE`` lines."""
+    return dict(ln.split()[2:4] for ln in text.splitlines() if ln.startswith("# TYPE "))
+
+
+def test_prometheus_counts_are_gauges_over_a_since_window(w: Workdir) -> None:
+    """All-time counts are counters; over a --since window (which slides and may go down)
+    the same counts are gauges without ``_total``, for stats and metrics serve alike."""
+    every = types(w.ok("stats", "--prometheus").out)
+    counts = ("agentlog_tool_calls", "agentlog_tool_failures", "agentlog_crashes")
+    assert all(every[f"{name}_total"] == "counter" for name in counts), every
+    window = w.ok("stats", "--prometheus", "--since", "1h").out
+    assert all(types(window)[name] == "gauge" for name in counts), window
+    assert "counter" not in types(window).values() and "_total" not in window
+    calls = {
+        s.labels["tool"]: s.value
+        for family in text_string_to_metric_families(window)
+        for s in family.samples
+        if s.name == "agentlog_tool_calls"
+    }
+    assert calls == {"greet": 2, "broken": 1}
+
+
 @pytest.mark.parametrize("url", ["memory://", "sqlite:///no/such/store.db"])
 def test_prometheus_without_the_extra_names_it_in_one_line(tmp_path: Path, url: str) -> None:
     """The missing extra is what is said, before any store is opened."""
