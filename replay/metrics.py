@@ -13,9 +13,13 @@ control character shows as ``\\x1b``, never reaches a terminal.
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
+from engine import observe
 from engine.errors import UsageError
 
 from .output import printable
@@ -160,12 +164,47 @@ def exposition(stats: Stats) -> str:
     return text.decode()
 
 
-def serve(compute: Callable[[], Stats], port: int, addr: str) -> Any:
+def serve(
+    compute: Callable[[], Stats], port: int, addr: str, describe: Callable[[Exception], str]
+) -> Any:
     """Answer ``GET /metrics`` on ``addr:port`` from a background thread, computing the
-    figures on each scrape; returns the server (``shutdown()`` stops it)."""
+    figures on each scrape; returns the server (``shutdown()`` stops it). A scrape that
+    fails is answered 500 and logged as one line (``describe`` words the error); the
+    server goes on answering."""
+    from prometheus_client.exposition import ThreadingWSGIServer
+
     client = _client()
+    app = _guarded(client.make_wsgi_app(registry(compute)), describe)
     try:
-        server, _thread = client.start_http_server(port, addr=addr, registry=registry(compute))
+        family, _, _, _, where = socket.getaddrinfo(
+            addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        server_class = type("Server", (ThreadingWSGIServer,), {"address_family": family})
+        server: Any = make_server(str(where[0]), port, app, server_class, handler_class=_Quiet)
     except OSError as e:
         raise UsageError(f"cannot listen on {addr}:{port}: {e.strerror or e}") from None
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+class _Quiet(WSGIRequestHandler):
+    """A request handler that logs no request (the exposition server's own habit)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing."""
+
+
+def _guarded(app: Any, describe: Callable[[Exception], str]) -> Any:
+    """``app``, answering a scrape whose figures cannot be computed with 500 and one log
+    line (not a traceback); the exposition app computes before it starts its answer."""
+    log = observe.get()
+
+    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
+        try:
+            return app(environ, start_response)
+        except Exception as e:
+            log.error("metrics scrape failed", error=describe(e))
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+            return [b"agentlog: the figures could not be computed; see the server's log\n"]
+
+    return guarded

@@ -5,8 +5,10 @@ a live scrape over HTTP."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -214,3 +216,62 @@ def assert_labels_escaped(text: str) -> None:
 def test_prometheus_labels_escape_control_characters(tmp_path: Path) -> None:
     r = evil_store(tmp_path).ok("stats", "--prometheus")
     assert_labels_escaped(r.out)
+
+
+def _get(url: str) -> tuple[int, str]:
+    """A real HTTP GET: the status and the body, an error status included."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_metrics_serve_answers_a_failed_scrape_500_logs_one_line_and_goes_on(
+    tmp_path: Path,
+) -> None:
+    """While the store cannot be read (its log table renamed away) each scrape is answered
+    500 and logged as one line naming the error, with no traceback; once it can be read
+    again the same server answers 200. Label values are escaped as in stats --prometheus."""
+    work = evil_store(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", "metrics", "serve", "--port", "0", "--url", work.url],
+        cwd=work.path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().decode().split()[3]
+        code, body = _get(url)
+        assert code == 200
+        assert_labels_escaped(body)
+        with sqlite3.connect(tmp_path / "evil.db") as db:
+            db.execute("alter table agentlog_events rename to away")
+        assert [_get(url)[0] for _ in range(2)] == [500, 500]
+        with sqlite3.connect(tmp_path / "evil.db") as db:
+            db.execute("alter table away rename to agentlog_events")
+        assert _get(url)[0] == 200
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err, err
+    assert len(lines) == 2, err  # one line per failed scrape
+    assert all("metrics scrape failed" in ln and "no such table" in ln for ln in lines), err
+
+
+def test_a_failed_scrape_is_described_with_the_password_masked() -> None:
+    from engine.errors import StoreError
+    from replay.stats import _described
+
+    url = "postgresql://u:s3cretPW@db.example:5432/agentlog"
+    said = _described(StoreError(f"{url}: connection refused for s3cretPW\x1b[2J"), url)
+    assert "s3cretPW" not in said and "connection refused" in said and "\x1b" not in said
+    assert _described(ValueError("bad"), url) == "unexpected ValueError: bad"
