@@ -4,12 +4,14 @@ a live scrape over HTTP."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sqlite3
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -142,10 +144,13 @@ def test_an_empty_store_gives_zeros(tmp_path: Path) -> None:
     assert not (tmp_path / "agentlog.db").exists()  # stats creates no store
 
 
-def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
+@contextlib.contextmanager
+def serving(work: Workdir) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``agentlog metrics serve`` on a free port in a real process: it and its URL; on
+    leaving, Ctrl-C must stop it with status 130."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "replay.cli", "metrics", "serve", "--port", "0", "--url", w.url],
-        cwd=w.path,
+        [sys.executable, "-m", "replay.cli", "metrics", "serve", "--port", "0", "--url", work.url],
+        cwd=work.path,
         env=clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -154,7 +159,17 @@ def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
         assert line.startswith("serving metrics on http://127.0.0.1:"), line
-        url = line.split()[3]
+        yield proc, line.split()[3]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
+    with serving(w) as (_proc, url):
         with urllib.request.urlopen(url, timeout=30) as reply:
             assert reply.status == 200
             first = reply.read().decode()
@@ -162,12 +177,6 @@ def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
         w.run_id("agents:hello", code=0)  # another process writes; the next scrape sees it
         with urllib.request.urlopen(url, timeout=30) as reply:
             assert runs_by_status(reply.read().decode())["completed"] == 3
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_metrics_serve_refuses_a_bad_port_and_a_bad_since(w: Workdir) -> None:
@@ -234,16 +243,7 @@ def test_metrics_serve_answers_a_failed_scrape_500_logs_one_line_and_goes_on(
     500 and logged as one line naming the error, with no traceback; once it can be read
     again the same server answers 200. Label values are escaped as in stats --prometheus."""
     work = evil_store(tmp_path)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "replay.cli", "metrics", "serve", "--port", "0", "--url", work.url],
-        cwd=work.path,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().decode().split()[3]
+    with serving(work) as (proc, url):
         code, body = _get(url)
         assert code == 200
         assert_labels_escaped(body)
@@ -253,12 +253,6 @@ def test_metrics_serve_answers_a_failed_scrape_500_logs_one_line_and_goes_on(
         with sqlite3.connect(tmp_path / "evil.db") as db:
             db.execute("alter table away rename to agentlog_events")
         assert _get(url)[0] == 200
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.stderr is not None
     err = proc.stderr.read().decode()
     lines = err.strip().splitlines()
