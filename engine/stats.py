@@ -32,7 +32,9 @@ class RunCounts(msgspec.Struct, frozen=True):
 
 
 class ToolStats(msgspec.Struct, frozen=True):
-    """One tool's calls in the period. Latencies are of attempts, in milliseconds."""
+    """One tool's calls in the period. Latencies are of attempts, in milliseconds. The
+    period is whole clock hours: events are counted by the hour they happened in, from
+    the hour ``since`` falls in (``Stats.tools_since``), whenever their run started."""
 
     tool: str
     calls: int = 0
@@ -72,13 +74,17 @@ class RecoveryStats(msgspec.Struct, frozen=True):
 
 
 class Stats(msgspec.Struct, frozen=True):
-    """``stats --json``; fields may be added, never removed."""
+    """``stats --json``; fields may be added, never removed. ``runs`` and ``recovery``
+    count the runs started at or after ``since``; ``tools`` counts tool events by the
+    clock hour they happened in, from ``tools_since`` (the start of the hour ``since``
+    falls in; None: all time), so calls of runs started earlier in that hour are in."""
 
     since: str | None
     runs: RunCounts
     tools: list[ToolStats]
     recovery: RecoveryStats
     agent: str | None = None
+    tools_since: str | None = None  # ISO-8601 UTC start of the first hour ``tools`` covers
 
 
 class StatsSource(Protocol):

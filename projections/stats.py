@@ -19,7 +19,8 @@ from .views import all_views, recovery, runs, tools
 def stats(store: Store, since: float | None, agent: str | None) -> Stats:
     """The figures of runs started at or after ``since`` (None: all), of ``agent``
     (``module:qualname``; None: every agent). Every view catches up in one pass over the
-    log first (the timeline view too), so each summary finds its view current."""
+    log first (the timeline view too), so each summary finds its view current. Tool
+    figures are of whole hours: ``tools_since`` says from when."""
     Runner(store, all_views()).catch_up()
     return Stats(
         since=iso_utc(since),
@@ -27,6 +28,7 @@ def stats(store: Store, since: float | None, agent: str | None) -> Stats:
         tools=tools.summarize(store, since, agent),
         recovery=recovery.summarize(store, since, agent),
         agent=agent,
+        tools_since=None if since is None else iso_utc(tools.window_of(since)),
     )
 
 

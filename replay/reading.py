@@ -82,7 +82,7 @@ def runs(
         agent=agent,
         since=bounds[0],
         until=bounds[1],
-        parent=None if parent is None else s.catalog.resolve(parent),
+        parent=None if parent is None else _parent(s, parent),
         limit=page[0],
         offset=page[1] or 0,
     )
@@ -91,6 +91,16 @@ def runs(
     else:
         s.out.lines(views.run_rows([board_summary(r) for r in rows], s.store_name, True))
     return 0
+
+
+def _parent(s: Session, given: str) -> str:
+    """The run ``--parent`` names: a stored run's id or unique prefix, else the id as given
+    (an imported fork's parent need not be in the store) once its form is checked."""
+    from engine.history import check_run_id
+
+    if not s.catalog.store.run_ids(check_run_id(given, "--parent run id")):
+        return given
+    return s.catalog.resolve(given)
 
 
 @app.command()

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from engine.errors import UsageError
+from engine.errors import AgentlogError, UsageError
 
 from . import args
 from .app import Session, app, session
+from .output import printable
 
 if TYPE_CHECKING:
     from engine.stats import Stats
@@ -100,6 +101,14 @@ def _print_tables(s: Session, figures: Stats) -> None:
         console.print(part)
 
 
+def _described(e: Exception, url: str | None) -> str:
+    """A failed scrape's error as the CLI would say it, on one line, any password masked."""
+    from engine.store.url import default_url, scrub
+
+    text = str(e) if isinstance(e, AgentlogError) else f"unexpected {type(e).__name__}: {e}"
+    return printable(scrub(text or type(e).__name__, url or default_url())[:500])
+
+
 @metrics_app.command("serve")
 def serve_cmd(
     ctx: typer.Context,
@@ -125,7 +134,7 @@ def serve_cmd(
         with lock:
             return _compute(s, since, agent)
 
-    server = serve(compute, port, addr)
+    server = serve(compute, port, addr, lambda e: _described(e, s.url))
     host, bound = server.server_address[:2]
     s.out.line(f"serving metrics on http://{host}:{bound}/metrics (Ctrl-C stops)")
     s.out.stream.flush()

@@ -77,9 +77,19 @@ def runs_table(runs: RunCounts) -> Table:
     return table
 
 
-def tools_table(tools: list[ToolStats]) -> Table:
+def tools_period(stats: Stats) -> str:
+    """Whence the tool figures count: the start of the hour ``since`` falls in (the tools
+    view counts by the hour, so it may reach before ``since``); "" for all time."""
+    if stats.tools_since is None:
+        return ""
+    day, _, clock = stats.tools_since.partition("T")
+    return f"since {day} {clock[:5]}Z (hourly windows)"
+
+
+def tools_table(tools: list[ToolStats], period: str = "") -> Table:
     table = _table(
-        "tools", "tool", "calls", "failures", "retries", "p50", "p95", "latency", "breaker"
+        f"tools {period}".strip(),
+        *("tool", "calls", "failures", "retries", "p50", "p95", "latency", "breaker"),
     )
     top = max((t.p95_ms or 0.0 for t in tools), default=0.0)
     for t in sorted(tools, key=lambda t: (-t.calls, t.tool)):
@@ -123,7 +133,10 @@ def heading(stats: Stats, store: str) -> RenderableType:
 
 def render(stats: Stats, store: str) -> list[RenderableType]:
     """The heading and the three tables (a line in place of an empty tools table)."""
+    period = tools_period(stats)
     tools: RenderableType = (
-        tools_table(stats.tools) if stats.tools else _text("no tool calls in the period", "dim")
+        tools_table(stats.tools, period)
+        if stats.tools
+        else _text(f"no tool calls {period or 'in the period'}", "dim")
     )
     return [heading(stats, store), runs_table(stats.runs), tools, recovery_table(stats.recovery)]

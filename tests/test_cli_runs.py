@@ -93,6 +93,19 @@ def test_the_view_reads_its_own_writes(work: Workdir) -> None:
     assert [r["status"] for r in _listed(work, "--agent", "agents:failing")] == ["failed"]
 
 
+def test_parent_names_a_run_the_store_does_not_hold(work: Workdir, tmp_path: Path) -> None:
+    """An imported fork whose parent stayed behind is listed by ``--parent`` with the
+    parent's full id (no run to resolve it to); a prefix of it matches nothing."""
+    ids = _runs(work)
+    exported = tmp_path / "fork.jsonl"
+    work.ok("export", ids["fork"], "-o", str(exported))
+    other = Workdir(work.path, sqlite_url(tmp_path, "other.db"))
+    other.ok("import", str(exported))
+    assert [r["run_id"] for r in _listed(other, "--parent", ids["booker"])] == [ids["fork"]]
+    assert _listed(other, "--parent", ids["booker"][:10]) == []
+    assert ids["fork"] in other.ok("runs", "--parent", ids["booker"]).out
+
+
 @pytest.mark.parametrize(
     ("flags", "needle"),
     [
@@ -102,7 +115,7 @@ def test_the_view_reads_its_own_writes(work: Workdir) -> None:
         (["--limit", "9" * 30], "at most 2**62"),
         (["--since", "yesterday"], "--since 'yesterday' is neither a span"),
         (["--until", "12 o'clock"], "--until"),
-        (["--parent", "nothing"], "no run matches 'nothing'"),
+        (["--parent", "no such id"], "not a --parent run id: 'no such id'"),
         (["--status", "asleep", "--limit", "1"], "--status must be one of"),
     ],
 )

@@ -4,10 +4,14 @@ a live scrape over HTTP."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import sqlite3
 import subprocess
 import sys
+import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,6 +71,29 @@ def test_stats_prometheus_prints_the_same_figures(w: Workdir) -> None:
     assert runs_by_status(only.out) == {"failed": 1}
 
 
+def types(text: str) -> dict[str, str]:
+    """Each metric family's name and type, from the exposition's ``# TYPE`` lines."""
+    return dict(ln.split()[2:4] for ln in text.splitlines() if ln.startswith("# TYPE "))
+
+
+def test_prometheus_counts_are_gauges_over_a_since_window(w: Workdir) -> None:
+    """All-time counts are counters; over a --since window (which slides and may go down)
+    the same counts are gauges without ``_total``, for stats and metrics serve alike."""
+    every = types(w.ok("stats", "--prometheus").out)
+    counts = ("agentlog_tool_calls", "agentlog_tool_failures", "agentlog_crashes")
+    assert all(every[f"{name}_total"] == "counter" for name in counts), every
+    window = w.ok("stats", "--prometheus", "--since", "1h").out
+    assert all(types(window)[name] == "gauge" for name in counts), window
+    assert "counter" not in types(window).values() and "_total" not in window
+    calls = {
+        s.labels["tool"]: s.value
+        for family in text_string_to_metric_families(window)
+        for s in family.samples
+        if s.name == "agentlog_tool_calls"
+    }
+    assert calls == {"greet": 2, "broken": 1}
+
+
 @pytest.mark.parametrize("url", ["memory://", "sqlite:///no/such/store.db"])
 def test_prometheus_without_the_extra_names_it_in_one_line(tmp_path: Path, url: str) -> None:
     """The missing extra is what is said, before any store is opened."""
@@ -117,10 +144,13 @@ def test_an_empty_store_gives_zeros(tmp_path: Path) -> None:
     assert not (tmp_path / "agentlog.db").exists()  # stats creates no store
 
 
-def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
+@contextlib.contextmanager
+def serving(work: Workdir) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``agentlog metrics serve`` on a free port in a real process: it and its URL; on
+    leaving, Ctrl-C must stop it with status 130."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "replay.cli", "metrics", "serve", "--port", "0", "--url", w.url],
-        cwd=w.path,
+        [sys.executable, "-m", "replay.cli", "metrics", "serve", "--port", "0", "--url", work.url],
+        cwd=work.path,
         env=clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -129,7 +159,17 @@ def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
         assert line.startswith("serving metrics on http://127.0.0.1:"), line
-        url = line.split()[3]
+        yield proc, line.split()[3]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
+    with serving(w) as (_proc, url):
         with urllib.request.urlopen(url, timeout=30) as reply:
             assert reply.status == 200
             first = reply.read().decode()
@@ -137,12 +177,6 @@ def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
         w.run_id("agents:hello", code=0)  # another process writes; the next scrape sees it
         with urllib.request.urlopen(url, timeout=30) as reply:
             assert runs_by_status(reply.read().decode())["completed"] == 3
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_metrics_serve_refuses_a_bad_port_and_a_bad_since(w: Workdir) -> None:
@@ -154,3 +188,84 @@ def test_metrics_serve_help_lists_url_and_no_json(tmp_path: Path) -> None:
     page = agentlog("metrics", "serve", "--help", cwd=tmp_path)
     assert page.code == 0 and "--url URL" in page.out and "--port" in page.out
     assert "--json" not in page.out  # one line and an HTTP endpoint: no JSON form
+
+
+EVIL = '"[bold red]evil[/]\\x1b[31mRED\\x1b]0;pwned\\x07"'  # as Python source
+
+
+def evil_store(tmp_path: Path) -> Workdir:
+    """A store whose one run called a tool named with escape sequences (it failed)."""
+    (tmp_path / "evil.py").write_text(
+        "from engine import Engine, Permanent\n"
+        "engine = Engine.open()\n"
+        f"@engine.tool(name={EVIL})\n"
+        "def t() -> int:\n"
+        "    raise Permanent('x')\n"
+        "@engine.agent\n"
+        "def a(run) -> int:\n"
+        "    return t()\n"
+    )
+    work = make_workdir(tmp_path, sqlite_url(tmp_path, "evil.db"))
+    work.run_id("evil:a", code=4)
+    return work
+
+
+def assert_labels_escaped(text: str) -> None:
+    """No control character in the exposition; the tool label reads as ``printable`` shows it."""
+    assert not any(c in text for c in "\x1b\x07"), repr(text)
+    tools = {
+        s.labels["tool"]
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "agentlog_tool_calls_total"
+    }
+    assert tools == {"[bold red]evil[/]\\x1b[31mRED\\x1b]0;pwned\\x07"}
+
+
+def test_prometheus_labels_escape_control_characters(tmp_path: Path) -> None:
+    r = evil_store(tmp_path).ok("stats", "--prometheus")
+    assert_labels_escaped(r.out)
+
+
+def _get(url: str) -> tuple[int, str]:
+    """A real HTTP GET: the status and the body, an error status included."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_metrics_serve_answers_a_failed_scrape_500_logs_one_line_and_goes_on(
+    tmp_path: Path,
+) -> None:
+    """While the store cannot be read (its log table renamed away) each scrape is answered
+    500 and logged as one line naming the error, with no traceback; once it can be read
+    again the same server answers 200. Label values are escaped as in stats --prometheus."""
+    work = evil_store(tmp_path)
+    with serving(work) as (proc, url):
+        code, body = _get(url)
+        assert code == 200
+        assert_labels_escaped(body)
+        with sqlite3.connect(tmp_path / "evil.db") as db:
+            db.execute("alter table agentlog_events rename to away")
+        assert [_get(url)[0] for _ in range(2)] == [500, 500]
+        with sqlite3.connect(tmp_path / "evil.db") as db:
+            db.execute("alter table away rename to agentlog_events")
+        assert _get(url)[0] == 200
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err, err
+    assert len(lines) == 2, err  # one line per failed scrape
+    assert all("metrics scrape failed" in ln and "no such table" in ln for ln in lines), err
+
+
+def test_a_failed_scrape_is_described_with_the_password_masked() -> None:
+    from engine.errors import StoreError
+    from replay.stats import _described
+
+    url = "postgresql://u:s3cretPW@db.example:5432/agentlog"
+    said = _described(StoreError(f"{url}: connection refused for s3cretPW\x1b[2J"), url)
+    assert "s3cretPW" not in said and "connection refused" in said and "\x1b" not in said
+    assert _described(ValueError("bad"), url) == "unexpected ValueError: bad"

@@ -566,3 +566,26 @@ def test_names_with_colons_never_share_a_row(store: Store) -> None:
     _run(store, "two", "m", *_call(1, T0 + 2, 0.002, "f:x"), *_call(2, T0 + 3, 0.002, "f:x"))
     assert [(s.tool, s.calls) for s in summarize(store, None, "m")] == [("f:x", 2)]
     assert [(s.tool, s.calls) for s in summarize(store, None, "m:f")] == [("x", 1)]
+
+
+@all_backends
+def test_stats_say_the_hour_tool_figures_start_and_the_agent_filter_holds(
+    store: Store,
+) -> None:
+    """Runs count from ``since``, tool figures from the start of its hour, and
+    ``tools_since`` says so; ``agent`` keeps each agent's own tools either way: calls of
+    runs started before ``since`` in that hour are the hour's, not another agent's."""
+    from projections.stats import iso_utc, stats
+
+    _run(store, "a1", "m:a", *_call(1, T0 + 10, 0.001))
+    _run(store, "b1", "m:b", *_call(1, T0 + 20, 0.001, tool="lookup"))
+    mid = stats(store, T0 + 1800, "m:a")
+    assert (mid.runs.total, mid.since, mid.tools_since) == (0, iso_utc(T0 + 1800), iso_utc(T0))
+    assert [(t.tool, t.calls) for t in mid.tools] == [("search", 1)]
+    other = stats(store, T0 + 1800, "m:b")
+    assert [(t.tool, t.calls) for t in other.tools] == [("lookup", 1)]
+    assert [t.tool for t in stats(store, T0 + 1800, None).tools] == ["lookup", "search"]
+    later = stats(store, T0 + HOUR, "m:a")
+    assert (later.tools, later.tools_since) == ([], iso_utc(T0 + HOUR))
+    every = stats(store, None, None)
+    assert (every.runs.total, every.tools_since) == (2, None)

@@ -270,6 +270,16 @@ def test_no_tool_calls_is_said_in_a_line() -> None:
     assert "no tool calls in the period" in text and "all time, all agents" in text
 
 
+def test_the_tools_table_says_from_which_hour_it_counts() -> None:
+    """Tool figures are of whole hours: the tools table's title (or the line saying there
+    were no calls) names the hour they start at; all time says nothing more."""
+    hourly = msgspec.structs.replace(full(), tools_since="2026-11-30T15:00:00Z")
+    assert "tools since 2026-11-30 15:00Z (hourly windows)" in printed(hourly)
+    assert "(hourly windows)" not in printed(msgspec.structs.replace(hourly, tools_since=None))
+    none = Stats("2026-11-30T15:20:00Z", RunCounts(), [], RecoveryStats(), None, hourly.tools_since)
+    assert "no tool calls since 2026-11-30 15:00Z (hourly windows)" in printed(none)
+
+
 def test_recorded_names_are_shown_as_written_never_as_markup_or_controls() -> None:
     hostile = ToolStats("[bold red]x[/]\x1b[2J", calls=1, failures={"\x1b]0;pwn\x07": 1})
     text = printed(Stats(None, RunCounts(1, {"[blink]s": 1}), [hostile], RecoveryStats()))
@@ -301,7 +311,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_prometheus_text_holds_the_same_figures() -> None:
-    found = samples(metrics.exposition(full()))
+    found = samples(metrics.exposition(msgspec.structs.replace(full(), since=None)))
     assert found[("agentlog_runs", (("status", "completed"),))] == 3
     assert found[("agentlog_tool_calls_total", (("tool", "charge"),))] == 40
     assert found[("agentlog_tool_retries_total", (("tool", "charge"),))] == 6
