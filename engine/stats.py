@@ -56,7 +56,7 @@ class ToolStats(msgspec.Struct, frozen=True):
 
 
 class RecoveryStats(msgspec.Struct, frozen=True):
-    crashes: int = 0  # runs resumed after their owner died mid-run
+    crashes: int = 0  # resumes after an owner died mid-run (a run may crash twice)
     recovered: int = 0  # of those, resumed runs that went on to complete
     recovery_success_rate: float | None = None
     mean_time_to_recover_s: float | None = None  # RTO: last event before the crash -> resume

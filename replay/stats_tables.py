@@ -110,8 +110,9 @@ def tools_table(tools: list[ToolStats], period: str = "") -> Table:
 def recovery_table(r: RecoveryStats) -> Table:
     table = _table("recovery", "figure", "value")
     rows = [
-        ("crashes (runs resumed after their owner died)", str(r.crashes)),
-        ("recovered (went on to complete)", str(r.recovered)),
+        ("crashes (resumes after an owner died mid-run)", str(r.crashes)),
+        ("runs that crashed", str(r.crashed_runs)),
+        ("recovered (crashed runs that completed)", str(r.recovered)),
         ("recovery success rate", percent(r.recovery_success_rate)),
         ("mean time to recover (RTO)", seconds(r.mean_time_to_recover_s)),
         ("mean calls lost per crash (RPO)", mean(r.mean_lost_calls_per_crash)),

@@ -93,6 +93,7 @@ def full() -> Stats:
         recovery=RecoveryStats(
             crashes=4,
             recovered=3,
+            crashed_runs=3,
             recovery_success_rate=0.75,
             mean_time_to_recover_s=12.5,
             mean_lost_calls_per_crash=1.5,
@@ -263,6 +264,12 @@ def test_tables_show_runs_tools_and_recovery() -> None:
     assert "permanent 1, transient 2" in charge and "120 ms" in charge and "open" in charge
     assert stats_tables.latency_bar(120.0, 480.0, 480.0) in charge
     assert "75.0%" in text and "12.50 s" in text and "25.0%" in text
+    figures = {
+        ln.rsplit(None, 1)[0].strip(): ln.split()[-1] for ln in text.splitlines() if ln.strip()
+    }
+    assert figures["crashes (resumes after an owner died mid-run)"] == "4"
+    assert figures["runs that crashed"] == "3"  # a run may crash twice
+    assert figures["recovered (crashed runs that completed)"] == "3"
 
 
 def test_no_tool_calls_is_said_in_a_line() -> None:
