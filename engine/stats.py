@@ -60,7 +60,9 @@ class RecoveryStats(msgspec.Struct, frozen=True):
     recovered: int = 0  # of those, resumed runs that went on to complete
     recovery_success_rate: float | None = None
     mean_time_to_recover_s: float | None = None  # RTO: last event before the crash -> resume
-    mean_lost_calls_per_crash: float | None = None  # RPO: calls in flight at the crash
+    mean_lost_calls_per_crash: float | None = (
+        None  # RPO: committed intents with no outcome at the crash
+    )
     mean_checkpoint_save_ms: float | None = None
     failure_rate: float | None = None  # failed runs / ended runs
     compensations: int = 0

@@ -54,7 +54,7 @@ _RECOVERY_GAUGES = (
     (
         "mean_lost_calls_per_crash",
         "agentlog_lost_calls_per_crash",
-        "Mean calls in flight at a crash, per crash (RPO).",
+        "Mean calls in flight at a crash (committed intents, no outcome) (RPO).",
         1.0,
     ),
     (

@@ -155,7 +155,8 @@ def _verified(n: int, at: float) -> ev.ToolSucceeded:
 
 @all_backends
 def test_only_a_resume_of_a_running_run_is_a_crash(eng: Engine) -> None:
-    """A resume after an answer, after a failure, or of a paused run is no crash; a resume
+    """A resume after an answer or an adoption, after a failure, or of a paused run is no
+    crash; a resume
     of a running run is, with its calls in flight lost and its RTO from the log's times."""
     _write(  # answered: the resume follows human_input_provided
         eng,
@@ -189,13 +190,23 @@ def test_only_a_resume_of_a_running_run_is_a_crash(eng: Engine) -> None:
         [_call(1, 102.0)],
         [ev.AgentResumed(at=105.0), _failed(1, 105.5), ev.AgentFailed(at=106.0, error="x")],
     )
+    _write(  # imported while running, adopted, then resumed: taken on, no owner died
+        eng,
+        "adopted",
+        [
+            _call(1, 101.0),
+            ev.RunImported(at=150.0),
+            ev.RunAdopted(at=151.0, agent="edge:a", import_path="edge"),
+        ],
+        [ev.AgentResumed(at=152.0), _done(1, 152.5), ev.AgentFinished(at=153.0)],
+    )
     _write(eng, "running", [_call(1, 101.0)])  # not ended: in no rate's denominator
     got = recovery.summarize(eng.store, None, None)
     assert (got.crashes, got.crashed_runs, got.recovered) == (2, 2, 1)
     assert got.recovery_success_rate == 0.5
     assert got.mean_time_to_recover_s == pytest.approx((7.5 + 3.0) / 2)
     assert (got.lost_calls, got.calls_reexecuted) == (3, 2)  # 2 verified, not run again
-    assert (got.ended_runs, got.failed_runs, got.failure_rate) == (4, 1, 0.25)
+    assert (got.ended_runs, got.failed_runs, got.failure_rate) == (5, 1, 0.2)
     assert got.mean_checkpoint_save_ms is None and got.mean_snapshot_save_ms is None
 
 

@@ -3,14 +3,18 @@ which ``summarize`` computes the operator's recovery figures (``engine.stats().r
 
 A **crash** is an ``agent_resumed`` that follows the run while it was running: its owner
 died (or lost its lease) mid-run and another execution took it over. A resume after an
-answer (``human_input_provided`` just before), after a failure (``agent_failed``) or of a
-paused run is no crash. Only what the log records counts: an owner that dies again
-before its resumed execution writes anything leaves no trace until a resume that writes.
+answer (``human_input_provided`` just before) or an adoption (``run_adopted``: an
+imported run taken on), after a failure (``agent_failed``) or of a paused run is no
+crash. Only what the log records counts: an owner that dies again before its resumed
+execution writes anything leaves no trace until a resume that writes.
 Per crash: the time to recover (RTO) is the resume's time minus that of the run's last
-event before it, and the work lost (RPO) the calls in flight at the crash (an intent with
-no outcome); of those, the ones whose outcome after the resume came from running the tool
-again (not from a verifier, the ledger or a person) are counted as re-executed.
-A fork's or child's copies of its parent's events are history, not work: skipped.
+event before it, and the work lost (RPO) the calls in flight at the crash whose intent
+was committed (an intent with no outcome: a side effect's, or a read's whose intent rode
+an earlier commit; a read whose intent was to ride with its outcome left no trace, and
+its redoing is not counted); of those, the ones whose outcome after the resume came from
+running the tool again (not from a verifier, the ledger or a person) are counted as
+re-executed. A fork's or child's copies of its parent's events are history, not work:
+skipped.
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ class Row(msgspec.Struct, frozen=True):
     status: str = RunStatus.RUNNING
     ended_at: float | None = None  # when it last completed, failed or was abandoned
     last_at: float = 0.0  # the time of its latest event
-    answered: bool = False  # its latest event is an answer (a resume follows, no crash)
+    # Its latest event hands the run over (an answer, an adoption): the resume that
+    # follows continues it, no owner died.
+    handed_over: bool = False
     crashes: int = 0
     recover_s: float = 0.0  # the crashes' times to recover, summed
     lost_calls: int = 0  # calls in flight at its crashes, summed
@@ -64,7 +70,7 @@ def _started(r: Row, e: ev.AgentStarted) -> Row:
 
 
 def _resumed(r: Row, e: ev.AgentResumed) -> Row:
-    if r.status != RunStatus.RUNNING or r.answered:
+    if r.status != RunStatus.RUNNING or r.handed_over:
         return replace(r, status=RunStatus.RUNNING, ended_at=None)
     return replace(
         r,
@@ -135,7 +141,7 @@ _HANDLERS: dict[type[ev.Event], Callable[[Row, Any], Row]] = {
 
 class View(Projection[Row]):
     name = "recovery"
-    version = "1"
+    version = "2"  # 2: an adoption hands a run over (its resume is no crash)
     row = Row
     columns = (Column("agent"), Column("started_at", "real"), Column("status"))
 
@@ -151,8 +157,8 @@ class View(Projection[Row]):
         handler = _HANDLERS.get(type(e))
         if handler is not None:
             row = handler(row, e)
-        answered_now = isinstance(e, ev.HumanInputProvided)
-        return {key: replace(row, agent=env.run.agent, last_at=e.at, answered=answered_now)}
+        handed = isinstance(e, ev.HumanInputProvided | ev.RunAdopted)
+        return {key: replace(row, agent=env.run.agent, last_at=e.at, handed_over=handed)}
 
 
 def _mean(total: float, count: int) -> float | None:
