@@ -62,12 +62,20 @@ class RunDirectory:
         if len(ids) < len(started):  # a row whose start differs: look at every row once
             ids = _ids(self.store.runs(), started)
         for stream, e in started.items():
-            # No index row (a damaged index): the run's events still count, under no id.
-            self.runs[stream] = RunFacts(ids.get(stream, ""), e.agent, e.parent_run_id, e.inherited)
+            # No index row (a damaged index): the run's events still count, under a name
+            # of its stream that no run id can be (ids start with a letter or digit), so
+            # two such runs never share a row.
+            name = ids.get(stream) or unindexed(stream)
+            self.runs[stream] = RunFacts(name, e.agent, e.parent_run_id, e.inherited)
 
     def _opening(self, stream: uuid.UUID) -> Event | None:
         first = self.store.read(stream, upto=1)
         return first[0].event if first else None
+
+
+def unindexed(stream: uuid.UUID) -> str:
+    """The name a run's events go under when the run index has no row for it."""
+    return "?" + stream.hex
 
 
 def _ids(rows: Iterable[RunRow], wanted: Container[uuid.UUID]) -> dict[uuid.UUID, str]:

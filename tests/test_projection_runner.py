@@ -299,16 +299,23 @@ def test_events_carry_their_runs_facts_from_the_log_and_the_index(
 
 
 @backends("sqlite")
-def test_a_run_missing_from_the_index_still_counts_under_no_id(eng: Engine, tmp_path: Path) -> None:
-    """A run stream whose index row is gone (a damaged index) is still a run's: its events
-    are folded with the facts its first event holds, under an empty id."""
-    run = eng.run(_shop(eng))
-    events = len(eng.events(run.run_id))
+def test_runs_missing_from_the_index_still_count_each_under_its_stream(
+    eng: Engine, tmp_path: Path
+) -> None:
+    """Run streams whose index rows are gone (a damaged index) are still runs': their
+    events are folded with the facts their first events hold, each under its stream's
+    name (``?<hex>``, never a run id), so the real views keep them apart."""
+    shop = _shop(eng)
+    runs = [eng.run(shop), eng.run(shop)]
+    events = len(eng.events(runs[0].run_id))
     with sqlite3.connect(tmp_path / "agentlog.db") as conn:
-        conn.execute("DELETE FROM agentlog_runs WHERE run_id = ?", (run.run_id,))
-    Runner(eng.store, [Count()]).catch_up()
-    row = tallies(eng.store)[run_stream(run.run_id).hex]
-    assert (row.run_id, row.agent, row.events) == ("", "tests:projected", events)
+        conn.execute("DELETE FROM agentlog_runs")
+    Runner(eng.store, [Count(), *all_views()]).catch_up()
+    row = tallies(eng.store)[run_stream(runs[0].run_id).hex]
+    name = "?" + run_stream(runs[0].run_id).hex
+    assert (row.run_id, row.agent, row.events) == (name, "tests:projected", events)
+    figures = eng.stats()
+    assert figures.runs.total == 2 and figures.runs.by_status == {"completed": 2}
 
 
 @all_backends
