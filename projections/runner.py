@@ -109,13 +109,17 @@ class Runner:
             read += len(records)
         return read
 
-    def rebuild(self, name: str, progress: Progress | None = None) -> int:
-        """Empty the view and fold the whole log into it again."""
-        view = self.views[name]
-        self.store.views.reset(view.table(), self.version(view))
-        if progress is not None:
-            progress(name, 0, self.store.max_global_position())
-        return self.catch_up([name], progress)
+    def rebuild(self, *names: str, progress: Progress | None = None) -> int:
+        """Empty the named views (all if none is named) and fold the whole log into them
+        again, in one pass over it."""
+        chosen = list(names or self.views)
+        head = self.store.max_global_position()
+        for name in chosen:
+            view = self.views[name]
+            self.store.views.reset(view.table(), self.version(view))
+            if progress is not None:
+                progress(name, 0, head)
+        return self.catch_up(chosen, progress)
 
     def follow(self, stop: threading.Event, poll: float = 1.0) -> None:
         """Catch up, then wait for new events (LISTEN/NOTIFY on PostgreSQL, polling on

@@ -19,14 +19,14 @@ from .views import all_views, recovery, runs, tools
 def stats(store: Store, since: float | None, agent: str | None) -> Stats:
     """The figures of runs started at or after ``since`` (None: all), of ``agent``
     (``module:qualname``; None: every agent). Every view catches up in one pass over the
-    log first (the timeline view too), so each summary finds its view current. Tool
-    figures are of whole hours: ``tools_since`` says from when."""
+    log first (the timeline view too), and the three sections are read at that one
+    position. Tool figures are of whole hours: ``tools_since`` says from when."""
     Runner(store, all_views()).catch_up()
     return Stats(
         since=iso_utc(since),
-        runs=runs.counts(store, since, agent),
-        tools=tools.summarize(store, since, agent),
-        recovery=recovery.summarize(store, since, agent),
+        runs=runs.counts(store, since, agent, catch_up=False),
+        tools=tools.summarize(store, since, agent, catch_up=False),
+        recovery=recovery.summarize(store, since, agent, catch_up=False),
         agent=agent,
         tools_since=None if since is None else iso_utc(tools.window_of(since)),
     )

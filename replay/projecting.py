@@ -75,8 +75,7 @@ def rebuild(
         known = ", ".join(runner.views)
         raise UsageError(f"no view named {name!r} (views: {known})")
     with _progress() as progress:
-        for view in [name] if name is not None else list(runner.views):
-            runner.rebuild(view, progress)
+        runner.rebuild(*([name] if name is not None else []), progress=progress)
     _show(s, [v for v in runner.status() if name is None or v.name == name])
     return 0
 

@@ -210,8 +210,11 @@ def rows(store: Store, since: float | None = None, agent: str | None = None) -> 
     return [_DECODE(body) for body in store.views.query(View.table(), query)]
 
 
-def summarize(store: Store, since: float | None, agent: str | None) -> RecoveryStats:
-    """Bring the view up to date, then the figures of the runs started at or after
-    ``since`` (epoch seconds) of ``agent``."""
-    Runner(store, [View()]).catch_up(["recovery"])
+def summarize(
+    store: Store, since: float | None, agent: str | None, *, catch_up: bool = True
+) -> RecoveryStats:
+    """Bring the view up to date (unless the caller just did), then the figures of the
+    runs started at or after ``since`` (epoch seconds) of ``agent``."""
+    if catch_up:
+        Runner(store, [View()]).catch_up([View.name])
     return figures(rows(store, since, agent))

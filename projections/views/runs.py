@@ -217,10 +217,15 @@ def list_runs(
     return query(store, RunFilter(status, agent, since, until, parent, limit, offset))
 
 
-def counts(store: Store, since: float | None, agent: str | None) -> RunCounts:
+def counts(
+    store: Store, since: float | None, agent: str | None, *, catch_up: bool = True
+) -> RunCounts:
     """Runs started at or after ``since`` (epoch seconds; None: all), of ``agent`` (None:
-    every agent): their total and how many are in each status."""
+    every agent): their total and how many are in each status (after bringing the view
+    up to date, unless the caller just did)."""
+    if catch_up:
+        caught_up(store)
     by_status: dict[str, int] = {}
-    for row in list_runs(store, since=since, agent=agent):
+    for row in query(store, RunFilter(since=since, agent=agent)):
         by_status[row.status] = by_status.get(row.status, 0) + 1
     return RunCounts(total=sum(by_status.values()), by_status=by_status)

@@ -333,10 +333,14 @@ def _rows(
     return [_DECODE(body) for body in store.views.query(View.table(), query)]
 
 
-def summarize(store: Store, since: float | None, agent: str | None) -> list[ToolStats]:
+def summarize(
+    store: Store, since: float | None, agent: str | None, *, catch_up: bool = True
+) -> list[ToolStats]:
     """Each tool's figures over the hours from the one ``since`` falls in (all time if
-    None), for ``agent``'s runs (all if None); the view is brought up to date first."""
-    Runner(store, [View()]).catch_up([View.name])
+    None), for ``agent``'s runs (all if None); the view is brought up to date first
+    (unless the caller just did)."""
+    if catch_up:
+        Runner(store, [View()]).catch_up([View.name])
     sums: dict[str, _Sum] = {}
     for row in _rows(store, WINDOW_ROW, since, agent):
         sums.setdefault(row.tool, _Sum()).add(_counts(row))
