@@ -1,5 +1,6 @@
-"""``agentlog projections status|rebuild``: where each view stands in the log, and
-building views again from scratch (a progress bar on stderr when it is a terminal)."""
+"""``agentlog projections status|rebuild|follow``: where each view stands in the log,
+building views again from scratch (a progress bar on stderr when it is a terminal), and
+keeping them current as the log grows."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from projections.runner import Progress
 
 projections = typer.Typer(
-    help="The views of the whole log: their place in it, and rebuilding them.",
+    help="The views of the whole log: their place in it, rebuilding them, following it.",
     no_args_is_help=True,
 )
 app.add_typer(projections, name="projections")
@@ -77,6 +78,19 @@ def rebuild(
     with _progress() as progress:
         runner.rebuild(*([name] if name is not None else []), progress=progress)
     _show(s, [v for v in runner.status() if name is None or v.name == name])
+    return 0
+
+
+@projections.command()
+def follow(ctx: typer.Context) -> int:
+    """Keep every view current: catch up, then wait for new events (LISTEN/NOTIFY on
+    PostgreSQL, polling on SQLite) and catch up again, until interrupted (Ctrl-C)."""
+    import threading
+
+    s = session(ctx)
+    runner = _runner(s)
+    print(f"following {s.catalog.store.name}: Ctrl-C stops", file=sys.stderr, flush=True)
+    runner.follow(threading.Event())
     return 0
 
 

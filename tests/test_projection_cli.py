@@ -102,3 +102,40 @@ def _read(fd: int) -> bytes:
         return os.read(fd, 65536)
     except OSError:  # EIO: the other end closed
         return b""
+
+
+def test_follow_keeps_every_view_current_until_interrupted(work: Workdir) -> None:
+    """``projections follow`` in its own process brings every view to the head of the log
+    and keeps it there as other processes run agents; Ctrl-C (SIGINT) stops it, exit 130."""
+    import signal
+    import time
+
+    work.ok("run", "agents:hello")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", "projections", "follow", "--url", work.url],
+        cwd=work.path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+
+        def settled() -> bool:
+            places = _places(work)
+            return all(lag == 0 and current for _, _, lag, current in places.values())
+
+        for runs in (1, 3):  # after the first run, then after two more
+            while runs > 1:
+                work.ok("run", "agents:hello")
+                runs -= 1
+            for _ in range(1200):  # a condition, not a clock: at most ~2 minutes
+                if settled() or proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+            assert proc.poll() is None, proc.communicate()
+            assert settled(), _places(work)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err, err
