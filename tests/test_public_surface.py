@@ -43,15 +43,25 @@ ENGINE_METHODS = [
     "state",
     "events",
     "runs",
+    "stats",
     "verify",
     "resolve",
 ]
+PROJECTIONS_ALL = ["Envelope", "Projection", "RunFacts", "Runner", "ViewStatus"]
 
 
 def test_engine_exports_exactly_the_pinned_names() -> None:
     assert sorted(engine.__all__) == ENGINE_ALL
     for name in engine.__all__:
         assert getattr(engine, name) is not None, name
+
+
+def test_projections_exports_exactly_the_pinned_names() -> None:
+    import projections
+
+    assert sorted(projections.__all__) == PROJECTIONS_ALL
+    for name in projections.__all__:
+        assert getattr(projections, name) is not None, name
 
 
 def test_replay_exports_exactly_the_pinned_names() -> None:
