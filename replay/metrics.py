@@ -33,7 +33,7 @@ INSTALL = "pip install 'agentlog[metrics]'"
 BREAKER_STATES = ("closed", "open", "half_open")
 # (field of RecoveryStats, metric name, help, scale to base units); counts then gauges
 _RECOVERY_COUNTS = (
-    ("crashes", "agentlog_crashes", "Runs resumed after their owner died mid-run."),
+    ("crashes", "agentlog_crashes", "Resumes after an owner died mid-run (a run may crash twice)."),
     ("recovered", "agentlog_recovered", "Crashed runs that went on to complete."),
     ("compensations", "agentlog_compensations", "Compensations run."),
     ("compensations_failed", "agentlog_compensations_failed", "Compensations that failed."),

@@ -30,8 +30,8 @@ Since = Annotated[
     typer.Option(
         "--since",
         metavar="WHEN",
-        help="Only runs started since WHEN: a span back from now (24h, 90m, 7d, 1h30m) "
-        "or an ISO-8601 time (default: all).",
+        help="Only runs started since WHEN (tools: calls from the hour WHEN falls in): a "
+        "span back from now (24h, 90m, 7d, 1h30m) or an ISO-8601 time (default: all).",
         show_default=False,
     ),
 ]
