@@ -16,7 +16,9 @@ from typing import ClassVar, Generic, TypeVar
 
 import msgspec
 
+from engine import events as ev
 from engine.events import Event
+from engine.kinds import RunStatus
 from engine.store.ports import Column, ColumnValue, ViewTable
 from engine.store.views import damaged_view
 
@@ -92,3 +94,27 @@ class Projection(ABC, Generic[R]):
     def apply(self, rows: Mapping[str, R | None], env: Envelope) -> Mapping[str, R | None]:
         """The changed rows (None: delete the row), given the rows ``keys`` named (None:
         no such row yet)."""
+
+
+# How each event moves a run's status; every other event leaves it. The views' one copy
+# of engine.state.evolve's rule (tests/test_projection_runs.py checks the two agree for
+# every event type and every status before it).
+_STATUS: dict[type[Event], RunStatus] = {
+    ev.AgentStarted: RunStatus.RUNNING,
+    ev.AgentResumed: RunStatus.RUNNING,
+    ev.HumanInputRequested: RunStatus.PAUSED,
+    ev.HumanInputProvided: RunStatus.RUNNING,
+    ev.AgentFinished: RunStatus.COMPLETED,
+    ev.AgentFailed: RunStatus.FAILED,
+    ev.AgentAbandoned: RunStatus.ABANDONED,
+}
+
+
+def moved_status(event: Event) -> RunStatus | None:
+    """The status ``event`` moves a run to (None: it leaves the status as it is)."""
+    return _STATUS.get(type(event))
+
+
+def next_status(status: str, event: Event) -> str:
+    """The status a run has after ``event``, as the engine's fold gives it."""
+    return _STATUS.get(type(event), status)

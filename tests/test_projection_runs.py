@@ -20,7 +20,7 @@ from engine.kinds import RunStatus
 from engine.state import RunState, evolve
 from engine.store import RunRow
 from projections.directory import RunDirectory
-from projections.fold import Envelope
+from projections.fold import Envelope, next_status
 from projections.runner import Runner
 from projections.views import runs as board
 from replay.transfer import export_lines, import_run
@@ -305,7 +305,7 @@ def _sample(kind: type[ev.Event]) -> ev.Event:
 
 
 def test_the_board_moves_status_as_the_engine_fold_does_for_every_event() -> None:
-    """For every event type and every status before it, the board's next status is the
+    """For every event type and every status before it, the views' next status is the
     one engine.state.evolve gives (the inline index's)."""
     kinds = [k for k in ev.Event.__subclasses__() if k.__struct_config__.tag]
     assert len(kinds) >= 20
@@ -313,4 +313,4 @@ def test_the_board_moves_status_as_the_engine_fold_does_for_every_event() -> Non
         event = _sample(kind)
         for status in RunStatus:
             engine_says = evolve(RunState(status=status), event, 1).status
-            assert board.next_status(status, event) == engine_says, (kind, status)
+            assert next_status(status, event) == engine_says, (kind, status)

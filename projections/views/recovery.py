@@ -32,7 +32,7 @@ from engine.stats import RecoveryStats
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
-from ..fold import Envelope, Projection, RowDecoder
+from ..fold import Envelope, Projection, RowDecoder, next_status
 from ..runner import Runner
 
 # How a run ended for the failure rate: its current status is one of these.
@@ -66,12 +66,12 @@ class Row(msgspec.Struct, frozen=True):
 
 
 def _started(r: Row, e: ev.AgentStarted) -> Row:
-    return replace(r, started_at=e.at, status=RunStatus.RUNNING)
+    return replace(r, started_at=e.at)
 
 
 def _resumed(r: Row, e: ev.AgentResumed) -> Row:
     if r.status != RunStatus.RUNNING or r.handed_over:
-        return replace(r, status=RunStatus.RUNNING, ended_at=None)
+        return replace(r, ended_at=None)
     return replace(
         r,
         crashes=r.crashes + 1,
@@ -101,11 +101,8 @@ def _outcome(r: Row, e: ev.ToolSucceeded | ev.ToolFailed) -> Row:
     )
 
 
-def _ended(status: RunStatus) -> Callable[[Row, ev.Event], Row]:
-    def end(r: Row, e: ev.Event) -> Row:
-        return replace(r, status=status, ended_at=e.at)
-
-    return end
+def _ended(r: Row, e: ev.Event) -> Row:
+    return replace(r, ended_at=e.at)
 
 
 def _timed(r: Row, e: ev.SavesTimed) -> Row:
@@ -129,11 +126,9 @@ _HANDLERS: dict[type[ev.Event], Callable[[Row, Any], Row]] = {
     ev.ToolInvoked: _invoked,
     ev.ToolSucceeded: _outcome,
     ev.ToolFailed: _outcome,
-    ev.HumanInputRequested: lambda r, e: replace(r, status=RunStatus.PAUSED),
-    ev.HumanInputProvided: lambda r, e: replace(r, status=RunStatus.RUNNING),
-    ev.AgentFinished: _ended(RunStatus.COMPLETED),
-    ev.AgentFailed: _ended(RunStatus.FAILED),
-    ev.AgentAbandoned: _ended(RunStatus.ABANDONED),
+    ev.AgentFinished: _ended,
+    ev.AgentFailed: _ended,
+    ev.AgentAbandoned: _ended,
     ev.SavesTimed: _timed,
     ev.Compensated: _compensated,
 }
@@ -154,9 +149,11 @@ class View(Projection[Row]):
         assert env.run is not None  # keys named a run
         key, e = env.run.run_id, env.event
         row = rows.get(key) or Row(key)
+        status = next_status(row.status, e)  # the handlers read the status before e
         handler = _HANDLERS.get(type(e))
         if handler is not None:
             row = handler(row, e)
+        row = replace(row, status=status)
         handed = isinstance(e, ev.HumanInputProvided | ev.RunAdopted)
         return {key: replace(row, agent=env.run.agent, last_at=e.at, handed_over=handed)}
 

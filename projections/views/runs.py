@@ -21,24 +21,8 @@ from engine.stats import RunCounts
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
-from ..fold import Envelope, Projection, RowDecoder, RunFacts
+from ..fold import Envelope, Projection, RowDecoder, RunFacts, next_status
 from ..runner import Runner
-
-# How each event moves a run's status; every other event leaves it (engine.state.evolve).
-_STATUS: dict[type[ev.Event], RunStatus] = {
-    ev.AgentStarted: RunStatus.RUNNING,
-    ev.AgentResumed: RunStatus.RUNNING,
-    ev.HumanInputRequested: RunStatus.PAUSED,
-    ev.HumanInputProvided: RunStatus.RUNNING,
-    ev.AgentFinished: RunStatus.COMPLETED,
-    ev.AgentFailed: RunStatus.FAILED,
-    ev.AgentAbandoned: RunStatus.ABANDONED,
-}
-
-
-def next_status(status: str, event: ev.Event) -> str:
-    """The status a run has after ``event``, as the engine's fold gives it."""
-    return _STATUS.get(type(event), status)
 
 
 class RunBoardRow(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -27,7 +27,7 @@ from engine.runtime.results import shown_event, utc
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
-from ..fold import Envelope, Projection, RowDecoder
+from ..fold import Envelope, Projection, RowDecoder, moved_status
 from ..runner import Runner
 
 CHUNK = 64  # events per row: a row per event would double the log's row count
@@ -74,16 +74,6 @@ class Figures(msgspec.Struct, frozen=True):
         return (self.last_at or self.started_at) - self.started_at
 
 
-_STATUS: dict[type[ev.Event], RunStatus] = {
-    ev.AgentResumed: RunStatus.RUNNING,
-    ev.AgentFinished: RunStatus.COMPLETED,
-    ev.AgentFailed: RunStatus.FAILED,
-    ev.AgentAbandoned: RunStatus.ABANDONED,
-    ev.HumanInputRequested: RunStatus.PAUSED,
-    ev.HumanInputProvided: RunStatus.RUNNING,
-}
-
-
 def shown_time(e: ev.Event) -> float | None:
     """The event's time as the timeline shows it (its UTC datetime's own rounding);
     None when it is not a timestamp."""
@@ -109,7 +99,7 @@ def tally_at(f: Figures, position: int, e: ev.Event, at: float | None) -> Figure
         changes["started_at"] = start
         if at >= start:
             changes["last_at"] = at
-    status = _STATUS.get(type(e))
+    status = moved_status(e)
     if status is not None:
         changes["status"] = status
         changes["failure"] = e.kind if isinstance(e, ev.AgentFailed) else None
