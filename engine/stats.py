@@ -9,6 +9,7 @@ the ``agentlog.views`` entry point of the installed distribution names the provi
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import importlib.metadata
 import re
 from typing import Protocol
@@ -133,8 +134,10 @@ def _parse_since(text: str, now: float) -> float:
         ) from None
 
 
+@functools.cache
 def source() -> StatsSource:
-    """The installed provider of the figures (the ``agentlog.views`` entry point)."""
+    """The installed provider of the figures (the ``agentlog.views`` entry point), looked
+    up once per process (a metrics scrape does not rescan the installed packages)."""
     found = importlib.metadata.entry_points(group=ENTRY_GROUP, name="stats")
     for entry in found:
         provider: StatsSource = entry.load()
