@@ -346,3 +346,19 @@ def test_prometheus_leaves_out_a_mean_of_nothing() -> None:
     assert found[("agentlog_crashes_total", ())] == 0
     assert ("agentlog_time_to_recover_seconds", ()) not in found
     assert ("agentlog_recovery_success_ratio", ()) not in found
+
+
+def test_the_provider_is_the_installed_entry_point_and_its_absence_is_one_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """engine.stats finds projections.stats through the agentlog.views entry point (no
+    import of projections in engine/); with no provider installed it is a UsageError."""
+    import importlib.metadata
+
+    import engine.stats as figures
+    import projections.stats
+
+    assert figures.source.__wrapped__() is projections.stats.stats
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])
+    with pytest.raises(UsageError, match="no provider of stats is installed"):
+        figures.source.__wrapped__()
