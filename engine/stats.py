@@ -20,7 +20,7 @@ from .errors import UsageError
 from .store import Store
 
 ENTRY_GROUP = "agentlog.views"
-_SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_SPAN = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([smhdw])")  # ASCII digits only
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # The epochs a ``since`` may have: what an aware datetime can hold, years 1 to 9999.
 _FIRST = dt.datetime.min.replace(tzinfo=dt.UTC).timestamp()

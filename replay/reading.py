@@ -66,6 +66,8 @@ def runs(
         raise UsageError(f"--status must be one of {', '.join(STATUSES)}, not {status!r}")
     now = time.time()
     bounds = (args.moment(since, "--since", now), args.moment(until, "--until", now))
+    if bounds[0] is not None and bounds[1] is not None and bounds[1] <= bounds[0]:
+        raise UsageError("--until must be later than --since (no run starts in between)")
     page = (args.count(limit, "--limit"), args.count(offset, "--offset"))
     if (agent, parent, *bounds, *page) == (None,) * 6:
         found = s.catalog.runs(status)

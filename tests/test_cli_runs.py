@@ -117,6 +117,7 @@ def test_parent_names_a_run_the_store_does_not_hold(work: Workdir, tmp_path: Pat
         (["--until", "12 o'clock"], "--until"),
         (["--parent", "no such id"], "not a --parent run id: 'no such id'"),
         (["--status", "asleep", "--limit", "1"], "--status must be one of"),
+        (["--since", "1h", "--until", "2h"], "--until must be later than --since"),
     ],
 )
 def test_bad_values_exit_2_with_one_line(tmp_path: Path, flags: list[str], needle: str) -> None:

@@ -193,6 +193,7 @@ def test_engine_stats_equals_stats_json_from_the_cli(
         "-5h",
         "24h; drop table",
         "24h\nsecond line",
+        "\u0663h",  # an Arabic-Indic three: a Unicode digit, not an ASCII one
         "tomorrow",
         math.nan,
         1e300,
