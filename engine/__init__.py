@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ._lazy import lazy_exports
 from .errors import (
     AgentlogError,
+    ChildFailed,
     ConcurrencyError,
     CorruptData,
     Indeterminate,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from .runtime import Engine, EventView, RunResult, RunSummary
     from .runtime.config import EngineConfig
     from .state import RunState
+    from .supervision import Supervisor
 
 # name -> the module (relative to this package) that defines it, loaded on first access
 _LAZY = {
@@ -37,10 +39,12 @@ _LAZY = {
     "RunResult": ".runtime.results",
     "RunState": ".state",
     "RunSummary": ".runtime.results",
+    "Supervisor": ".supervision",
 }
 
 __all__ = [
     "AgentlogError",
+    "ChildFailed",
     "CircuitBreaker",
     "ConcurrencyError",
     "CorruptData",
@@ -56,6 +60,7 @@ __all__ = [
     "RunResult",
     "RunState",
     "RunSummary",
+    "Supervisor",
     "Transient",
 ]
 

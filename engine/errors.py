@@ -103,6 +103,15 @@ class Logical(ToolError):
     kind = FailureKind.LOGICAL
 
 
+class ChildFailed(AgentlogError):
+    """A child run failed (or was abandoned): ``run_id`` names it, ``error`` says why.
+    A supervised parent restarts the child instead, until its restart intensity."""
+
+    def __init__(self, run_id: str, error: str | None, status: str = "failed") -> None:
+        super().__init__(f"child run {run_id} {status}: {error or 'no reason recorded'}")
+        self.run_id, self.error, self.status = run_id, error, status
+
+
 # --- control flow ----------------------------------------------------------------------
 
 
@@ -118,8 +127,18 @@ class Paused(RunInterrupt):
         self.reason = reason
 
 
+class Suspended(RunInterrupt):
+    """The run waits for a timer, a message or a child, holding no thread: it stops here
+    (status ``waiting``) and is resumed when what it waits on is due."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 __all__ = [
     "AgentlogError",
+    "ChildFailed",
     "ConcurrencyError",
     "CorruptData",
     "Indeterminate",
@@ -133,6 +152,7 @@ __all__ = [
     "RunNotFound",
     "StoreError",
     "StoreUnavailable",
+    "Suspended",
     "ToolError",
     "Transient",
     "UsageError",

@@ -3,13 +3,11 @@ tail) and the writer.
 
 Every reader of a run stream goes through :class:`RunCheck`, so a damaged log (a gap in
 positions, a missing or repeated ``agent_started``, an event after the run ended) raises
-``CorruptData`` naming the run and the position instead of being answered from.
-``rebuild`` never calls a tool or a model; it folds recorded facts onto the newest
-snapshot at or before the target. ``RunWriter`` appends a run's events one commit at a
-time, keeps the run index in the same commit, and snapshots every N events and at a
-checkpoint unless a snapshot is fewer than ``CHECKPOINT_GAP`` events back. Checkpoints
-are not state: ``checkpoints`` reads their occurrences from the log, and a name resolves
-to its latest occurrence. ``standing`` tells which of a fork's parent's effects still stand.
+``CorruptData`` naming the run and the position. ``rebuild`` folds recorded facts onto
+the newest snapshot at or before the target. ``RunWriter`` appends a run's events one
+commit at a time, with the run index, and snapshots every N events and at checkpoints.
+``checkpoints`` reads checkpoint occurrences from the log (a name is its latest one).
+``standing`` tells which of a fork's parent's effects still stand.
 """
 
 from __future__ import annotations
@@ -313,17 +311,19 @@ class RunWriter:
         self.state = state
         self.stream = run_stream(state.run_id)
         self.snapshot_every = max(1, snapshot_every)
-        # The position of the newest snapshot this writer knows of. A state folded or
-        # loaded elsewhere may have none near it (a cadence snapshot can fail, another
-        # writer may have used another cadence), so count from the run's start, which
-        # always rebuilds: at worst the first checkpoint here takes one extra snapshot.
+        # The newest snapshot this writer knows of. A state loaded elsewhere may have none
+        # near it, so count from the run's start: at worst one extra snapshot.
         self.snapshot_at = 0
         self.timings = SaveTimes()  # measured, not recorded yet
 
     def append(
-        self, *events: ev.Event, extra: Sequence[Append] = (), measure: bool = False
+        self,
+        *events: ev.Event,
+        extra: Sequence[Append] = (),
+        measure: bool = False,
+        rows: Sequence[RunRow] = (),
     ) -> RunState:
-        """One commit of ``events`` (and ``extra``, other streams'); timed if ``measure``."""
+        """One commit of ``events``, ``extra`` (other streams') and ``rows`` (index rows)."""
         held = self.timings.held if measure else 0  # inline checks: the hot path
         flush = held and (held >= FLUSH_AT or (events and type(events[-1]) in LAST_WRITE))
         if flush and self.state.status not in ENDED:
@@ -343,7 +343,7 @@ class RunWriter:
                     last = state.position
         # The index row rides in every commit of the run, so `runs` shows its live
         # position and last activity, not just its last change of status.
-        runs = (self.index_row(state),) if events else ()
+        runs = (self.index_row(state), *rows) if events else tuple(rows)
         began = time.perf_counter() if marks else 0.0
         self.store.append(items, runs=runs)
         commit_ms = ms_since(began) if marks else 0.0
@@ -393,7 +393,7 @@ def standing(store: Store, run_id: str) -> list[effects.Effect]:
     """For a fork, its parent's effects after the fork's position that still stand;
     empty for a run that is not a fork."""
     head = started(store, run_id)  # most runs are not forks: one event read
-    if head.parent_run_id is None:
+    if head.parent_run_id is None or head.fork_position is None:  # not a fork (a child)
         return []
     fork = read_events(store, run_id)
     parent = read_events(store, head.parent_run_id)

@@ -16,7 +16,8 @@ class RunStatus(StrEnum):
 
     NEW = "new"  # nothing recorded yet
     RUNNING = "running"
-    PAUSED = "paused"  # waiting for a person's answer
+    PAUSED = "paused"  # waiting for a person's answer (its own, or a child's)
+    WAITING = "waiting"  # holding no thread until a timer, a message or a child is due
     COMPLETED = "completed"
     FAILED = "failed"  # resumable: resume re-attempts the failed call
     ABANDONED = "abandoned"

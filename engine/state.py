@@ -9,6 +9,7 @@ from the log (``engine.history.checkpoints``); the input lives once, in ``agent_
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -58,7 +59,11 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     plan: list[str] = []
     steps_done: list[str] = []
     pending: list[PendingCall] = []
-    waiting: str | None = None
+    waiting: str | None = None  # what a paused or waiting run waits on, as people read it
+    # What a paused or waiting run waits on, as the engine reads it: "timer",
+    # "message:<topic>" or "child:<run id>" (None: a person's answer, or nothing).
+    waiting_on: str | None = None
+    wake_at: float | None = None  # when a waiting run's timer or receive deadline is due
     last_observation: str | None = None
     output: Any = None
     error: str | None = None
@@ -99,7 +104,47 @@ def _started(s: RunState, e: ev.AgentStarted, position: int) -> RunState:
 
 
 def _resumed(s: RunState, e: ev.AgentResumed, position: int) -> RunState:
-    return replace(s, status=RunStatus.RUNNING, resumes=s.resumes + 1, waiting=None)
+    return replace(
+        s,
+        status=RunStatus.RUNNING,
+        resumes=s.resumes + 1,
+        waiting=None,
+        waiting_on=None,
+        wake_at=None,
+    )
+
+
+def _child_paused(s: RunState, e: ev.ChildPaused, position: int) -> RunState:
+    return replace(
+        s,
+        status=RunStatus.PAUSED,
+        waiting=f"child {e.asking_run_id} asks: {e.question}",
+        waiting_on="child:" + e.child_run_id,
+        wake_at=None,
+    )
+
+
+def waiting_text(e: ev.RunWaiting) -> str:
+    """What a waiting run waits on, as people read it."""
+    if e.reason == "child":
+        return f"child {e.child_run_id}"
+    until = "" if e.until is None else " until " + _iso(e.until)
+    return ("timer" if e.reason == "timer" else f"message {e.topic!r}") + until
+
+
+def _iso(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, tz=dt.UTC).isoformat(timespec="seconds")
+
+
+def _waits(s: RunState, e: ev.RunWaiting, position: int) -> RunState:
+    on = {"child": f"child:{e.child_run_id}", "message": f"message:{e.topic}"}
+    return replace(
+        s,
+        status=RunStatus.WAITING,
+        waiting=waiting_text(e),
+        waiting_on=on.get(e.reason, e.reason),
+        wake_at=e.until,
+    )
 
 
 def _invoked(s: RunState, e: ev.ToolInvoked, position: int) -> RunState:
@@ -142,13 +187,37 @@ def _step_done(s: RunState, e: ev.StepCompleted, position: int) -> RunState:
 
 
 def _asked(s: RunState, e: ev.HumanInputRequested, position: int) -> RunState:
-    return replace(s, calls=max(s.calls, e.call), status=RunStatus.PAUSED, waiting=e.question)
+    return replace(
+        s,
+        calls=max(s.calls, e.call),
+        status=RunStatus.PAUSED,
+        waiting=e.question,
+        waiting_on=None,
+        wake_at=None,
+    )
 
 
 def _finished(s: RunState, e: ev.AgentFinished, position: int) -> RunState:
     return replace(
-        s, status=RunStatus.COMPLETED, output=e.output, pending=[], error=None, waiting=None
+        s,
+        status=RunStatus.COMPLETED,
+        output=e.output,
+        pending=[],
+        error=None,
+        waiting=None,
+        waiting_on=None,
+        wake_at=None,
     )
+
+
+def _stopped(status: RunStatus) -> _Handler:
+    """An event that ends the run's execution in ``status`` (it waits on nothing)."""
+
+    def handler(s: RunState, e: Any, position: int) -> RunState:
+        error = e.error if isinstance(e, ev.AgentFailed) else s.error
+        return replace(s, status=status, error=error, waiting=None, waiting_on=None, wake_at=None)
+
+    return handler
 
 
 _HANDLERS: dict[type[ev.Event], _Handler] = {
@@ -164,13 +233,13 @@ _HANDLERS: dict[type[ev.Event], _Handler] = {
     ev.StepCompleted: _step_done,
     ev.Checkpoint: _call,
     ev.HumanInputRequested: _asked,
-    ev.HumanInputProvided: lambda s, e, p: replace(s, status=RunStatus.RUNNING, waiting=None),
+    ev.HumanInputProvided: _stopped(RunStatus.RUNNING),
     ev.Compensated: lambda s, e, p: replace(s, compensated=s.compensated + 1),
     ev.AgentFinished: _finished,
-    ev.AgentFailed: lambda s, e, p: replace(
-        s, status=RunStatus.FAILED, error=e.error, waiting=None
-    ),
-    ev.AgentAbandoned: lambda s, e, p: replace(s, status=RunStatus.ABANDONED, waiting=None),
+    ev.AgentFailed: _stopped(RunStatus.FAILED),
+    ev.AgentAbandoned: _stopped(RunStatus.ABANDONED),
+    ev.ChildPaused: _child_paused,
+    ev.RunWaiting: _waits,
     ev.RunImported: lambda s, e, p: replace(s, imported=True),
     ev.RunAdopted: lambda s, e, p: replace(s, imported=False, agent=e.agent),
 }

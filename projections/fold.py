@@ -107,6 +107,8 @@ _STATUS: dict[type[Event], RunStatus] = {
     ev.AgentFinished: RunStatus.COMPLETED,
     ev.AgentFailed: RunStatus.FAILED,
     ev.AgentAbandoned: RunStatus.ABANDONED,
+    ev.ChildPaused: RunStatus.PAUSED,
+    ev.RunWaiting: RunStatus.WAITING,
 }
 
 

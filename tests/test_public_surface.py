@@ -11,6 +11,7 @@ import replay
 
 ENGINE_ALL = [
     "AgentlogError",
+    "ChildFailed",
     "CircuitBreaker",
     "ConcurrencyError",
     "CorruptData",
@@ -26,6 +27,7 @@ ENGINE_ALL = [
     "RunResult",
     "RunState",
     "RunSummary",
+    "Supervisor",
     "Transient",
 ]
 REPLAY_ALL = ["compare", "export_lines", "import_run", "read_lines", "recovery_context"]

@@ -184,6 +184,67 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
     "effect_released": st.builds(
         ev.EffectReleased, at=ats, key=short, run_id=run_ids, call=calls, reason=short
     ),
+    "child_spawned": st.builds(
+        ev.ChildSpawned, at=ats, call=calls, child_run_id=run_ids, agent=short, args_hash=short
+    ),
+    "child_finished": st.builds(
+        ev.ChildFinished,
+        at=ats,
+        call=calls,
+        child_run_id=run_ids,
+        status=st.sampled_from(["completed", "failed", "abandoned"]),
+        output=values,
+        error=st.none() | short,
+    ),
+    "child_paused": st.builds(
+        ev.ChildPaused,
+        at=ats,
+        call=calls,
+        child_run_id=run_ids,
+        asking_run_id=run_ids,
+        question=short,
+    ),
+    "child_restarted": st.builds(
+        ev.ChildRestarted,
+        at=ats,
+        call=calls,
+        child_run_id=run_ids,
+        previous_run_id=run_ids,
+        strategy=st.sampled_from(["one_for_one", "one_for_all", "rest_for_one"]),
+        reason=short,
+        restarts=calls,
+    ),
+    "supervisor_escalated": st.builds(
+        ev.SupervisorEscalated, at=ats, call=calls, child_run_id=run_ids, reason=short
+    ),
+    "lock_acquired": st.builds(ev.LockAcquired, at=ats, call=calls, name=short, fence=calls),
+    "lock_released": st.builds(ev.LockReleased, at=ats, call=calls, name=short, fence=calls),
+    "message_sent": st.builds(
+        ev.MessageSent, at=ats, call=calls, to_run_id=run_ids, topic=short, message_id=short
+    ),
+    "message_posted": st.builds(
+        ev.MessagePosted, at=ats, message_id=short, from_run_id=run_ids, topic=short, value=values
+    ),
+    "message_received": st.builds(
+        ev.MessageReceived,
+        at=ats,
+        call=calls,
+        topic=short,
+        message_id=st.none() | short,
+        value=values,
+    ),
+    "timer_set": st.builds(
+        ev.TimerSet, at=ats, call=calls, until=ats, purpose=st.sampled_from(["sleep", "recv"])
+    ),
+    "run_waiting": st.builds(
+        ev.RunWaiting,
+        at=ats,
+        call=calls,
+        reason=st.sampled_from(["timer", "message", "child"]),
+        until=st.none() | ats,
+        topic=st.none() | short,
+        child_run_id=st.none() | run_ids,
+    ),
 }
 any_event = st.one_of(*EVENT_STRATEGIES.values())
 # Most runs begin with agent_started; some histories are arbitrary (the fold must not care).

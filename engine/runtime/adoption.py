@@ -70,7 +70,9 @@ def adopt(
             ev.RunAdopted(at=ev.now(), agent=name, import_path=path, by=who(), owner=leases.owner)
         )
         done = writer.state
-    return RunResult(rid, done.status, done.output, done.error, done.waiting)
+    return RunResult(
+        rid, done.status, done.output, done.error, done.waiting, parent_run_id=done.parent_run_id
+    )
 
 
 def _agent(agent: AgentDef | str | None, started: ev.AgentStarted) -> tuple[str, str]:

@@ -44,6 +44,11 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
     parent_call: int | None = None  # a fork taking over its parent's effect at this call
     claim: int = 0  # the ledger version of this call's claim on its business key
     maybe_landed: bool = False  # an attempt's outcome was unknown: the effect may exist
+    # Calls of many agents (runtime.agentfold): the child run a spawn started (or its
+    # restart), a lock's fencing token, a sleep's or a receive's deadline.
+    ref: str | None = None
+    fence: int = 0
+    until: float | None = None
 
     def describe(self) -> str:
         return f"{self.kind} {self.name!r}"

@@ -24,7 +24,7 @@ from ..errors import NonDeterminismError, Paused, RunInterrupt
 from ..history import RunWriter
 from ..kinds import RunStatus
 from ..secrets import Seen, redact
-from ..store import Append
+from ..store import Append, RunRow
 from .callstate import CallState
 from .defs import AgentDef, args_hash, normalize
 from .host import Host
@@ -162,8 +162,11 @@ class RunContext:
         if self.verify:
             raise LogEnd(f"log ends before call {call} ({what})")
 
-    def record(self, *events: ev.Event, extra: Sequence[Append] = ()) -> None:
-        """Append ``events`` in one commit (with the resume marker on the first write)."""
+    def record(
+        self, *events: ev.Event, extra: Sequence[Append] = (), rows: Sequence[RunRow] = ()
+    ) -> None:
+        """Append ``events`` in one commit (with the resume marker on the first write;
+        ``extra`` and ``rows``: other streams' events and other runs' index rows)."""
         self.check_diverged()
         self.host.leases.check(self.run_id)
         with self._lock:
@@ -171,7 +174,7 @@ class RunContext:
             batch = (*self.deferred, *events)
             if marker:
                 batch = (ev.AgentResumed(at=self._resumed_at, owner=self.host.owner), *batch)
-            self.writer.append(*batch, extra=extra, measure=True)
+            self.writer.append(*batch, extra=extra, measure=True, rows=rows)
             self._resume_marker = False
             self.deferred = []
             for e in batch:

@@ -14,8 +14,10 @@ import functools
 from collections.abc import Callable
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 
+from ..errors import UsageError
 from ..history import DEFAULT_SNAPSHOT_EVERY
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
+from ..supervision import Supervisor
 from . import calls
 from .context import RunContext, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, qualified
@@ -107,10 +109,20 @@ def agent(
     *,
     snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
     name: str | None = None,
+    supervise: Supervisor | None = None,
 ) -> AgentDef[P, R]:
     """``fn(run, **input)`` as an agent defined in ``registry`` (whose tools it uses)."""
+    if supervise is not None and not isinstance(supervise, Supervisor):
+        raise UsageError(f"supervise= takes a Supervisor, not {type(supervise).__name__}")
     qual, path = qualified(fn)
-    definition = AgentDef(fn, name or qual, path, snapshot_every=snapshot_every, registry=registry)
+    definition = AgentDef(
+        fn,
+        name or qual,
+        path,
+        snapshot_every=snapshot_every,
+        registry=registry,
+        supervise=supervise,
+    )
     registry.add_agent(definition)
     return definition
 

@@ -21,6 +21,7 @@ import msgspec
 from ..errors import UsageError
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
 from ..secrets import WORDS, Seen, folded, redact, replay_key
+from ..supervision import Supervisor
 
 DEFAULT_REDACT = WORDS  # CONTRACT's secret words, folded
 _json = msgspec.json.Encoder(order="deterministic")
@@ -128,6 +129,7 @@ class AgentDef(Generic[P, R]):
     registry: ToolLookup | None = None  # the defining engine's tools
     is_async: bool = False
     version: str = ""
+    supervise: Supervisor | None = None  # how it restarts its children that fail
 
     def __post_init__(self) -> None:
         self.is_async = inspect.iscoroutinefunction(self.fn)

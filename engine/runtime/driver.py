@@ -13,14 +13,17 @@ import contextlib
 import contextvars
 from typing import Any
 
+import msgspec
+
 from .. import events as ev
-from ..errors import NonDeterminismError, Paused, ToolError
+from ..errors import NonDeterminismError, Paused, Suspended, ToolError
 from ..history import RunWriter, run_stream
 from ..kinds import ENDED, FailureKind, RunStatus
 from ..policy import describe
 from ..secrets import redact, run_key
 from ..state import RunState, fold
 from ..store import Recorded, Store
+from .agentrun import AgentRun
 from .context import LogEnd, RunContext, _current
 from .defs import AgentDef, normalize
 from .host import Host
@@ -65,25 +68,14 @@ class Driver:
         before anything replays)."""
         rid = writer.state.run_id
         key = run_key(check, rid)
-        ctx = RunContext(
+        ctx = AgentRun(
             self.host, writer, journal, agent, hash_key=key, resumed=resumed, verify=verify
         )
         redact(input, seen=ctx.seen)  # secret input (stored encrypted): masked
         token = _current.set(ctx)
         try:
-            output = agent.fn(ctx, **input)
-            if asyncio.iscoroutine(output):
-                output = _run_async(_settled(ctx, output))
-            ctx.finish_check()
-            return _finished(ctx, output)
-        except Paused as p:
-            return RunResult(rid, RunStatus.PAUSED, error=None, waiting=ctx.paused(p.reason))
-        except LeaseLost as lost:
-            ctx.deferred = []  # the new owner resolves them from the log
-            ctx.log.error("run_stopped", reason=str(lost))
-            return RunResult(rid, RunStatus.RUNNING, error=str(lost))
-        except Exception as e:
-            return _failed(ctx, e)
+            result = _outcome(ctx, input)
+            return msgspec.structs.replace(result, parent_run_id=writer.state.parent_run_id)
         finally:
             _current.reset(token)
             try:
@@ -103,6 +95,28 @@ class Driver:
         writer, journal = RunWriter(store, state), Journal.from_events(recorded)
         with contextlib.suppress(LogEnd):
             self.drive(agent, writer, journal, head.input, check=head.key_check, verify=True)
+
+
+def _outcome(ctx: RunContext, input: dict[str, Any]) -> RunResult:
+    """Execute the agent of ``ctx`` on ``input``: how this execution of the run ended."""
+    rid = ctx.run_id
+    try:
+        output = ctx.agent.fn(ctx, **input)
+        if asyncio.iscoroutine(output):
+            output = _run_async(_settled(ctx, output))
+        ctx.finish_check()
+        return _finished(ctx, output)
+    except Paused as p:
+        return RunResult(rid, RunStatus.PAUSED, error=None, waiting=ctx.paused(p.reason))
+    except Suspended as s:  # what it waits on is recorded (run_waiting) before it stops
+        waiting = ctx.writer.state.waiting if not ctx.verify else s.reason
+        return RunResult(rid, RunStatus.WAITING, waiting=waiting)
+    except LeaseLost as lost:
+        ctx.deferred = []  # the new owner resolves them from the log
+        ctx.log.error("run_stopped", reason=str(lost))
+        return RunResult(rid, RunStatus.RUNNING, error=str(lost))
+    except Exception as e:
+        return _failed(ctx, e)
 
 
 def _finished(ctx: RunContext, output: Any) -> RunResult:
@@ -141,6 +155,16 @@ def resume(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
         if run.state.status in ENDED:
             return result_of(run.state)
         return driver.execute(run, resumed=True)
+
+
+def start(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
+    """Execute a recorded run that has not ended: a child just spawned (its log holds
+    only ``agent_started``: no resume is recorded) or one whose owner died."""
+    with runs.held(run_id):
+        run = runs.load(run_id, "be started")
+        if run.state.status in ENDED:
+            return result_of(run.state)
+        return driver.execute(run, resumed=run.state.position > 1)
 
 
 def verify(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -32,7 +33,8 @@ from ..policy import describe
 from ..secrets import key_check, refuse_secret_input, replay_key
 from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
-from . import adoption, declare
+from ..supervision import Supervisor
+from . import adoption, children, declare, wakeups
 from .answer import answer as answer_run
 from .catalog import Catalog
 from .config import EngineConfig
@@ -41,6 +43,7 @@ from .declare import ToolOptions
 from .defs import AgentDef, normalize
 from .driver import Driver
 from .driver import resume as resume_run
+from .driver import start as start_run
 from .driver import verify as verify_run
 from .guards import Guards
 from .journal import Journal
@@ -50,6 +53,7 @@ from .repository import RunRepository
 from .results import EventView, RunResult
 from .rewind import rewind as rewind_run
 from .saga import abandon as abandon_run
+from .signals import Signals
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -83,6 +87,12 @@ class Engine(Catalog):
         self.registry = Registry()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._signals = Signals()
+
+    @property
+    def signals(self) -> Signals:
+        """News, within this process, that runs changed (waiters wake at once)."""
+        return self._signals
 
     @classmethod
     def open(cls, url: str | None = None, *, config: EngineConfig | None = None) -> Engine:
@@ -135,11 +145,21 @@ class Engine(Catalog):
 
     @overload
     def agent(
-        self, fn: Callable[P, R], *, snapshot_every: int = ..., name: str | None = ...
+        self,
+        fn: Callable[P, R],
+        *,
+        snapshot_every: int = ...,
+        name: str | None = ...,
+        supervise: Supervisor | None = ...,
     ) -> AgentDef[P, R]: ...
     @overload
     def agent(
-        self, fn: None = None, *, snapshot_every: int = ..., name: str | None = ...
+        self,
+        fn: None = None,
+        *,
+        snapshot_every: int = ...,
+        name: str | None = ...,
+        supervise: Supervisor | None = ...,
     ) -> Callable[[Callable[P, R]], AgentDef[P, R]]: ...
 
     def agent(
@@ -148,12 +168,17 @@ class Engine(Catalog):
         *,
         snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
         name: str | None = None,
+        supervise: Supervisor | None = None,
     ) -> Any:
         """Register ``fn(run, **input)`` as an agent of this engine (``name`` replaces the
-        recorded ``module:qualname``)."""
+        recorded ``module:qualname``; ``supervise`` restarts its children that fail)."""
         if fn is None:
-            return lambda f: self.agent(f, snapshot_every=snapshot_every, name=name)
-        return declare.agent(self.registry, fn, snapshot_every=snapshot_every, name=name)
+            return lambda f: self.agent(
+                f, snapshot_every=snapshot_every, name=name, supervise=supervise
+            )
+        return declare.agent(
+            self.registry, fn, snapshot_every=snapshot_every, name=name, supervise=supervise
+        )
 
     # --- running ---------------------------------------------------------------------
 
@@ -192,15 +217,53 @@ class Engine(Catalog):
                 key_check=key_check(replay_key()),
             )
             writer.append(started)
-            return self._driver.drive(a, writer, Journal(), data, check=started.key_check)
+            result = self._driver.drive(a, writer, Journal(), data, check=started.key_check)
+        return self._after(result)
 
     async def arun(self, agent: AgentDef | Callable[..., Any], /, **input: Any) -> RunResult:
         """``run`` from inside an event loop (the run executes in a worker thread)."""
         return await asyncio.to_thread(self.run, agent, **input)
 
     def resume(self, run_id: str) -> RunResult:
-        """Continue a crashed, failed or answered run from its log."""
-        return resume_run(self._runs, self._driver, run_id)
+        """Continue a crashed, failed, waiting or answered run from its log."""
+        return self._after(resume_run(self._runs, self._driver, run_id))
+
+    def start(self, run_id: str) -> None:
+        """Execute the recorded run ``run_id`` (a child just spawned, or one whose owner
+        died) in a thread of its own; a run a live owner holds is left to it."""
+        threading.Thread(
+            target=self._executed,
+            args=(run_id, False),
+            daemon=True,
+            name=f"agentlog-run-{run_id[:8]}",
+        ).start()
+
+    def wake(self, run_id: str) -> None:
+        """Resume the waiting run ``run_id`` in a thread of its own, if it is due."""
+        threading.Thread(
+            target=self._executed,
+            args=(run_id, True),
+            daemon=True,
+            name=f"agentlog-wake-{run_id[:8]}",
+        ).start()
+
+    def _executed(self, run_id: str, only_if_due: bool) -> None:
+        """Execute ``run_id`` in this (background) thread; what stops it is logged."""
+        try:
+            if only_if_due and not wakeups.due(self.store, self.state(run_id), time.time()):
+                return
+            self._after(start_run(self._runs, self._driver, run_id))
+        except RunBusy:
+            return  # a live owner executes it
+        except Exception as e:
+            observe.get(run_id=run_id).error("run_not_started", error=describe(e))
+
+    def _after(self, result: RunResult) -> RunResult:
+        """A run's execution ended (``result``): tell this process's waiters, and continue
+        the parent that waits on it."""
+        self._signals.notify()
+        children.after_run(self, self.store, result)
+        return result
 
     def recover(self) -> list[RunResult]:
         """Resume every run whose owner died (lease expired, or its process is gone).
@@ -232,11 +295,11 @@ class Engine(Catalog):
 
     def answer(self, run_id: str, value: Any) -> RunResult:
         """Answer the question a paused run waits on, and continue it."""
-        return answer_run(self._runs, self._driver, run_id, value)
+        return self._after(answer_run(self._runs, self._driver, run_id, value))
 
     def abandon(self, run_id: str) -> RunResult:
         """Stop a run for good, running its compensations in reverse order."""
-        return abandon_run(self._runs, run_id)
+        return self._after(abandon_run(self._runs, run_id))
 
     def rewind(self, run_id: str, to: int | str, effects: str = Effects.REUSE) -> RunResult:
         """Fork a new run from a checkpoint name or position of ``run_id`` and continue it.
@@ -245,7 +308,7 @@ class Engine(Catalog):
         when the fork makes the same call (nothing is sent), ``"compensate"`` undoes them
         first (recorded in the parent), ``"resend"`` sends them again under the fork's keys.
         """
-        return rewind_run(self._runs, self._driver, run_id, to, effects)
+        return self._after(rewind_run(self._runs, self._driver, run_id, to, effects))
 
     def verify(self, run_id: str) -> RunResult:
         """Re-execute the agent against the log with every live call forbidden.

@@ -47,7 +47,7 @@ def inheritance(ctx: RunContext) -> Inheritance:
     fork rewound with ``effects="reuse"``)."""
     with ctx.inheritance_lock:  # concurrent calls of an async agent share one pool
         if ctx.inheritance is None:
-            ctx.inheritance = _read(ctx) if ctx.writer.state.parent_run_id else NOTHING
+            ctx.inheritance = _read(ctx) if ctx.writer.state.fork_position is not None else NOTHING
         inherited: Inheritance = ctx.inheritance
     return inherited
 

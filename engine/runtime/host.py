@@ -14,6 +14,7 @@ from ..store import Store
 from .config import EngineConfig
 from .guards import Guards
 from .leases import Leases
+from .signals import Signals
 
 
 class Host(Protocol):
@@ -38,4 +39,19 @@ class Host(Protocol):
 
     def kept_open(self, store: Store) -> contextlib.AbstractContextManager[bool]:
         """Whether ``store`` is the host's open store; closing waits until the block ends."""
+        ...
+
+    @property
+    def signals(self) -> Signals:
+        """News, within this process, that runs changed (waiters wake at once)."""
+        ...
+
+    def start(self, run_id: str) -> None:
+        """Execute the recorded run ``run_id`` (a child just spawned, or one whose owner
+        died) in a thread of its own; a run a live owner holds is left to it."""
+        ...
+
+    def wake(self, run_id: str) -> None:
+        """Resume the waiting run ``run_id`` in a thread of its own, if what it waits on
+        is due (a message it waits for was posted)."""
         ...

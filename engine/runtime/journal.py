@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .. import events as ev
 from ..store import Recorded
+from . import agentfold
 from .callstate import CALL_EVENTS, CallState, evolve
 
 
@@ -41,6 +42,11 @@ class Journal:
                 self.unanswered.pop(call, None)
                 if isinstance(e, ev.HumanInputRequested):
                     self.unanswered[call] = e
+        elif type(e) in agentfold.FOLDS:
+            call = e.call  # type: ignore[attr-defined]
+            entry = agentfold.evolve(self.calls.get(call), e)
+            if entry is not None:
+                self.calls[call] = entry
         elif isinstance(e, ev.AgentFailed):
             self.failed_call = e.call
             if e.call is None:

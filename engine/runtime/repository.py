@@ -58,7 +58,14 @@ class LoadedRun:
 
 def result_of(state: RunState) -> RunResult:
     """A run's result as its folded state tells it."""
-    return RunResult(state.run_id, state.status, state.output, state.error, state.waiting)
+    return RunResult(
+        state.run_id,
+        state.status,
+        state.output,
+        state.error,
+        state.waiting,
+        parent_run_id=state.parent_run_id,
+    )
 
 
 class RunRepository:

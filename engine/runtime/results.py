@@ -32,6 +32,8 @@ class RunResult(msgspec.Struct, frozen=True):
     # Set only by recover() for a run it could not resume: "refused" (an AgentlogError:
     # a damaged log, changed code, an agent that no longer imports) or "unexpected".
     not_resumed: str | None = None
+    # The run that spawned this one (a child run), or that it was rewound from (a fork).
+    parent_run_id: str | None = None
 
 
 class EventView(msgspec.Struct, frozen=True):

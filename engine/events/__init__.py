@@ -8,24 +8,13 @@ beside the event, so every log ever written stays readable.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
-import msgspec
-
-
-def now() -> float:
-    """Wall-clock seconds since the epoch, the time every event carries."""
-    return time.time()
-
-
-class Event(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
-    """Base of every event. ``at`` is when it happened (epoch seconds, UTC)."""
-
-    at: float
-    SCHEMA: ClassVar[int] = 1
-
+from .agents import *  # noqa: F403  (the events of many agents, by their __all__)
+from .agents import AnyAgentEvent
+from .base import Event as Event
+from .base import now as now
 
 # --- run lifecycle ---------------------------------------------------------------------
 
@@ -281,6 +270,7 @@ AnyEvent = (
     | EffectClaimed
     | EffectCommitted
     | EffectReleased
+    | AnyAgentEvent
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {t.__struct_config__.tag: t for t in AnyEvent.__args__}

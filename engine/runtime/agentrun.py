@@ -1,0 +1,48 @@
+"""The ``run`` an agent receives: the run context's durable calls, and those of many
+agents (child runs, cross-agent locks, messages, timers), each in a module of its own."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from . import children, locks, mailbox, timers
+from .context import RunContext
+from .defs import AgentDef
+
+
+class AgentRun(RunContext):
+    """What an agent's ``run`` parameter is: see :class:`RunContext` for decisions,
+    steps, checkpoints and questions; below, the calls that reach other runs."""
+
+    def spawn(self, agent: AgentDef[..., Any] | Callable[..., Any], /, **input: Any) -> Any:
+        """Start ``agent`` with ``input`` as a child run of this one (durable: a replay
+        returns the same child and starts nothing). Returns its handle."""
+        return children.spawn(self, agent, input)
+
+    def call(self, agent: AgentDef[..., Any] | Callable[..., Any], /, **input: Any) -> Any:
+        """Spawn a child run and wait for its output (``ChildFailed`` if it fails)."""
+        return children.spawn(self, agent, input).result()
+
+    def gather(self, *spawned: children.Child) -> list[Any]:
+        """Wait for several children; their outputs in the order given."""
+        return children.gather(self, spawned)
+
+    def lock(self, name: str, ttl: float = 30.0) -> contextlib.AbstractContextManager[int]:
+        """Hold the cross-agent lock ``name`` for the block; its fencing token (an int,
+        strictly increasing per name) is the block's value."""
+        return locks.lock(self, name, ttl)
+
+    def send(self, to: str, topic: str, value: Any = None) -> None:
+        """Send ``value`` on ``topic`` to the run ``to`` (durable; delivered once)."""
+        mailbox.send(self, to, topic, value)
+
+    def recv(self, topic: str, timeout: float | None = None) -> Any:
+        """The next message on ``topic`` sent to this run (consumed once); None when
+        ``timeout`` seconds pass first. Waits durably."""
+        return mailbox.recv(self, topic, timeout)
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` durably: a crash or restart sleeps only what remains."""
+        timers.sleep(self, seconds)
