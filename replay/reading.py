@@ -52,7 +52,8 @@ def runs(
         str | None,
         typer.Option(
             metavar="RUN",
-            help="Only forks of this run (an id or a unique prefix).",
+            help="Only runs whose parent is this run, its child runs and forks (an id or a "
+            "unique prefix).",
             callback=args.run_id_param,
         ),
     ] = None,
@@ -74,7 +75,7 @@ def runs(
         if s.as_json:
             s.out.json_stream(run_doc(r) for r in found)
         else:
-            s.out.lines(views.run_rows(found, s.store_name))
+            s.out.lines(views.run_rows(found, s.store_name, lineage=s.lineage(found)))
         return 0
     from projections.views.runs import list_runs
 
@@ -91,7 +92,8 @@ def runs(
     if s.as_json:
         s.out.json_stream(board_doc(r) for r in rows)
     else:
-        s.out.lines(views.run_rows([board_summary(r) for r in rows], s.store_name, True))
+        lineage = {r.run_id: r.lineage for r in rows}
+        s.out.lines(views.run_rows([board_summary(r) for r in rows], s.store_name, True, lineage))
     return 0
 
 
@@ -110,7 +112,7 @@ def show(ctx: typer.Context, run: Run) -> int:
     """A run's summary and current state."""
     s = session(ctx)
     state = s.engine.state(run)
-    children = s.children(state.run_id)
+    children = s.forks(state.run_id)
     owner = s.owner(state.run_id) if state.status == RunStatus.RUNNING else None
     from engine.history import standing
 

@@ -3,7 +3,7 @@ and the outcome of run/resume/answer/abandon/rewind with what to do next."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine import RunResult, RunState, RunSummary
@@ -20,14 +20,24 @@ _STATUS_STYLE: dict[str, str] = {
     RunStatus.ABANDONED: "red",
     RunStatus.PAUSED: "yellow",
     RunStatus.RUNNING: "blue",
+    RunStatus.WAITING: "magenta",
 }
+# How a run with a parent names it in the run list, by its lineage (runs view's word).
+_LINEAGE = {"child": "child of ", "fork": "fork of "}
 
 
 def status_piece(status: str, width: int = 0) -> Piece:
     return (f"{status:<{width}}", "bold " + _STATUS_STYLE.get(status, ""))
 
 
-def run_rows(runs: list[RunSummary], store: str, filtered: bool = False) -> list[list[Piece]]:
+def run_rows(
+    runs: list[RunSummary],
+    store: str,
+    filtered: bool = False,
+    lineage: Mapping[str, str | None] | None = None,
+) -> list[list[Piece]]:
+    """The run list; a run with a parent says whether it is a child or a fork of it, as
+    ``lineage`` (run id -> "child" or "fork") tells (unknown: "parent")."""
     if not runs:
         return [[(f"no runs {'match in' if filtered else 'in'} {store}", "dim")]]
     rows: list[list[Piece]] = [
@@ -40,7 +50,10 @@ def run_rows(runs: list[RunSummary], store: str, filtered: bool = False) -> list
         ]
     ]
     for r in runs:
-        parent: list[Piece] = [("  fork of " + r.parent_run_id, "cyan")] if r.parent_run_id else []
+        parent: list[Piece] = []
+        if r.parent_run_id:
+            kind = _LINEAGE.get((lineage or {}).get(r.run_id) or "", "parent ")
+            parent.append(("  " + kind + r.parent_run_id, "cyan"))
         if r.unreadable:
             parent.append(("  " + r.unreadable, "red"))
         rows.append(
@@ -73,8 +86,10 @@ def state_rows(
         row("agent", state.agent),
         row("status", status_piece(state.status)),
     ]
-    if state.parent_run_id:
+    if state.parent_run_id and state.fork_position is not None:
         rows.append(row("forked from", (state.parent_run_id, "cyan"), f" at {state.fork_position}"))
+    elif state.parent_run_id:
+        rows.append(row("child of", (state.parent_run_id, "cyan")))
     for child, at in children:
         rows.append(row("branch", (child, "cyan"), f" forked at position {at}"))
     rows += [
@@ -144,6 +159,11 @@ def result_rows(r: RunResult) -> list[list[Piece]]:
     elif r.status == RunStatus.PAUSED:
         rows.append(["waiting for an answer: ", (r.waiting or "?", "yellow")])
         rows.append([("next: ", "dim"), f"agentlog answer {r.run_id[:12]} VALUE"])
+    elif r.status == RunStatus.WAITING:
+        rows.append(["waiting for: ", (r.waiting or "?", "magenta")])
+        rows.append(
+            [("next: ", "dim"), "it resumes when that is due (`agentlog recover` wakes it)"]
+        )
     elif r.status == RunStatus.FAILED:
         rows.append(["error: ", (r.error or "?", "red")])
         rows.append([("next: ", "dim"), f"agentlog resume {r.run_id[:12]}  (re-attempts the call)"])

@@ -41,7 +41,9 @@ class Node:
 
     def spawn(self, run_id: str, agent: str = "agents:worker") -> Node:
         """A child run of this one, spawned as ``open_child`` does (one commit)."""
-        started = ev.AgentStarted(at=tick(), agent=agent, import_path="agents", parent_run_id=self.run_id)
+        started = ev.AgentStarted(
+            at=tick(), agent=agent, import_path="agents", parent_run_id=self.run_id
+        )
         first = evolve(RunState(run_id=run_id), started, 1)
         spawned = ev.ChildSpawned(at=tick(), call=self.call(), child_run_id=run_id, agent=agent)
         head = Append(run_stream(run_id), 1, started)

@@ -35,6 +35,7 @@ class RunNode(msgspec.Struct, frozen=True):
     waiting: str | None = None
     parent_run_id: str | None = None
     waiting_on: str | None = None  # the engine's reading: "child:<id>", "timer", ...
+    fork_position: int | None = None  # the root only may be a fork (of parent_run_id)
     truncated: bool = False
     children: tuple[RunNode, ...] = ()
 
@@ -119,6 +120,7 @@ def _assemble(
             parent_run_id=s.parent_run_id,
             children=tuple(built[c] for c in kids[run]),
             waiting_on=s.waiting_on,
+            fork_position=s.fork_position,
             truncated=run in cut,
         )
     return built[root]
