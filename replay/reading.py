@@ -14,7 +14,7 @@ from engine.kinds import RunStatus
 
 from . import args, views
 from .app import STATUSES, Run, Session, app, session
-from .output import board_doc, board_summary, checkpoint_docs, run_doc, state_doc
+from .output import board_doc, checkpoint_docs, run_doc, state_doc
 
 if TYPE_CHECKING:
     from engine import RunState
@@ -52,8 +52,7 @@ def runs(
         str | None,
         typer.Option(
             metavar="RUN",
-            help="Only runs whose parent is this run, its child runs and forks (an id or a "
-            "unique prefix).",
+            help="Only child runs and forks of this run (an id or a unique prefix).",
             callback=args.run_id_param,
         ),
     ] = None,
@@ -92,8 +91,7 @@ def runs(
     if s.as_json:
         s.out.json_stream(board_doc(r) for r in rows)
     else:
-        lineage = {r.run_id: r.lineage for r in rows}
-        s.out.lines(views.run_rows([board_summary(r) for r in rows], s.store_name, True, lineage))
+        s.out.lines(views.board_rows(rows, s.store_name))
     return 0
 
 

@@ -4,7 +4,7 @@ and the outcome of run/resume/answer/abandon/rewind with what to do next."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import RunResult, RunState, RunSummary
 from engine.effects import Effect
@@ -12,7 +12,10 @@ from engine.kinds import RunStatus
 from engine.secrets import redact
 from engine.state import CheckpointRef
 
-from .output import Piece, brief, clock, plural, seconds
+from .output import Piece, board_summary, brief, clock, plural, seconds
+
+if TYPE_CHECKING:
+    from projections.views.runs import RunBoardRow
 
 _STATUS_STYLE: dict[str, str] = {
     RunStatus.COMPLETED: "green",
@@ -68,6 +71,12 @@ def run_rows(
     return rows
 
 
+def board_rows(rows: Sequence[RunBoardRow], store: str) -> list[list[Piece]]:
+    """The run list from the runs view (filtered), its lineage column saying child or fork."""
+    lineage = {r.run_id: r.lineage for r in rows}
+    return run_rows([board_summary(r) for r in rows], store, True, lineage)
+
+
 def state_rows(
     state: RunState,
     checkpoints: Sequence[CheckpointRef],
@@ -86,12 +95,7 @@ def state_rows(
         row("agent", state.agent),
         row("status", status_piece(state.status)),
     ]
-    if state.parent_run_id and state.fork_position is not None:
-        rows.append(row("forked from", (state.parent_run_id, "cyan"), f" at {state.fork_position}"))
-    elif state.parent_run_id:
-        rows.append(row("child of", (state.parent_run_id, "cyan")))
-    for child, at in children:
-        rows.append(row("branch", (child, "cyan"), f" forked at position {at}"))
+    rows += _lineage_rows(state, children)
     rows += [
         row(
             "time",
@@ -129,6 +133,20 @@ def state_rows(
         rows.append(row("compensated", f"{state.compensated} effects undone"))
     if state.last_observation:
         rows.append(row("last seen", state.last_observation[:200]))
+    return rows
+
+
+def _lineage_rows(state: RunState, forks: Sequence[tuple[str, int | None]]) -> list[list[Piece]]:
+    """Where the run comes from (a fork's parent, or a child's) and its forks."""
+    rows: list[list[Piece]] = []
+    label = "forked from" if state.fork_position is not None else "child of"
+    at = f" at {state.fork_position}" if state.fork_position is not None else ""
+    if state.parent_run_id:
+        rows.append([(f"{label:<12}", "bold"), (state.parent_run_id, "cyan"), at])
+    for fork, position in forks:
+        rows.append(
+            [(f"{'branch':<12}", "bold"), (fork, "cyan"), f" forked at position {position}"]
+        )
     return rows
 
 
