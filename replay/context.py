@@ -102,11 +102,11 @@ class _Reading:
                 self.locks.pop(e.name, None)
                 return f"held lock {e.name!r} (fence {e.fence}) and released it"
             case ev.MessageSent():
-                return f"sent a {e.topic!r} message to run {e.to_run_id}"
+                return f"sent message {e.topic!r} to run {e.to_run_id}"
             case ev.MessageReceived():
                 if e.message_id is None:
-                    return f"waited for a {e.topic!r} message: none came before the timeout"
-                return f"received a {e.topic!r} message -> {brief(e.value, RESULT_CHARS)}"
+                    return f"waited for message {e.topic!r}: none came before the timeout"
+                return f"received message {e.topic!r} -> {brief(e.value, RESULT_CHARS)}"
         return None
 
 
