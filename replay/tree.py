@@ -13,7 +13,7 @@ from engine.errors import UsageError
 
 from . import args
 from .app import Run, app, session
-from .output import Piece, printable
+from .output import Piece, printable, rich_console
 from .views import status_piece
 
 if TYPE_CHECKING:
@@ -64,17 +64,9 @@ def _text(pieces: list[Piece]) -> Text:
 def render(s: Session, top: RunNode) -> None:
     """The tree drawn with rich (styled on a terminal, plain guides elsewhere), built
     without recursion however deep it is."""
-    from rich.console import Console
     from rich.tree import Tree
 
-    console = Console(
-        file=s.out.stream,
-        force_terminal=s.out.color,
-        no_color=not s.out.color,
-        width=None if s.out.color else 1000,
-        highlight=False,
-        emoji=False,
-    )
+    console = rich_console(s.out, 1000)
     drawn = Tree(_text(root_pieces(top)))
     stack = [(drawn, top)]
     while stack:
