@@ -20,6 +20,8 @@ from engine.kinds import RunStatus
 from engine.secrets import redact
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from projections.views.runs import RunBoardRow
 from engine.state import CheckpointRef
 
@@ -152,6 +154,21 @@ class Out:
             buffer.flush()
         except BrokenPipeError:
             self.close_quietly()
+
+
+def rich_console(out: Out, plain_width: int) -> Console:
+    """A rich console on ``out``'s stream for the few drawn views (tables, trees): styled
+    on a terminal, plain and ``plain_width`` columns wide elsewhere."""
+    from rich.console import Console
+
+    return Console(
+        file=out.stream,
+        force_terminal=out.color,
+        no_color=not out.color,
+        width=None if out.color else plain_width,
+        highlight=False,
+        emoji=False,
+    )
 
 
 def quiet_stdout() -> None:
