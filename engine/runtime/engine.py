@@ -198,7 +198,10 @@ class Engine(Catalog):
         """Start ``agent`` with ``input`` as a new run (or, for an existing ``run_id``,
         continue it: a run id never runs twice)."""
         if current() is not None:
-            raise UsageError("engine.run inside a run: start child runs from outside")
+            raise UsageError(
+                "engine.run inside a run: start a child run with run.spawn(agent, ...) "
+                "(or run.call(agent, ...) to wait for its output)"
+            )
         a = agent if isinstance(agent, AgentDef) else self.agent(agent)
         rid = uuid.uuid4().hex if run_id is None else check_run_id(run_id)
         data = normalize(input, "the run's input")
