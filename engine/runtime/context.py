@@ -208,12 +208,14 @@ class RunContext:
             return True
 
     def record_unless_over(self, event: ev.Event) -> bool:
-        """Record ``event`` unless this execution is over (ended, or the run finished or
-        failed); False when nothing was written. Unlike :meth:`record_while_running`, a
-        run resumed from a pause or a wait records (its resume marker goes first): a
-        parent's wait for its child, which may outlive its run (a cancelled ``await``)."""
+        """Record ``event`` unless this execution is over (ended, or it finished or failed
+        the run); False when nothing was written. Unlike :meth:`record_while_running`, a
+        run resumed from a pause, a wait or a failure records (its resume marker goes
+        first): a parent's wait for its child, which may outlive its run (a cancelled
+        ``await``)."""
         with self._lock:
-            if self.ended or self.verify or self.writer.state.status in _OVER:
+            over = self.writer.state.status in _OVER and not self._resume_marker
+            if self.ended or self.verify or over:
                 return False
             self.record(event)
             return True
