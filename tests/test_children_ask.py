@@ -57,6 +57,10 @@ def test_a_child_question_pauses_the_parent_and_answer_parent_reaches_it(eng: En
     ]
     assert eng.state(kid).status == "paused"
     assert eng.store.lease(r.run_id) is None and eng.store.lease(kid) is None
+    before = [e.type for e in eng.events(r.run_id)]
+    again = eng.resume(r.run_id)  # the child still asks: the parent stays, writing nothing
+    assert (again.status, again.waiting) == ("paused", r.waiting)
+    assert [e.type for e in eng.events(r.run_id)] == before
 
     done = eng.answer(r.run_id, "yes")
     assert (done.run_id, done.status, done.output) == (r.run_id, "completed", "x:yes")
