@@ -187,6 +187,9 @@ def test_a_waiting_child_suspends_its_parent_until_it_moves(eng: Engine) -> None
     assert _data(eng, r.run_id, "run_waiting") == [
         {"call": 1, "reason": "child", "until": None, "topic": None, "child_run_id": kid}
     ]
+    before = [e.type for e in eng.events(r.run_id)]
+    assert eng.resume(r.run_id).status == "waiting"  # the child still waits: nothing new
+    assert [e.type for e in eng.events(r.run_id)] == before
     woken["ready"] = True
     eng.resume(kid)
     parent = eng.state(r.run_id)

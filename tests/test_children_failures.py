@@ -116,3 +116,32 @@ def test_a_caught_child_failure_replays_as_recorded(eng: Engine) -> None:
     assert eng.state(r.run_id).status == "paused"  # not continued: it did not fail on it
     done = eng.answer(r.run_id, "yes")
     assert done.output == ["fallback", "yes"]
+
+
+@TREE
+def test_an_uncaught_gather_failure_names_the_first_failed_child_in_order(eng: Engine) -> None:
+    """Two children fail: the parent fails at the first one's spawn call (in the order
+    given); resuming that child continues the parent, which then fails at the second
+    (its failure replayed as recorded); resuming the second completes the tree."""
+    broken = {0: True, 2: True}
+
+    @eng.agent
+    def part(run: Any, n: int) -> int:
+        if broken.get(n):
+            raise RuntimeError(f"part {n}")
+        return n
+
+    @eng.agent
+    def whole(run: Any) -> Any:
+        return run.gather(*[run.spawn(part, n=i) for i in range(3)])
+
+    r = eng.run(whole)
+    assert r.status == "failed" and "part 0" in (r.error or "")
+    assert [d["call"] for d in _data(eng, r.run_id, "agent_failed")] == [1]
+    kids = _children(eng, r.run_id)
+    broken.clear()
+    eng.resume(kids[0])
+    assert eng.state(r.run_id).status == "failed"
+    assert [d["call"] for d in _data(eng, r.run_id, "agent_failed")] == [1, 3]
+    eng.resume(kids[2])
+    assert (eng.state(r.run_id).status, eng.state(r.run_id).output) == ("completed", [0, 1, 2])
