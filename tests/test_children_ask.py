@@ -7,6 +7,7 @@ its parent (``run_waiting``) until it moves."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -16,6 +17,8 @@ from conftest import backends
 from engine import Engine
 from engine import events as ev
 from engine.errors import Suspended, UsageError
+from engine.runtime import children, wakeups
+from engine.runtime.repository import result_of
 
 TREE = backends("sqlite", "postgres")
 
@@ -194,3 +197,34 @@ def test_a_waiting_child_suspends_its_parent_until_it_moves(eng: Engine) -> None
     eng.resume(kid)
     parent = eng.state(r.run_id)
     assert (parent.status, parent.output) == ("completed", "rested")
+
+
+@TREE
+def test_a_parent_stopped_on_a_child_that_moved_meanwhile_goes_on(eng: Engine) -> None:
+    """A parent that paused on its child just as the child's answer came in (here: its
+    continuation could not run then) is due for recover (wakeups.due), and the end of
+    its own execution continues it (after_run reads its own state first)."""
+    code = {"agent": "asker"}
+
+    @eng.agent
+    def asker(run: Any) -> Any:
+        return run.ask("ok?")
+
+    @eng.agent
+    def other(run: Any) -> Any:
+        return "other"
+
+    @eng.agent
+    def boss(run: Any) -> Any:
+        return run.call(asker if code["agent"] == "asker" else other)
+
+    r = eng.run(boss)
+    state = eng.state(r.run_id)
+    assert not wakeups.due(eng.store, state, time.time())  # its child still asks
+    code["agent"] = "other"
+    eng.answer(_child(eng, r.run_id), "yes")
+    state = eng.state(r.run_id)
+    assert state.status == "paused" and wakeups.due(eng.store, state, time.time())
+    code["agent"] = "asker"
+    children.after_run(eng, eng.store, result_of(state))
+    assert (eng.state(r.run_id).status, eng.state(r.run_id).output) == ("completed", "yes")

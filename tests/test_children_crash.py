@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from agents.kit import python
+from agents.kit import engine_call, python
 from agents.loopback import loopback
 from conftest import backends
 
@@ -75,6 +75,26 @@ def test_a_tree_killed_while_children_charge_is_recovered_once(
         charged = ["o1", "o2", "o3", "o4"]
         assert Counter(order for order, _ in svc.requests) == {o: 1 for o in charged}
         assert {o: svc.charges(o) for o in charged} == {o: 1 for o in charged}
+
+
+@TREE
+def test_resume_parent_brings_its_killed_children_back(store_url: str, tmp_path: Path) -> None:
+    """Resuming only the PARENT of a killed tree (in a new process) recovers the
+    subtree: its wait finds each child running under a dead owner and starts it again;
+    every order is charged once."""
+    orders = ["p1", "p2", "ship-p3"]
+    with loopback() as svc:
+        _kill(store_url, svc.url, "parent-only", orders, "after_tool:2")
+        env = {"AGENTLOG_TEST_HTTP": svc.url}
+        done = engine_call(store_url, "resume", "parent-only", env=env)
+        assert (done["status"], len(done["output"])) == ("completed", 3), done
+        eng = Engine.open(store_url)
+        try:
+            tree = _tree(eng, "parent-only")
+            assert len(tree) == 5 and {eng.state(r).status for r in tree} == {"completed"}
+        finally:
+            eng.close()
+        assert Counter(order for order, _ in svc.requests) == {"p1": 1, "p2": 1, "p3": 1}
 
 
 @TREE
