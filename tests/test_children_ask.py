@@ -31,6 +31,26 @@ def _child(eng: Engine, run_id: str, n: int = 0) -> str:
     return str(_data(eng, run_id, "child_spawned")[n]["child_run_id"])
 
 
+def _switchable(eng: Engine) -> tuple[Any, dict[str, str]]:
+    """A parent whose child asks "ok?", and the switch that changes its code: with
+    ``code["agent"] = "other"`` it spawns another agent at that call (a divergence)."""
+    code = {"agent": "asker"}
+
+    @eng.agent
+    def asker(run: Any) -> Any:
+        return run.ask("ok?")
+
+    @eng.agent
+    def other(run: Any) -> Any:
+        return "other"
+
+    @eng.agent
+    def boss(run: Any) -> Any:
+        return run.call(asker if code["agent"] == "asker" else other)
+
+    return boss, code
+
+
 @TREE
 def test_a_child_question_pauses_the_parent_and_answer_parent_reaches_it(eng: Engine) -> None:
     """The parent pauses naming the child and question; no lease is held; answering the
@@ -133,20 +153,7 @@ def test_answer_parent_refuses_when_no_descendant_asks(eng: Engine) -> None:
     """A parent waiting on a child that no longer waits for a person (answered, but the
     parent could not continue: its code changed) refuses an answer with a UsageError
     naming the child, recording nothing; once its code is back, resume continues it."""
-    code = {"agent": "asker"}
-
-    @eng.agent
-    def asker(run: Any) -> Any:
-        return run.ask("ok?")
-
-    @eng.agent
-    def other(run: Any) -> Any:
-        return "other"
-
-    @eng.agent
-    def boss(run: Any) -> Any:
-        return run.call(asker if code["agent"] == "asker" else other)
-
+    boss, code = _switchable(eng)
     r = eng.run(boss)
     kid = _child(eng, r.run_id)
     code["agent"] = "other"
@@ -204,20 +211,7 @@ def test_a_parent_stopped_on_a_child_that_moved_meanwhile_goes_on(eng: Engine) -
     """A parent that paused on its child just as the child's answer came in (here: its
     continuation could not run then) is due for recover (wakeups.due), and the end of
     its own execution continues it (after_run reads its own state first)."""
-    code = {"agent": "asker"}
-
-    @eng.agent
-    def asker(run: Any) -> Any:
-        return run.ask("ok?")
-
-    @eng.agent
-    def other(run: Any) -> Any:
-        return "other"
-
-    @eng.agent
-    def boss(run: Any) -> Any:
-        return run.call(asker if code["agent"] == "asker" else other)
-
+    boss, code = _switchable(eng)
     r = eng.run(boss)
     state = eng.state(r.run_id)
     assert not wakeups.due(eng.store, state, time.time())  # its child still asks

@@ -23,6 +23,19 @@ def _children(eng: Engine, run_id: str) -> list[str]:
     return [str(d["child_run_id"]) for d in _data(eng, run_id, "child_spawned")]
 
 
+def _flaky(eng: Engine) -> tuple[Any, dict[str, bool]]:
+    """A child agent failing while ``broken["yes"]``, then returning "ok"."""
+    broken = {"yes": True}
+
+    @eng.agent
+    def flaky(run: Any) -> str:
+        if broken["yes"]:
+            raise RuntimeError("flaky")
+        return "ok"
+
+    return flaky, broken
+
+
 @TREE
 def test_resume_child_continues_a_parent_that_failed_because_of_it(eng: Engine) -> None:
     """The parent fails at the spawn call; the sibling completed; resuming the fixed
@@ -62,16 +75,9 @@ def test_resume_child_continues_a_parent_that_failed_because_of_it(eng: Engine) 
 @TREE
 def test_resume_parent_waits_on_its_failed_child_again(eng: Engine) -> None:
     """Resuming the parent while its child is still failed fails it again at the same
-    call, recording no second child_finished; once the child completes (resumed on its
-    own, the parent not continued because the parent's code was busy elsewhere), resume
-    PARENT gives its output."""
-    broken = {"yes": True}
-
-    @eng.agent
-    def flaky(run: Any) -> str:
-        if broken["yes"]:
-            raise RuntimeError("flaky")
-        return "ok"
+    call, recording no second child_finished; resuming the child then completes it and
+    continues the parent; resume PARENT afterwards gives its recorded output."""
+    flaky, broken = _flaky(eng)
 
     @eng.agent
     def parent(run: Any) -> Any:
@@ -92,13 +98,7 @@ def test_resume_parent_waits_on_its_failed_child_again(eng: Engine) -> None:
 def test_a_caught_child_failure_replays_as_recorded(eng: Engine) -> None:
     """A parent that caught ChildFailed and went on replays the recorded failure, even
     if the child was resumed and completed since (its log decides, not the child now)."""
-    broken = {"yes": True}
-
-    @eng.agent
-    def flaky(run: Any) -> str:
-        if broken["yes"]:
-            raise RuntimeError("flaky")
-        return "ok"
+    flaky, broken = _flaky(eng)
 
     @eng.agent
     def parent(run: Any) -> Any:

@@ -73,7 +73,7 @@ def test_rewind_reuses_children_before_the_target_and_spawns_fresh_ones_after(
     assert again.output["ids"][1] not in (late_id, fresh)
     assert ran["early"] == 1
     finished = [e.data for e in eng.events(again.run_id) if e.type == "child_finished"]
-    assert [f["child_run_id"] for f in finished][0] == early_id
+    assert finished[0]["child_run_id"] == early_id
 
 
 @TREE

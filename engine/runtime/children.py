@@ -19,9 +19,9 @@ from .. import events as ev
 from ..errors import ChildFailed, UsageError
 from ..history import rebuild
 from ..kinds import RunStatus
-from ..secrets import key_check, refuse_secret_input, replay_key
+from ..secrets import refuse_secret_input
 from . import declare
-from .childstart import open_child
+from .childstart import agent_started, open_child
 from .childwait import Waited, settle
 from .childwake import after_run, child_due
 from .defs import AgentDef, args_hash, normalize, qualified
@@ -91,15 +91,7 @@ def spawn(ctx: RunContext, agent: AgentDef[..., Any] | Any, input: dict[str, Any
         return _replayed(ctx, call, entry)
     ctx.live(call, f"spawn {a.name!r}")
     child_id = uuid.uuid4().hex
-    head = ev.AgentStarted(
-        at=ev.now(),
-        agent=a.name,
-        import_path=a.import_path,
-        input=data,
-        parent_run_id=ctx.run_id,
-        code_version=a.version,
-        key_check=key_check(replay_key()),
-    )
+    head = agent_started(a, data, parent_run_id=ctx.run_id)
     record = ev.ChildSpawned(
         at=head.at, call=call, child_run_id=child_id, agent=a.name, args_hash=ahash
     )

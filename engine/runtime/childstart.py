@@ -6,12 +6,14 @@ supervisor, which starts children again) can open children without an import cyc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..history import RunWriter, run_stream
+from ..secrets import key_check, replay_key
 from ..state import RunState, evolve
 from ..store import Append
+from .defs import AgentDef
 
 if TYPE_CHECKING:
     from .context import RunContext
@@ -28,3 +30,19 @@ def open_child(
     head = Append(run_stream(child_id), 1, started)
     ctx.record(record, extra=[head], rows=[RunWriter.index_row(first)])
     ctx.host.start(child_id)
+
+
+def agent_started(
+    agent: AgentDef[..., Any], input: dict[str, Any], parent_run_id: str | None = None
+) -> ev.AgentStarted:
+    """The ``agent_started`` of a new run of ``agent`` on ``input`` (normalized), under
+    this machine's replay key; a child's names its parent."""
+    return ev.AgentStarted(
+        at=ev.now(),
+        agent=agent.name,
+        import_path=agent.import_path,
+        input=input,
+        parent_run_id=parent_run_id,
+        code_version=agent.version,
+        key_check=key_check(replay_key()),
+    )
