@@ -49,7 +49,7 @@ def test_answers_and_resumes_racing_on_one_parent_continue_it_once(eng: Engine) 
     assert {r.status for r in runs} == {"paused"}
     kids = {r.run_id: _child(eng, r.run_id) for r in runs}
     errors: list[BaseException] = []
-    go = threading.Barrier(3)
+    go = threading.Barrier(4)
 
     def quietly(fn: Any, *args: Any) -> None:
         try:
@@ -76,7 +76,8 @@ def test_answers_and_resumes_racing_on_one_parent_continue_it_once(eng: Engine) 
                 quietly(eng.resume, r.run_id)
 
     threads = [
-        threading.Thread(target=f) for f in (answer_children, answer_parents, resume_parents)
+        threading.Thread(target=f)
+        for f in (answer_children, answer_children, answer_parents, resume_parents)
     ]
     for t in threads:
         t.start()
