@@ -222,3 +222,33 @@ def test_a_parent_stopped_on_a_child_that_moved_meanwhile_goes_on(eng: Engine) -
     code["agent"] = "asker"
     children.after_run(eng, eng.store, result_of(state))
     assert (eng.state(r.run_id).status, eng.state(r.run_id).output) == ("completed", "yes")
+
+
+@TREE
+def test_an_async_parent_gathering_pauses_on_one_child_and_goes_on(eng: Engine) -> None:
+    """An async parent awaiting two children at once pauses on the one that asks; the
+    other's wait stops with the run (writing nothing after it). Answering the parent
+    completes the tree, each child run once."""
+    ran: Counter[str] = Counter()
+
+    @eng.agent
+    def asks(run: Any) -> Any:
+        ran["asks"] += 1
+        return run.ask("go?")
+
+    @eng.agent
+    def works(run: Any) -> Any:
+        ran["works"] += 1
+        return "worked"
+
+    @eng.agent
+    async def lead(run: Any) -> Any:
+        return await run.gather(run.spawn(asks), run.spawn(works))
+
+    r = eng.run(lead)
+    assert r.status == "paused" and (r.waiting or "").endswith("asks: go?")
+    done = eng.answer(r.run_id, "go")
+    assert (done.status, done.output) == ("completed", ["go", "worked"])
+    assert ran == {"asks": 3, "works": 1}  # asks: run, the answer's check, its resume
+    types = [e.type for e in eng.events(r.run_id)]
+    assert types.count("child_finished") == 2 and types[-1] == "agent_finished"
