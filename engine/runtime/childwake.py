@@ -110,6 +110,10 @@ def after_run(host: object, store: Store, result: RunResult) -> None:
     it stopped on a child that has news already, else its parent if that waits on it
     (or failed at its spawn, and it has now completed). A parent that cannot be
     continued here is logged and left to ``resume``/``recover``."""
+    if result.status == RunStatus.RUNNING or (
+        result.status == RunStatus.COMPLETED and result.parent_run_id is None
+    ):
+        return  # still running (a lost lease), or a finished root: no news for anyone
     try:
         _after(host, store, result.run_id)
     except Exception as e:
