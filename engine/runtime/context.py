@@ -30,6 +30,9 @@ from .defs import AgentDef, args_hash, normalize
 from .host import Host
 from .journal import Journal
 
+# A run in one of these has no execution left that may write to it.
+_OVER = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED})
+
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "agentlog_run", default=None
 )
@@ -205,6 +208,19 @@ class RunContext:
         every append takes, so the run cannot end between them."""
         with self._lock:
             if self.ended or self.verify or self.writer.state.status != RunStatus.RUNNING:
+                return False
+            self.record(event)
+            return True
+
+    def record_unless_over(self, event: ev.Event) -> bool:
+        """Record ``event`` unless this execution is over (ended, or it finished or failed
+        the run); False when nothing was written. Unlike :meth:`record_while_running`, a
+        run resumed from a pause, a wait or a failure records (its resume marker goes
+        first): a parent's wait for its child, which may outlive its run (a cancelled
+        ``await``)."""
+        with self._lock:
+            over = self.writer.state.status in _OVER and not self._resume_marker
+            if self.ended or self.verify or over:
                 return False
             self.record(event)
             return True
