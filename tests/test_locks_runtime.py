@@ -62,14 +62,50 @@ def test_fences_increase_per_name_across_runs(eng: Engine) -> None:
 
 @all_backends
 def test_an_exception_leaving_the_block_releases_the_lock(eng: Engine) -> None:
+    """The lock is free as soon as the exception leaves the block (the run goes on), and
+    a run failing inside its block ends holding nothing."""
+    after: list[list[tuple[str, str, int]]] = []
+
     @eng.agent
-    def worker(run: Any) -> None:
+    def caught(run: Any) -> str:
+        try:
+            with run.lock("a"):
+                raise ValueError("boom")
+        except ValueError:
+            after.append(_held(eng))
+        return "went on"
+
+    @eng.agent
+    def failing(run: Any) -> None:
         with run.lock("a"):
             raise ValueError("boom")
 
-    r = eng.run(worker)
+    r = eng.run(caught)
+    assert (r.status, after) == ("completed", [[]])
+    assert [t for t, _ in _lock_events(eng, r.run_id)] == ["lock_acquired", "lock_released"]
+    r = eng.run(failing)
     assert r.status == "failed" and "boom" in (r.error or "")
     assert [t for t, _ in _lock_events(eng, r.run_id)] == ["lock_acquired", "lock_released"]
+    assert _held(eng) == []
+
+
+@all_backends
+def test_a_hold_that_expired_while_paused_is_retaken_with_its_fence(eng: Engine) -> None:
+    """Paused inside its block past the lock's ttl, with nobody taking the lock
+    meanwhile: the answered run holds it again, with the same fence, until the block
+    ends."""
+    seen: list[list[tuple[str, str, int]]] = []
+
+    @eng.agent
+    def worker(run: Any) -> None:
+        with run.lock("a", ttl=0.2):
+            run.ask("go on?")
+            seen.append(_held(eng))
+
+    r = eng.run(worker)
+    wait_until(lambda: not eng.store.locks.held(), "the paused hold to expire")
+    assert eng.answer(r.run_id, "yes").status == "completed"
+    assert seen == [[("a", r.run_id, 1)]]
     assert _held(eng) == []
 
 
@@ -171,20 +207,32 @@ def test_a_lock_held_past_the_block_by_the_store_is_freed_when_the_run_ends(
 
 
 @all_backends
-def test_replay_and_verify_return_the_recorded_fence(eng: Engine) -> None:
-    """After other runs moved the lock's fence on, re-executing a finished run (verify)
-    sees its own recorded fence and takes nothing."""
+def test_replay_returns_the_recorded_fence_and_takes_nothing(eng: Engine) -> None:
+    """A finished lock block re-executed (the run resumed after a later pause, then
+    verified) gets its recorded fence although other runs moved the fence on; no lock
+    is taken and nothing more is recorded."""
+    fences: list[int] = []
 
     @eng.agent
-    def worker(run: Any) -> int:
+    def first(run: Any) -> int:
         with run.lock("a") as fence:
+            fences.append(fence)
+        run.ask("go on?")
+        return int(fence)
+
+    @eng.agent
+    def other(run: Any) -> int:
+        with run.lock("a") as fence:
+            assert _held(eng) == [("a", run.run_id, fence)]
             return int(fence)
 
-    first = eng.run(worker)
-    eng.run(worker)
-    eng.run(worker)
-    assert eng.verify(first.run_id).output == 1
-    assert _held(eng) == []
+    r = eng.run(first)
+    assert [eng.run(other).output for _ in range(2)] == [2, 3]
+    assert eng.answer(r.run_id, "yes").output == 1
+    eng.verify(r.run_id)
+    assert len(fences) >= 3 and set(fences) == {1}  # live, answered, verified
+    assert [t for t, _ in _lock_events(eng, r.run_id)] == ["lock_acquired", "lock_released"]
+    assert eng.run(other).output == 4
 
 
 @all_backends
