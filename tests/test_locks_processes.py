@@ -79,6 +79,14 @@ def _kill(p: Any) -> None:
     assert p.returncode == -signal.SIGKILL
 
 
+def _killed_in_its_block(url: str, svc: FencingService, ttl: float) -> Any:
+    """A writer process SIGKILLed inside its lock block, after its first write."""
+    p = _start(url, svc, steps=3, ttl=ttl, pause=120)
+    wait_until(lambda: svc.wrote(p.run_id, 0), "the holder's first write", 60)
+    _kill(p)
+    return p
+
+
 def _recover(url: str, svc: FencingService) -> list[list[Any]]:
     p = python("-c", RECOVER, url, env={"AGENTLOG_TEST_FENCING": svc.url}, timeout=120)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -117,9 +125,7 @@ def test_two_processes_contending_write_in_turn(store_url: str, svc: FencingServ
 def test_a_killed_holder_loses_the_lock_at_expiry_and_its_stale_fence_is_rejected(
     store_url: str, svc: FencingService
 ) -> None:
-    killed = _start(store_url, svc, steps=3, ttl=1.5, pause=120)
-    wait_until(lambda: svc.wrote(killed.run_id, 0), "the holder's first write", 60)
-    _kill(killed)
+    killed = _killed_in_its_block(store_url, svc, ttl=1.5)
 
     other = _start(store_url, svc, steps=3, ttl=30, pause=0)  # waits out the dead hold
     r = _result(other)
@@ -139,9 +145,7 @@ def test_a_killed_holder_loses_the_lock_at_expiry_and_its_stale_fence_is_rejecte
 def test_a_killed_holder_recovered_in_time_retakes_its_fence(
     store_url: str, svc: FencingService
 ) -> None:
-    killed = _start(store_url, svc, steps=3, ttl=60, pause=120)
-    wait_until(lambda: svc.wrote(killed.run_id, 0), "the holder's first write", 60)
-    _kill(killed)
+    killed = _killed_in_its_block(store_url, svc, ttl=60)
     waiting = _start(store_url, svc, steps=3, ttl=30, pause=0)  # waits: the hold is unexpired
 
     assert _recover(store_url, svc) == [

@@ -27,6 +27,25 @@ def _held(eng: Engine) -> list[tuple[str, str, int]]:
     return [(r.name, r.holder, r.fence) for r in eng.store.locks.held()]
 
 
+def _holding(eng: Engine, ttl: float) -> tuple[threading.Event, threading.Thread, list[Any]]:
+    """A run holding lock "a" in a thread of its own, inside its block by the time this
+    returns, until the event is set; its result lands in the list."""
+    entered, leave = threading.Event(), threading.Event()
+
+    @eng.agent
+    def holder(run: Any) -> int:
+        with run.lock("a", ttl=ttl) as fence:
+            entered.set()
+            leave.wait(30)
+        return int(fence)
+
+    results: list[Any] = []
+    t = threading.Thread(target=lambda: results.append(eng.run(holder)))
+    t.start()
+    assert entered.wait(30)
+    return leave, t, results
+
+
 @all_backends
 def test_a_lock_block_records_its_fence_and_frees_the_lock(eng: Engine) -> None:
     """Inside the block the run holds the lock with fence 1 (listed as held); the log
@@ -151,21 +170,9 @@ def test_a_stale_fence_is_returned_on_replay_when_another_took_the_lock(eng: Eng
             fences.append(fence)
         return str(answer)
 
-    entered, leave = threading.Event(), threading.Event()
-
-    @eng.agent
-    def keeper(run: Any) -> int:
-        with run.lock("a", ttl=60) as fence:
-            entered.set()
-            leave.wait(30)
-        return int(fence)
-
     paused = eng.run(slow)
     wait_until(lambda: not eng.store.locks.held(), "the paused hold to expire")
-    results: list[Any] = []
-    t = threading.Thread(target=lambda: results.append(eng.run(keeper)))
-    t.start()
-    assert entered.wait(30)
+    leave, t, results = _holding(eng, ttl=60)
     keeper_id = eng.store.locks.held()[0].holder
     first = eng.answer(paused.run_id, "late")
     assert (first.status, fences) == ("completed", [1])
@@ -239,20 +246,8 @@ def test_replay_returns_the_recorded_fence_and_takes_nothing(eng: Engine) -> Non
 def test_the_heartbeat_keeps_a_short_ttl_lock_held_while_the_block_runs(eng: Engine) -> None:
     """A 0.3 s lock held for far longer than its ttl is renewed: another run cannot take
     it meanwhile, and gets the next fence once the block ends."""
-    entered, leave = threading.Event(), threading.Event()
     other_got: list[int | None] = []
-
-    @eng.agent
-    def holder(run: Any) -> int:
-        with run.lock("a", ttl=0.3) as fence:
-            entered.set()
-            leave.wait(30)
-        return int(fence)
-
-    results: list[Any] = []
-    t = threading.Thread(target=lambda: results.append(eng.run(holder)))
-    t.start()
-    assert entered.wait(30)
+    leave, t, results = _holding(eng, ttl=0.3)
     for _ in range(10):  # about four ttls in all
         time.sleep(0.12)
         other_got.append(eng.store.locks.acquire("a", "intruder", 1))

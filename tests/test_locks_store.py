@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
-from collections.abc import Iterator
 
 import pytest
 from conftest import all_backends, backends
+from test_store_ports import _Backend
 
 from engine.errors import UsageError
 from engine.store import Store, open_store
@@ -20,14 +20,8 @@ from engine.store.ports import LockRow, LockStore
 T0 = 1_700_000_000.0
 
 
-class LockStoreContract:
+class LockStoreContract(_Backend):
     """What every backend's lock store does."""
-
-    @pytest.fixture
-    def opened(self, store_url: str) -> Iterator[Store]:
-        s = open_store(store_url)
-        yield s
-        s.close()
 
     @pytest.fixture
     def locks(self, opened: Store) -> LockStore:
