@@ -94,9 +94,12 @@ class LockStoreContract(_Backend):
         assert locks.acquire("never", "r1", T0 + 200, T0 + 100, keep_fence=1) is None
         assert locks.held(T0 + 100) == []
 
-    def test_keep_fence_does_not_take_another_holders_live_lock(self, locks: LockStore) -> None:
+    def test_keep_fence_never_gives_another_holders_fence(self, locks: LockStore) -> None:
+        """A fence stays one holder's: another run keeping it (a fork that inherited the
+        record) is refused while the lock is held, and after that hold expired."""
         locks.acquire("a", "r1", T0 + 30, T0)
         assert locks.acquire("a", "r2", T0 + 30, T0, keep_fence=1) is None
+        assert locks.acquire("a", "r2", T0 + 99, T0 + 50, keep_fence=1) is None
         assert locks.held(T0) == [LockRow("a", "r1", 1, T0 + 30)]
 
     def test_release_all_frees_the_holders_locks_only(self, locks: LockStore) -> None:

@@ -250,8 +250,8 @@ class MemoryLocks(LockStore):
         with self.lock:
             row = self.rows.get(name)
             free = row is None or row[0] in (None, holder) or row[2] < now
-            if keep_fence:
-                if row is None or row[1] != keep_fence or not free:
+            if keep_fence:  # still this holder's, or free since it was released
+                if row is None or row[1] != keep_fence or row[0] not in (None, holder):
                     return None
                 fence = keep_fence
             elif free:

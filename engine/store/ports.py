@@ -105,7 +105,8 @@ class LockStore(ABC):
     ) -> int | None:
         """Take ``name`` for ``holder`` until ``until`` if it is free, expired at ``now``
         or ``holder``'s: its new fence (the last one + 1). With ``keep_fence``, take it
-        only if its fence is still that one (nobody took it since) and keep the fence.
+        only if its fence is still that one (nobody took it since) and it is still
+        ``holder``'s or free, and keep the fence.
         None: not taken. Atomic against every other writer."""
 
     @abstractmethod

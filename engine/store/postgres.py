@@ -218,7 +218,7 @@ class PostgresLocks(PostgresRecorder, LockStore):
         ).format(table)
         self._keep = SQL(
             "UPDATE {0} SET holder=%s, expires_at=%s WHERE name=%s AND fence=%s "
-            "AND (holder IS NULL OR holder=%s OR expires_at < %s) RETURNING fence"
+            "AND (holder IS NULL OR holder=%s) RETURNING fence"
         ).format(table)
         self._renew = SQL(
             "UPDATE {0} SET expires_at=%s WHERE name=%s AND holder=%s AND fence=%s RETURNING fence"
@@ -243,7 +243,7 @@ class PostgresLocks(PostgresRecorder, LockStore):
         self, name: str, holder: str, until: float, now: float, keep_fence: int = 0
     ) -> int | None:
         if keep_fence:
-            rows = self._write(self._keep, (holder, until, name, keep_fence, holder, now))
+            rows = self._write(self._keep, (holder, until, name, keep_fence, holder))
         else:
             rows = self._write(self._acquire, (name, holder, until, now, now))
         return int(rows[0]) if rows else None

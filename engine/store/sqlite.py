@@ -64,7 +64,7 @@ ACQUIRE_LOCK = (
 )
 KEEP_LOCK = (
     "UPDATE agentlog_locks SET holder=?, expires_at=? WHERE name=? AND fence=? "
-    "AND (holder IS NULL OR holder=? OR expires_at < ?) RETURNING fence"
+    "AND (holder IS NULL OR holder=?) RETURNING fence"
 )
 SYNC_MODES = ("FULL", "NORMAL", "EXTRA", "OFF")
 # Writers queue for SQLite's one write lock: wait for it (sqlite3's busy timeout) and for
@@ -195,7 +195,7 @@ class SQLiteLocks(SQLiteRecorder, LockStore):
         self, name: str, holder: str, until: float, now: float, keep_fence: int = 0
     ) -> int | None:
         if keep_fence:
-            rows = self._write(KEEP_LOCK, (holder, until, name, keep_fence, holder, now))
+            rows = self._write(KEEP_LOCK, (holder, until, name, keep_fence, holder))
         else:
             rows = self._write(ACQUIRE_LOCK, (name, holder, until, now, now))
         return int(rows[0]) if rows else None
