@@ -38,10 +38,10 @@ def lock_rows(held: list[LockRow], store: str) -> list[list[Piece]]:
     for r in held:
         rows.append(
             [
-                f"{r.holder:<32}  ",
-                (f"{r.fence:>8}", "cyan"),
+                f"{r.holder!s:<32}  ",  # str(): a damaged row may hold any type
+                (f"{r.fence!s:>8}", "cyan"),
                 f"  {clock(r.expires_at, date=True):<19}  ",
-                (r.name, "bold"),
+                (str(r.name), "bold"),
             ]
         )
     return rows

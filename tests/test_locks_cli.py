@@ -92,3 +92,17 @@ def test_locks_shows_the_lock_a_paused_run_holds(tmp_path: Path) -> None:
     ]
     assert work.ok("abandon", rid, code=4)
     assert work.ok("locks", "--json").json() == []
+
+
+def test_a_damaged_lock_row_is_shown_not_a_crash(tmp_path: Path) -> None:
+    """SQLite keeps any type in any column: a row whose name is NULL, fence text and
+    expiry a word is listed as it reads (expiry unknown), and the command exits 0."""
+    work = make_workdir(tmp_path, f"sqlite:///{tmp_path}/agentlog.db")
+    open_store(work.url).close()
+    with sqlite3.connect(tmp_path / "agentlog.db") as conn:
+        conn.execute("INSERT INTO agentlog_locks VALUES (NULL, 'h', 'x', 'soon', 0)")
+    assert work.ok("locks", "--json").json() == [
+        {"name": None, "holder": "h", "fence": "x", "expires": None}
+    ]
+    line = work.ok("locks").out.splitlines()[1]
+    assert line.split() == ["h", "x", "?", "None"]
