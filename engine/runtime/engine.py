@@ -33,7 +33,7 @@ from ..secrets import refuse_secret_input
 from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
 from ..supervision import Supervisor
-from . import adoption, children, declare, wakeups
+from . import adoption, children, declare, locks, wakeups
 from .answer import answer as answer_run
 from .catalog import Catalog
 from .childstart import agent_started
@@ -48,6 +48,7 @@ from .driver import verify as verify_run
 from .guards import Guards
 from .journal import Journal
 from .leases import Leases, new_owner
+from .lockkeeper import LockKeeper
 from .registry import Registry
 from .repository import RunRepository
 from .results import EventView, RunResult
@@ -88,6 +89,7 @@ class Engine(Catalog):
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._signals = Signals()
+        self.lock_keeper = LockKeeper()  # renews the cross-agent locks its runs hold
 
     @property
     def signals(self) -> Signals:
@@ -258,6 +260,7 @@ class Engine(Catalog):
         """A run's execution ended (``result``): tell this process's waiters, and continue
         the parent that waits on it."""
         self._signals.notify()
+        locks.after_run(self, self.store, result)  # a run that ended frees its locks
         children.after_run(self, self.store, result)
         return result
 
