@@ -40,9 +40,11 @@ class AgentRun(RunContext):
 
     def recv(self, topic: str, timeout: float | None = None) -> Any:
         """The next message on ``topic`` sent to this run (consumed once); None when
-        ``timeout`` seconds pass first. Waits durably."""
+        ``timeout`` seconds pass first. Waits durably (in an async agent,
+        ``await run.recv(...)``)."""
         return mailbox.recv(self, topic, timeout)
 
-    def sleep(self, seconds: float) -> None:
-        """Wait ``seconds`` durably: a crash or restart sleeps only what remains."""
-        timers.sleep(self, seconds)
+    def sleep(self, seconds: float) -> Any:
+        """Wait ``seconds`` durably: a crash or restart sleeps only what remains (in an
+        async agent, ``await run.sleep(...)``)."""
+        return timers.sleep(self, seconds)
