@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from engine import Engine
 from engine import events as ev
 from engine.errors import RunNotFound, UsageError
+from engine.runtime import timers
 from engine.runtime.config import EngineConfig
 from engine.runtime.mailbox import inbox_stream, posted
 from engine.store import Append
@@ -174,3 +176,35 @@ def test_a_sender_killed_right_after_sending_delivers_once(store_url: str, eng: 
     assert len(posted(eng.store, r.run_id)) == 1
     assert len(_types(eng, sid, "message_sent")) == 1
     assert len(_types(eng, sid, "agent_resumed")) == 1
+
+
+@STORES
+def test_senders_racing_for_one_inbox_each_post_once(eng: Engine) -> None:
+    """Eight senders at once: a sender whose inbox position was taken takes the next."""
+    r = eng.run(agents.receiver, n=8)
+    with ThreadPoolExecutor(8) as pool:
+        sent = list(pool.map(lambda i: eng.run(agents.sender, to=r.run_id, value=i), range(8)))
+    assert {s.status for s in sent} == {"completed"}, [s.error for s in sent]
+    assert sorted(m.value for _, m in posted(eng.store, r.run_id)) == list(range(8))
+    wait_until(lambda: _status(eng, r.run_id) == "completed", "the receiver to finish")
+    assert sorted(eng.state(r.run_id).output) == list(range(8))
+
+
+def test_a_message_posted_while_the_receiver_suspends_still_wakes_it(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sender's wake-up comes while the receiver still holds its lease (so it finds
+    nothing due); the receiver is looked at again once it let go, and goes on."""
+    suspend = timers.suspend
+
+    def posted_meanwhile(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(timers, "suspend", suspend)
+        _post(eng, ctx.run_id, "late")
+        eng.wake(ctx.run_id)  # as the sender does: not due, the run is still running
+        return suspend(ctx, *args, **kwargs)
+
+    monkeypatch.setattr(timers, "suspend", posted_meanwhile)
+    r = eng.run(agents.receiver)
+    assert r.status == "waiting"
+    wait_until(lambda: _status(eng, r.run_id) == "completed", "the receiver to wake")
+    assert eng.state(r.run_id).output == ["late"]
