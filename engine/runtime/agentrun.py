@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from . import children, locks, mailbox, timers
+from . import children, locks, mailbox, streams, timers
 from .context import RunContext
 from .defs import AgentDef
 
@@ -43,6 +43,20 @@ class AgentRun(RunContext):
         ``timeout`` seconds pass first. Waits durably (in an async agent,
         ``await run.recv(...)``)."""
         return mailbox.recv(self, topic, timeout)
+
+    def stream(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        assemble: Callable[[list[Any]], Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The chunks of the model call ``fn(*args, **kwargs)`` as they come (``for`` a
+        generator, ``async for`` an async generator); the assembled value (text joined,
+        or ``assemble(chunks)``) is recorded, and a replay yields it as one chunk."""
+        return streams.stream(self, name, fn, args, kwargs, assemble)
 
     def sleep(self, seconds: float) -> Any:
         """Wait ``seconds`` durably: a crash or restart sleeps only what remains (in an
