@@ -1,0 +1,126 @@
+"""Helpers for the supervision and abandon tests: a spawn and a wait built on the runtime's
+own pieces (``children.open_child``, ``RunContext.recorded``/``record``), so restarts and
+tree abandons are tested against real runs while the public ``run.spawn`` lands apart.
+
+``spawn`` is durable (a replay returns the recorded child and starts nothing); ``wait``
+records the child's end in the parent as ``child_finished`` and, for a supervised parent,
+hands a failure to ``supervisor.restart``, then waits on the run it names."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from engine import Engine
+from engine import events as ev
+from engine.errors import ChildFailed
+from engine.history import rebuild
+from engine.kinds import RunStatus
+from engine.runtime import children, supervisor
+from engine.runtime.context import RunContext
+from engine.runtime.defs import AgentDef
+from engine.secrets import key_check, replay_key
+
+ENDS = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
+
+
+def spawn(run: RunContext, agent: AgentDef, **input: Any) -> tuple[int, str]:
+    """Start ``agent`` as a child of ``run``: its spawn call and child run id."""
+    call = run.next_call()
+    entry = run.recorded(call, "spawn", agent.name)
+    if entry is not None:
+        assert entry.ref is not None
+        return call, entry.ref
+    run.live(call, "spawn")
+    child = uuid.uuid4().hex
+    started = ev.AgentStarted(
+        at=ev.now(),
+        agent=agent.name,
+        import_path=agent.import_path,
+        input=input,
+        parent_run_id=run.run_id,
+        code_version=agent.version,
+        key_check=key_check(replay_key()),
+    )
+    record = ev.ChildSpawned(at=ev.now(), call=call, child_run_id=child, agent=agent.name)
+    children.open_child(run, record, started)
+    return call, child
+
+
+def wait(run: RunContext, call: int, child: str, timeout: float = 60.0) -> Any:
+    """The child's output; its failure restarted by the parent's supervisor (ChildFailed
+    when it gives up, or when the parent does not supervise)."""
+    entry = run.journal.calls.get(call)
+    out = entry.outcome if entry is not None else None
+    if isinstance(out, ev.ChildFinished) and out.child_run_id == child:
+        if out.status == RunStatus.COMPLETED:
+            return out.output
+        child = _failed(run, call, child, out.error, out.status)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        child = supervisor.current(run, call, child)
+        state = rebuild(run.store, child)
+        if state.status == RunStatus.COMPLETED:
+            run.record(_end(call, child, state.status, output=state.output))
+            return state.output
+        if state.status in (RunStatus.FAILED, RunStatus.ABANDONED):
+            run.record(_end(call, child, state.status, error=state.error))
+            child = _failed(run, call, child, state.error, state.status)
+        time.sleep(0.02)
+    raise AssertionError(f"child {child} did not end in time")
+
+
+def _failed(run: RunContext, call: int, child: str, error: str | None, status: str) -> str:
+    if run.agent.supervise is None:
+        raise ChildFailed(child, error, status)
+    return supervisor.restart(run, call, child, error)
+
+
+def _end(call: int, child: str, status: str, **more: Any) -> ev.ChildFinished:
+    return ev.ChildFinished(at=ev.now(), call=call, child_run_id=child, status=status, **more)
+
+
+def settle(eng: Engine, run_ids: list[str], statuses: tuple[str, ...], timeout: float = 60) -> None:
+    """Wait until each run has one of ``statuses`` (generous: only against hanging)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(eng.state(r).status in statuses for r in run_ids):
+            return
+        time.sleep(0.02)
+    raise AssertionError({r: eng.state(r).status for r in run_ids})
+
+
+def child_ids(eng: Engine, run_id: str) -> list[str]:
+    """The child runs a run's log names, in the order it started them."""
+    return [
+        e.data["child_run_id"]
+        for e in eng.events(run_id)
+        if e.type in ("child_spawned", "child_restarted")
+    ]
+
+
+def events_of(eng: Engine, run_id: str, kind: str) -> list[dict[str, Any]]:
+    """The data of the run's events of type ``kind`` (with their time, ``at``)."""
+    return [{**e.data, "at": e.at} for e in eng.events(run_id) if e.type == kind]
+
+
+class Counter:
+    """Attempts counted in a file (shared by threads and processes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+
+    def bump(self, name: str) -> int:
+        with self.lock:
+            f = self.path / f"{name}.count"
+            n = int(f.read_text()) + 1 if f.exists() else 1
+            f.write_text(str(n))
+            return n
+
+    def get(self, name: str) -> int:
+        f = self.path / f"{name}.count"
+        return int(f.read_text()) if f.exists() else 0

@@ -1,0 +1,247 @@
+"""Supervision carried out on real runs (SQLite files and PostgreSQL), each restart and
+escalation recorded with its reason: one_for_one resumes the failed child from its log
+(it re-attempts the failed call, one resume marker), one_for_all compensates every
+sibling whose result the parent has not taken (a running one is stopped first) and
+starts them all again, rest_for_one only the failed child and those spawned after it,
+and past the restart intensity the failure escalates up a three-level tree. A parent
+that crashes in the middle of a restart finishes it on resume, restarting nothing twice.
+
+The children are spawned and waited for with the helpers of test_supervision_kit (the
+runtime's own open_child and record); test_supervision_api does the same through
+run.spawn / child.result()."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents.kit import Crash
+from conftest import backends
+from test_supervision_kit import Counter, events_of, spawn, wait
+
+from engine import Engine, Supervisor
+from engine.errors import Permanent
+from engine.kinds import RunStatus
+from engine.runtime import supervisor
+
+STORES = backends("sqlite", "postgres")
+
+
+class Books:
+    """An outside service: effects done and undone, in order."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def add(self, kind: str, what: str) -> str:
+        with self.lock:
+            self.log.append((kind, what))
+        return what
+
+    def undone(self) -> list[str]:
+        return [w for k, w in self.log if k == "undo"]
+
+
+def _workers(eng: Engine, books: Books, counter: Counter) -> dict[str, Any]:
+    def undo(result: str, idempotency_key: str | None = None) -> str:
+        return books.add("undo", result)
+
+    @eng.tool(side_effect=True, compensate=undo)
+    def book(what: str, *, idempotency_key: str) -> str:
+        return books.add("do", what)
+
+    @eng.agent
+    def steady(run: Any, name: str) -> str:
+        book(f"{name}#{counter.bump(name)}")
+        return name
+
+    @eng.agent
+    def flaky(run: Any, name: str, after: str = "") -> str:
+        """Fails its first attempt (once ``after`` has booked, if given)."""
+        n = counter.bump(name)
+        book(f"{name}#{n}")
+        while after and counter.get(after) == 0:
+            time.sleep(0.01)
+        if n == 1:
+            raise RuntimeError(f"{name} broke")
+        return name
+
+    @eng.agent
+    def busy(run: Any, name: str) -> str:
+        """Its first run works on until it is stopped."""
+        n = counter.bump(name)
+        book(f"{name}#{n}")
+        for i in range(5000 if n == 1 else 0):
+            run.decide("tick", time.sleep, 0.01)
+        return name
+
+    return {"steady": steady, "flaky": flaky, "busy": busy}
+
+
+@STORES
+def test_one_for_one_resumes_the_failed_child_which_retries_its_failed_call(
+    eng: Engine, tmp_path: Path
+) -> None:
+    counter = Counter(tmp_path)
+
+    @eng.tool
+    def fetch(n: int) -> int:
+        if counter.bump("fetch") == 1:
+            raise Permanent("the service said 503")
+        return n * 2
+
+    @eng.agent
+    def worker(run: Any, n: int) -> int:
+        return fetch(n) + 1
+
+    @eng.agent(supervise=Supervisor("one_for_one", max_restarts=3, within=60.0))
+    def boss(run: Any) -> int:
+        call, child = spawn(run, worker, n=5)
+        out: int = wait(run, call, child)
+        return out
+
+    result = eng.run(boss)
+    assert (result.status, result.output) == (RunStatus.COMPLETED, 11)
+    assert counter.get("fetch") == 2
+    [spawned] = events_of(eng, result.run_id, "child_spawned")
+    child = spawned["child_run_id"]
+    [restarted] = events_of(eng, result.run_id, "child_restarted")
+    assert restarted["child_run_id"] == restarted["previous_run_id"] == child
+    assert restarted["strategy"] == "one_for_one" and restarted["restarts"] == 1
+    assert "503" in restarted["reason"]
+    kinds = [e.type for e in eng.events(child)]
+    assert kinds.count("agent_failed") == 1 and kinds.count("agent_resumed") == 1
+    assert kinds[-1] == "agent_finished" and eng.state(child).status == RunStatus.COMPLETED
+    ends = [e["status"] for e in events_of(eng, result.run_id, "child_finished")]
+    assert ends == ["failed", "completed"]
+    eng.verify(result.run_id)  # a replay reaches the same: nothing restarts again
+
+
+@STORES
+def test_one_for_all_compensates_all_siblings_and_starts_them_again(
+    eng: Engine, tmp_path: Path
+) -> None:
+    books, counter = Books(), Counter(tmp_path)
+    w = _workers(eng, books, counter)
+
+    @eng.agent(supervise=Supervisor("one_for_all", max_restarts=2, within=60.0))
+    def team(run: Any) -> list[str]:
+        a = spawn(run, w["steady"], name="a")
+        b = spawn(run, w["flaky"], name="b", after="c")
+        c = spawn(run, w["busy"], name="c")
+        return [wait(run, *b), wait(run, *a), wait(run, *c)]
+
+    result = eng.run(team)
+    assert (result.status, result.output) == (RunStatus.COMPLETED, ["b", "a", "c"])
+    assert books.undone() == ["c#1", "b#1", "a#1"]  # latest spawned first
+    assert sorted(w for k, w in books.log if k == "do") == ["a#1", "a#2", "b#1", "b#2", "c#1", "c#2"]
+    spawned = {e["call"]: e["child_run_id"] for e in events_of(eng, result.run_id, "child_spawned")}
+    restarts = events_of(eng, result.run_id, "child_restarted")
+    assert [r["call"] for r in restarts] == [1, 3, 2]  # spawn order, the failed one last
+    assert len({r["at"] for r in restarts}) == 1 and {r["restarts"] for r in restarts} == {1}
+    assert all(r["previous_run_id"] == spawned[r["call"]] != r["child_run_id"] for r in restarts)
+    assert "sibling" in restarts[0]["reason"] and "b broke" in restarts[2]["reason"]
+    old = {call: eng.state(run).status for call, run in spawned.items()}
+    assert old == {1: "completed", 2: "abandoned", 3: "abandoned"}  # c was stopped
+    assert all(eng.state(r["child_run_id"]).status == "completed" for r in restarts)
+
+
+@STORES
+def test_rest_for_one_restarts_the_failed_child_and_those_spawned_after_it(
+    eng: Engine, tmp_path: Path
+) -> None:
+    books, counter = Books(), Counter(tmp_path)
+    w = _workers(eng, books, counter)
+
+    @eng.agent(supervise=Supervisor("rest_for_one", max_restarts=2, within=60.0))
+    def pipeline(run: Any) -> list[str]:
+        a = spawn(run, w["steady"], name="a")
+        b = spawn(run, w["flaky"], name="b", after="c")
+        c = spawn(run, w["steady"], name="c")
+        return [wait(run, *b), wait(run, *a), wait(run, *c)]
+
+    result = eng.run(pipeline)
+    assert (result.status, result.output) == (RunStatus.COMPLETED, ["b", "a", "c"])
+    assert books.undone() == ["c#1", "b#1"] and counter.get("a") == 1
+    restarts = events_of(eng, result.run_id, "child_restarted")
+    assert [(r["call"], r["strategy"]) for r in restarts] == [(3, "rest_for_one"), (2, "rest_for_one")]
+
+
+@STORES
+def test_past_the_intensity_the_failure_escalates_up_three_levels(
+    eng: Engine, tmp_path: Path
+) -> None:
+    counter = Counter(tmp_path)
+
+    @eng.agent
+    def worker(run: Any) -> None:
+        counter.bump("worker")
+        raise RuntimeError("disk full")
+
+    @eng.agent(supervise=Supervisor("one_for_one", max_restarts=1, within=60.0))
+    def lead(run: Any) -> None:
+        wait(run, *spawn(run, worker))
+
+    @eng.agent(supervise=Supervisor("one_for_one", max_restarts=1, within=60.0))
+    def top(run: Any) -> None:
+        wait(run, *spawn(run, lead))
+
+    result = eng.run(top)
+    assert result.status == RunStatus.FAILED and "disk full" in (result.error or "")
+    assert "gave up" in (result.error or "")
+    [lead_id] = [e["child_run_id"] for e in events_of(eng, result.run_id, "child_spawned")]
+    [worker_id] = [e["child_run_id"] for e in events_of(eng, lead_id, "child_spawned")]
+    assert counter.get("worker") == 2  # the first run and its one restart
+    assert len(events_of(eng, lead_id, "child_restarted")) == 1
+    [gave_up] = events_of(eng, lead_id, "supervisor_escalated")
+    assert gave_up["child_run_id"] == worker_id and gave_up["restarts"] == 1
+    assert "disk full" in gave_up["reason"]
+    # The top restarted the lead once (it failed again at once: its supervisor had given
+    # up, recorded), then gave up in turn.
+    [again] = events_of(eng, result.run_id, "child_restarted")
+    assert again["child_run_id"] == lead_id
+    [top_gave_up] = events_of(eng, result.run_id, "supervisor_escalated")
+    assert top_gave_up["child_run_id"] == lead_id
+    assert len(events_of(eng, lead_id, "supervisor_escalated")) == 1  # not recorded twice
+    assert eng.state(lead_id).status == eng.state(worker_id).status == RunStatus.FAILED
+
+
+@STORES
+def test_a_restart_interrupted_by_a_crash_is_finished_on_resume_never_twice(
+    eng: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    books, counter = Books(), Counter(tmp_path)
+    w = _workers(eng, books, counter)
+    real = supervisor._start_new
+    started: list[str] = []
+
+    def crash_on_second(ctx: Any, record: Any) -> None:
+        if len(started) == 1:
+            started.append("crash")
+            raise Crash()
+        started.append(record.child_run_id)
+        real(ctx, record)
+
+    monkeypatch.setattr(supervisor, "_start_new", crash_on_second)
+
+    @eng.agent(supervise=Supervisor("one_for_all", max_restarts=1, within=60.0))
+    def team(run: Any) -> list[str]:
+        a = spawn(run, w["steady"], name="a")
+        b = spawn(run, w["flaky"], name="b", after="a")
+        return [wait(run, *b), wait(run, *a)]
+
+    with pytest.raises(Crash):
+        eng.run(team)
+    [run_id] = [r.run_id for r in eng.runs() if r.parent_run_id is None]
+    assert len(events_of(eng, run_id, "child_restarted")) == 1  # a's; b's not yet
+    result = eng.resume(run_id)
+    assert (result.status, result.output) == (RunStatus.COMPLETED, ["b", "a"])
+    restarts = events_of(eng, run_id, "child_restarted")
+    assert [r["call"] for r in restarts] == [1, 2] and len({r["at"] for r in restarts}) == 1
+    assert books.undone() == ["b#1", "a#1"]  # each undone once
+    assert counter.get("a") == 2 and counter.get("b") == 2
+    eng.verify(run_id)
