@@ -138,7 +138,14 @@ def test_one_for_all_compensates_all_siblings_and_starts_them_again(
     result = eng.run(team)
     assert (result.status, result.output) == (RunStatus.COMPLETED, ["b", "a", "c"])
     assert books.undone() == ["c#1", "b#1", "a#1"]  # latest spawned first
-    assert sorted(w for k, w in books.log if k == "do") == ["a#1", "a#2", "b#1", "b#2", "c#1", "c#2"]
+    assert sorted(w for k, w in books.log if k == "do") == [
+        "a#1",
+        "a#2",
+        "b#1",
+        "b#2",
+        "c#1",
+        "c#2",
+    ]
     spawned = {e["call"]: e["child_run_id"] for e in events_of(eng, result.run_id, "child_spawned")}
     restarts = events_of(eng, result.run_id, "child_restarted")
     assert [r["call"] for r in restarts] == [1, 3, 2]  # spawn order, the failed one last
@@ -168,7 +175,10 @@ def test_rest_for_one_restarts_the_failed_child_and_those_spawned_after_it(
     assert (result.status, result.output) == (RunStatus.COMPLETED, ["b", "a", "c"])
     assert books.undone() == ["c#1", "b#1"] and counter.get("a") == 1
     restarts = events_of(eng, result.run_id, "child_restarted")
-    assert [(r["call"], r["strategy"]) for r in restarts] == [(3, "rest_for_one"), (2, "rest_for_one")]
+    assert [(r["call"], r["strategy"]) for r in restarts] == [
+        (3, "rest_for_one"),
+        (2, "rest_for_one"),
+    ]
 
 
 @STORES
