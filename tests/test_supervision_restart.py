@@ -75,7 +75,7 @@ def _workers(eng: Engine, books: Books, counter: Counter) -> dict[str, Any]:
         """Its first run works on until it is stopped."""
         n = counter.bump(name)
         book(f"{name}#{n}")
-        for i in range(5000 if n == 1 else 0):
+        for _ in range(5000 if n == 1 else 0):
             run.decide("tick", time.sleep, 0.01)
         return name
 
