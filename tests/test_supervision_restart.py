@@ -240,8 +240,8 @@ def test_a_restart_interrupted_by_a_crash_is_finished_on_resume_never_twice(
 
     @eng.agent(supervise=Supervisor("one_for_all", max_restarts=1, within=60.0))
     def team(run: Any) -> list[str]:
-        a = spawn(run, w["steady"], name="a")
         b = spawn(run, w["flaky"], name="b", after="a")
+        a = spawn(run, w["steady"], name="a")
         return [wait(run, *b), wait(run, *a)]
 
     with pytest.raises(Crash):
@@ -251,7 +251,9 @@ def test_a_restart_interrupted_by_a_crash_is_finished_on_resume_never_twice(
     result = eng.resume(run_id)
     assert (result.status, result.output) == (RunStatus.COMPLETED, ["b", "a"])
     restarts = events_of(eng, run_id, "child_restarted")
-    assert [r["call"] for r in restarts] == [1, 2] and len({r["at"] for r in restarts}) == 1
-    assert books.undone() == ["b#1", "a#1"]  # each undone once
+    # a's restart first, the failed b's last: until b's is recorded, a replay of the
+    # parent sees b's failure and comes back to finish the restart.
+    assert [r["call"] for r in restarts] == [2, 1] and len({r["at"] for r in restarts}) == 1
+    assert books.undone() == ["a#1", "b#1"]  # each undone once, latest spawned first
     assert counter.get("a") == 2 and counter.get("b") == 2
     eng.verify(run_id)
