@@ -8,6 +8,7 @@ hands a failure to ``supervisor.restart``, then waits on the run it names."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -116,9 +117,10 @@ class Counter:
 
     def bump(self, name: str) -> int:
         with self.lock:
-            f = self.path / f"{name}.count"
-            n = int(f.read_text()) + 1 if f.exists() else 1
-            f.write_text(str(n))
+            n = self.get(name) + 1
+            part = self.path / f"{name}.part"
+            part.write_text(str(n))
+            os.replace(part, self.path / f"{name}.count")  # readers never see it half written
             return n
 
     def get(self, name: str) -> int:
