@@ -109,6 +109,7 @@ def restart(ctx: RunContext, call: int, child_run_id: str, error: str | None) ->
         abandoned = status == RunStatus.ABANDONED
         if episode.escalated():
             raise ChildFailed(child_run_id, error, status)
+        ctx.live(call, f"restart child {child_run_id}")  # verifying: the log ends here
         kin = family(episode.before)
         decision = decide(sup, kin.episodes, episode.at, episode.failed, kin.children, abandoned)
         if decision.escalate:
