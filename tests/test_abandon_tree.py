@@ -8,13 +8,12 @@ without undoing anything twice."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import pytest
 from conftest import backends
-from test_supervision_kit import settle, spawn
+from test_supervision_kit import Books, booking, settle, spawn
 
 from engine import Engine
 from engine.errors import RunBusy
@@ -24,36 +23,11 @@ STORES = backends("sqlite", "postgres")
 PAUSED = (RunStatus.PAUSED,)
 
 
-class Books:
-    """Effects done and undone, in global order; ``refuse`` makes an undo fail once."""
-
-    def __init__(self) -> None:
-        self.log: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-        self.refuse: set[str] = set()
-
-    def add(self, kind: str, what: str) -> str:
-        with self.lock:
-            if kind == "undo" and what in self.refuse:
-                self.refuse.discard(what)
-                raise RuntimeError(f"cannot void {what} now")
-            self.log.append((kind, what))
-        return what
-
-    def undone(self) -> list[str]:
-        return [w for k, w in self.log if k == "undo"]
-
-
 def _tree(eng: Engine, books: Books) -> Any:
     """An agent that books two effects, spawns its subtree (``shape``: name -> children)
     and waits for a person."""
 
-    def undo(result: str, idempotency_key: str | None = None) -> str:
-        return books.add("undo", result)
-
-    @eng.tool(side_effect=True, compensate=undo)
-    def book(what: str, *, idempotency_key: str) -> str:
-        return books.add("do", what)
+    book = booking(eng, books)
 
     @eng.agent
     def node(run: Any, name: str, shape: dict[str, list[str]]) -> None:

@@ -7,14 +7,13 @@ children module's)."""
 from __future__ import annotations
 
 import inspect
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import backends
-from test_supervision_kit import Counter, events_of, settle
+from test_supervision_kit import Books, Counter, booking, events_of, settle
 
 from engine import Engine, Supervisor
 from engine.errors import Permanent
@@ -31,31 +30,6 @@ def _placeholder() -> bool:
 pytestmark = pytest.mark.skipif(
     _placeholder(), reason="run.spawn is a placeholder here (engine/runtime/children.py)"
 )
-
-
-class Books:
-    def __init__(self) -> None:
-        self.log: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-
-    def add(self, kind: str, what: str) -> str:
-        with self.lock:
-            self.log.append((kind, what))
-        return what
-
-    def undone(self) -> list[str]:
-        return [w for k, w in self.log if k == "undo"]
-
-
-def _book(eng: Engine, books: Books) -> Any:
-    def undo(result: str, idempotency_key: str | None = None) -> str:
-        return books.add("undo", result)
-
-    @eng.tool(side_effect=True, compensate=undo)
-    def book(what: str, *, idempotency_key: str) -> str:
-        return books.add("do", what)
-
-    return book
 
 
 @STORES
@@ -88,7 +62,7 @@ def test_one_for_one_through_spawn_and_result(eng: Engine, tmp_path: Path) -> No
 @STORES
 def test_one_for_all_through_gather(eng: Engine, tmp_path: Path) -> None:
     books, counter = Books(), Counter(tmp_path)
-    book = _book(eng, books)
+    book = booking(eng, books)
 
     @eng.agent
     def member(run: Any, name: str, fail: bool = False) -> str:
@@ -137,7 +111,7 @@ def test_escalation_up_three_levels_through_call(eng: Engine, tmp_path: Path) ->
 @STORES
 def test_abandon_of_a_spawned_tree_undoes_deepest_first(eng: Engine) -> None:
     books = Books()
-    book = _book(eng, books)
+    book = booking(eng, books)
 
     @eng.agent
     def node(run: Any, name: str, kids: list[str]) -> None:

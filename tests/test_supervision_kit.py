@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from engine import Engine
 from engine import events as ev
 from engine.errors import ChildFailed
@@ -37,15 +39,9 @@ def spawn(run: RunContext, agent: AgentDef, **input: Any) -> tuple[int, str]:
         return call, entry.ref
     run.live(call, "spawn")
     child = uuid.uuid4().hex
-    started = ev.AgentStarted(
-        at=ev.now(),
-        agent=agent.name,
-        import_path=agent.import_path,
-        input=input,
-        parent_run_id=run.run_id,
-        code_version=agent.version,
-        key_check=key_check(replay_key()),
-    )
+    check = key_check(replay_key())
+    started = ev.AgentStarted(ev.now(), agent.name, agent.import_path, input, run.run_id)
+    started = msgspec.structs.replace(started, code_version=agent.version, key_check=check)
     record = ev.ChildSpawned(at=ev.now(), call=call, child_run_id=child, agent=agent.name)
     children.open_child(run, record, started)
     return call, child
@@ -126,3 +122,37 @@ class Counter:
     def get(self, name: str) -> int:
         f = self.path / f"{name}.count"
         return int(f.read_text()) if f.exists() else 0
+
+
+class Books:
+    """An outside service: effects done and undone, in global order; an undo of a
+    receipt in ``refuse`` fails, once."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        self.refuse: set[str] = set()
+
+    def add(self, kind: str, what: str) -> str:
+        with self.lock:
+            if kind == "undo" and what in self.refuse:
+                self.refuse.discard(what)
+                raise RuntimeError(f"cannot void {what} now")
+            self.log.append((kind, what))
+        return what
+
+    def undone(self) -> list[str]:
+        return [w for k, w in self.log if k == "undo"]
+
+
+def booking(eng: Engine, books: Books) -> Any:
+    """A tool of ``eng`` that books ``what`` at ``books``; its compensation voids it."""
+
+    def undo(result: str, idempotency_key: str | None = None) -> str:
+        return books.add("undo", result)
+
+    @eng.tool(side_effect=True, compensate=undo)
+    def book(what: str, *, idempotency_key: str) -> str:
+        return books.add("do", what)
+
+    return book

@@ -12,7 +12,6 @@ run.spawn / child.result()."""
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 from agents.kit import Crash
 from conftest import backends
-from test_supervision_kit import Counter, events_of, spawn, wait
+from test_supervision_kit import Books, Counter, booking, events_of, spawn, wait
 
 from engine import Engine, Supervisor
 from engine.errors import Permanent
@@ -30,29 +29,8 @@ from engine.runtime import supervisor
 STORES = backends("sqlite", "postgres")
 
 
-class Books:
-    """An outside service: effects done and undone, in order."""
-
-    def __init__(self) -> None:
-        self.log: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-
-    def add(self, kind: str, what: str) -> str:
-        with self.lock:
-            self.log.append((kind, what))
-        return what
-
-    def undone(self) -> list[str]:
-        return [w for k, w in self.log if k == "undo"]
-
-
 def _workers(eng: Engine, books: Books, counter: Counter) -> dict[str, Any]:
-    def undo(result: str, idempotency_key: str | None = None) -> str:
-        return books.add("undo", result)
-
-    @eng.tool(side_effect=True, compensate=undo)
-    def book(what: str, *, idempotency_key: str) -> str:
-        return books.add("do", what)
+    book = booking(eng, books)
 
     @eng.agent
     def steady(run: Any, name: str) -> str:
@@ -121,64 +99,57 @@ def test_one_for_one_resumes_the_failed_child_which_retries_its_failed_call(
     eng.verify(result.run_id)  # a replay reaches the same: nothing restarts again
 
 
+# strategy, the third child's agent, what is undone (in order), the calls restarted (in
+# record order), how each first child ended up. one_for_all stops c (busy) first; the
+# completed siblings the parent had not taken the result of are compensated and
+# restarted too; rest_for_one leaves a, spawned before the failed b, alone.
+GROUPS = [
+    (
+        "one_for_all",
+        "busy",
+        ["c#1", "b#1", "a#1"],
+        [1, 3, 2],
+        ["completed", "abandoned", "abandoned"],
+    ),
+    ("rest_for_one", "steady", ["c#1", "b#1"], [3, 2], ["completed", "abandoned", "completed"]),
+]
+
+
 @STORES
-def test_one_for_all_compensates_all_siblings_and_starts_them_again(
-    eng: Engine, tmp_path: Path
+@pytest.mark.parametrize(("strategy", "third", "undone", "calls", "old"), GROUPS)
+def test_a_group_strategy_compensates_the_siblings_and_starts_them_again(
+    eng: Engine,
+    tmp_path: Path,
+    strategy: str,
+    third: str,
+    undone: list[str],
+    calls: list[int],
+    old: list[str],
 ) -> None:
     books, counter = Books(), Counter(tmp_path)
     w = _workers(eng, books, counter)
 
-    @eng.agent(supervise=Supervisor("one_for_all", max_restarts=2, within=60.0))
+    @eng.agent(supervise=Supervisor(strategy, max_restarts=2, within=60.0))  # type: ignore[arg-type]
     def team(run: Any) -> list[str]:
         a = spawn(run, w["steady"], name="a")
         b = spawn(run, w["flaky"], name="b", after="c")
-        c = spawn(run, w["busy"], name="c")
+        c = spawn(run, w[third], name="c")
         return [wait(run, *b), wait(run, *a), wait(run, *c)]
 
     result = eng.run(team)
     assert (result.status, result.output) == (RunStatus.COMPLETED, ["b", "a", "c"])
-    assert books.undone() == ["c#1", "b#1", "a#1"]  # latest spawned first
-    assert sorted(w for k, w in books.log if k == "do") == [
-        "a#1",
-        "a#2",
-        "b#1",
-        "b#2",
-        "c#1",
-        "c#2",
-    ]
+    assert books.undone() == undone  # latest spawned first
+    redone = sorted(w for k, w in books.log if k == "do")
+    assert redone == sorted({"a#1", "b#1", "c#1"} | {f"{u[0]}#2" for u in undone})
     spawned = {e["call"]: e["child_run_id"] for e in events_of(eng, result.run_id, "child_spawned")}
     restarts = events_of(eng, result.run_id, "child_restarted")
-    assert [r["call"] for r in restarts] == [1, 3, 2]  # spawn order, the failed one last
+    assert [r["call"] for r in restarts] == calls  # spawn order, the failed one last
+    assert {r["strategy"] for r in restarts} == {strategy}
     assert len({r["at"] for r in restarts}) == 1 and {r["restarts"] for r in restarts} == {1}
     assert all(r["previous_run_id"] == spawned[r["call"]] != r["child_run_id"] for r in restarts)
-    assert "sibling" in restarts[0]["reason"] and "b broke" in restarts[2]["reason"]
-    old = {call: eng.state(run).status for call, run in spawned.items()}
-    assert old == {1: "completed", 2: "abandoned", 3: "abandoned"}  # c was stopped
+    assert "sibling" in restarts[0]["reason"] and "b broke" in restarts[-1]["reason"]
+    assert [eng.state(spawned[call]).status for call in (1, 2, 3)] == old
     assert all(eng.state(r["child_run_id"]).status == "completed" for r in restarts)
-
-
-@STORES
-def test_rest_for_one_restarts_the_failed_child_and_those_spawned_after_it(
-    eng: Engine, tmp_path: Path
-) -> None:
-    books, counter = Books(), Counter(tmp_path)
-    w = _workers(eng, books, counter)
-
-    @eng.agent(supervise=Supervisor("rest_for_one", max_restarts=2, within=60.0))
-    def pipeline(run: Any) -> list[str]:
-        a = spawn(run, w["steady"], name="a")
-        b = spawn(run, w["flaky"], name="b", after="c")
-        c = spawn(run, w["steady"], name="c")
-        return [wait(run, *b), wait(run, *a), wait(run, *c)]
-
-    result = eng.run(pipeline)
-    assert (result.status, result.output) == (RunStatus.COMPLETED, ["b", "a", "c"])
-    assert books.undone() == ["c#1", "b#1"] and counter.get("a") == 1
-    restarts = events_of(eng, result.run_id, "child_restarted")
-    assert [(r["call"], r["strategy"]) for r in restarts] == [
-        (3, "rest_for_one"),
-        (2, "rest_for_one"),
-    ]
 
 
 @STORES

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from .. import events as ev
 from ..errors import ChildFailed
 from ..history import RunWriter, read_events, rebuild, run_stream, started
@@ -215,16 +217,8 @@ def _resume(ctx: RunContext, record: ev.ChildRestarted, runs: RunRepository, s: 
 def _start_new(ctx: RunContext, record: ev.ChildRestarted) -> None:
     """Start a new run of the replaced child's agent on its input, committed with the
     restart (as ``children.open_child`` commits a spawn), then execute it."""
-    old = started(ctx.store, record.previous_run_id)
-    head = ev.AgentStarted(
-        at=ev.now(),
-        agent=old.agent,
-        import_path=old.import_path,
-        input=old.input,
-        parent_run_id=ctx.run_id,
-        code_version=old.code_version,
-        key_check=old.key_check,
-    )
+    old = started(ctx.store, record.previous_run_id)  # a child: never a fork
+    head = msgspec.structs.replace(old, at=ev.now(), parent_run_id=ctx.run_id)
     first = evolve(RunState(run_id=record.child_run_id), head, 1)
     extra = [Append(run_stream(record.child_run_id), 1, head)]
     ctx.record(record, extra=extra, rows=[RunWriter.index_row(first)])
