@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 from conftest import backends
-from test_supervision_kit import Books, Counter, booking, events_of, settle
+from test_supervision_kit import Books, Counter, booking, events_of, fetcher, settle
 
 from engine import Engine, Supervisor
-from engine.errors import Permanent
 from engine.kinds import RunStatus
 from engine.runtime import children
 
@@ -35,16 +34,7 @@ pytestmark = pytest.mark.skipif(
 @STORES
 def test_one_for_one_through_spawn_and_result(eng: Engine, tmp_path: Path) -> None:
     counter = Counter(tmp_path)
-
-    @eng.tool
-    def fetch(n: int) -> int:
-        if counter.bump("fetch") == 1:
-            raise Permanent("the service said 503")
-        return n * 2
-
-    @eng.agent
-    def worker(run: Any, n: int) -> int:
-        return fetch(n) + 1
+    worker = fetcher(eng, counter)
 
     @eng.agent(supervise=Supervisor("one_for_one", max_restarts=3, within=60.0))
     def boss(run: Any) -> int:

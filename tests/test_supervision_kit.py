@@ -19,7 +19,7 @@ import msgspec
 
 from engine import Engine
 from engine import events as ev
-from engine.errors import ChildFailed
+from engine.errors import ChildFailed, Permanent
 from engine.history import rebuild
 from engine.kinds import RunStatus
 from engine.runtime import children, supervisor
@@ -156,3 +156,20 @@ def booking(eng: Engine, books: Books) -> Any:
         return books.add("do", what)
 
     return book
+
+
+def fetcher(eng: Engine, counter: Counter) -> Any:
+    """An agent ``worker(n)`` of ``eng`` whose one tool call fails (permanently) on its
+    first attempt and returns ``2 * n`` after; it returns that plus one."""
+
+    @eng.tool
+    def fetch(n: int) -> int:
+        if counter.bump("fetch") == 1:
+            raise Permanent("the service said 503")
+        return n * 2
+
+    @eng.agent
+    def worker(run: Any, n: int) -> int:
+        return fetch(n) + 1
+
+    return worker

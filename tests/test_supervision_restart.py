@@ -19,10 +19,9 @@ from typing import Any
 import pytest
 from agents.kit import Crash
 from conftest import backends
-from test_supervision_kit import Books, Counter, booking, events_of, spawn, wait
+from test_supervision_kit import Books, Counter, booking, events_of, fetcher, spawn, wait
 
 from engine import Engine, Supervisor
-from engine.errors import Permanent
 from engine.kinds import RunStatus
 from engine.runtime import supervisor
 
@@ -65,16 +64,7 @@ def test_one_for_one_resumes_the_failed_child_which_retries_its_failed_call(
     eng: Engine, tmp_path: Path
 ) -> None:
     counter = Counter(tmp_path)
-
-    @eng.tool
-    def fetch(n: int) -> int:
-        if counter.bump("fetch") == 1:
-            raise Permanent("the service said 503")
-        return n * 2
-
-    @eng.agent
-    def worker(run: Any, n: int) -> int:
-        return fetch(n) + 1
+    worker = fetcher(eng, counter)
 
     @eng.agent(supervise=Supervisor("one_for_one", max_restarts=3, within=60.0))
     def boss(run: Any) -> int:
