@@ -78,18 +78,17 @@ def test_one_for_all_through_gather(eng: Engine, tmp_path: Path) -> None:
 
 @STORES
 def test_escalation_up_three_levels_through_call(eng: Engine, tmp_path: Path) -> None:
-    counter = Counter(tmp_path)
+    once = Supervisor("one_for_one", max_restarts=1, within=60.0)
 
     @eng.agent
     def worker(run: Any) -> None:
-        counter.bump("worker")
         raise RuntimeError("disk full")
 
-    @eng.agent(supervise=Supervisor("one_for_one", max_restarts=1, within=60.0))
+    @eng.agent(supervise=once)
     def lead(run: Any) -> None:
         run.call(worker)
 
-    @eng.agent(supervise=Supervisor("one_for_one", max_restarts=1, within=60.0))
+    @eng.agent(supervise=once)
     def top(run: Any) -> None:
         run.call(lead)
 
