@@ -125,35 +125,48 @@ class Counter:
 
 
 class Books:
-    """An outside service: effects done and undone, in global order; an undo of a
-    receipt in ``refuse`` fails, once."""
+    """An outside service: effects done and undone, in global order, and by the key they
+    came under (its verifier's answer); an undo of a receipt in ``refuse`` fails, once."""
 
     def __init__(self) -> None:
         self.log: list[tuple[str, str]] = []
+        self.keys: dict[str, str] = {}
         self.lock = threading.Lock()
         self.refuse: set[str] = set()
 
-    def add(self, kind: str, what: str) -> str:
+    def add(self, kind: str, what: str, key: str | None = None) -> str:
         with self.lock:
             if kind == "undo" and what in self.refuse:
                 self.refuse.discard(what)
                 raise RuntimeError(f"cannot void {what} now")
             self.log.append((kind, what))
+            if key is not None:
+                self.keys[key] = what
         return what
+
+    def found(self, key: str) -> str | None:
+        with self.lock:
+            return self.keys.get(key)
+
+    def done(self, what: str) -> bool:
+        with self.lock:
+            return ("do", what) in self.log
 
     def undone(self) -> list[str]:
         return [w for k, w in self.log if k == "undo"]
 
 
 def booking(eng: Engine, books: Books) -> Any:
-    """A tool of ``eng`` that books ``what`` at ``books``; its compensation voids it."""
+    """A tool of ``eng`` that books ``what`` at ``books``; its compensation voids it, its
+    verifier finds it by key (a run stopped after the effect, before its outcome was
+    recorded, is settled by asking it, then undone)."""
 
     def undo(result: str, idempotency_key: str | None = None) -> str:
         return books.add("undo", result)
 
-    @eng.tool(side_effect=True, compensate=undo)
+    @eng.tool(side_effect=True, compensate=undo, verify=books.found)
     def book(what: str, *, idempotency_key: str) -> str:
-        return books.add("do", what)
+        return books.add("do", what, idempotency_key)
 
     return book
 

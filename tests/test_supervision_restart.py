@@ -38,10 +38,10 @@ def _workers(eng: Engine, books: Books, counter: Counter) -> dict[str, Any]:
 
     @eng.agent
     def flaky(run: Any, name: str, after: str = "") -> str:
-        """Fails its first attempt (once ``after`` has booked, if given)."""
+        """Fails its first attempt, once the run ``after`` names has booked (if given)."""
         n = counter.bump(name)
         book(f"{name}#{n}")
-        while after and counter.get(after) == 0:
+        while after and not books.done(f"{after}#1"):
             time.sleep(0.01)
         if n == 1:
             raise RuntimeError(f"{name} broke")
@@ -127,7 +127,7 @@ def test_a_group_strategy_compensates_the_siblings_and_starts_them_again(
         return [wait(run, *b), wait(run, *a), wait(run, *c)]
 
     result = eng.run(team)
-    assert (result.status, result.output) == (RunStatus.COMPLETED, ["b", "a", "c"])
+    assert (result.status, result.output) == (RunStatus.COMPLETED, ["b", "a", "c"]), result.error
     assert books.undone() == undone  # latest spawned first
     redone = sorted(w for k, w in books.log if k == "do")
     assert redone == sorted({"a#1", "b#1", "c#1"} | {f"{u[0]}#2" for u in undone})
