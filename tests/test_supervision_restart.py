@@ -218,3 +218,25 @@ def test_a_restart_interrupted_by_a_crash_is_finished_on_resume_never_twice(
     assert books.undone() == ["a#1", "b#1"]  # each undone once, latest spawned first
     assert counter.get("a") == 2 and counter.get("b") == 2
     eng.verify(run_id)
+
+
+@STORES
+def test_the_failure_of_a_run_a_restart_already_replaced_restarts_nothing(
+    eng: Engine, tmp_path: Path
+) -> None:
+    """A wait that still held a replaced sibling's old run id (it was abandoned by the
+    restart) hands its end to the supervisor: it answers with the run that does the
+    work now, and records nothing."""
+    books, counter = Books(), Counter(tmp_path)
+    w = _workers(eng, books, counter)
+
+    @eng.agent(supervise=Supervisor("one_for_all", max_restarts=5, within=60.0))
+    def team(run: Any) -> str:
+        a = spawn(run, w["steady"], name="a")
+        b = spawn(run, w["flaky"], name="b", after="a")
+        wait(run, *b)
+        return supervisor.restart(run, a[0], a[1], "its abandon, seen late")
+
+    result = eng.run(team)
+    restarts = events_of(eng, result.run_id, "child_restarted")
+    assert len(restarts) == 2 and result.output == restarts[0]["child_run_id"]

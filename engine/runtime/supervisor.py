@@ -106,6 +106,9 @@ def restart(ctx: RunContext, call: int, child_run_id: str, error: str | None) ->
         lock = _serial.setdefault(ctx, threading.Lock())
     with lock:
         events = [r.event for r in read_events(ctx.store, ctx.run_id)]
+        now = family(events).child(call)
+        if now is not None and now.run_id != child_run_id:
+            return now.run_id  # a stale failure: a restart replaced that run already
         episode = Episode.of(events, call, child_run_id)
         status = episode.status or rebuild(ctx.store, child_run_id).status
         abandoned = status == RunStatus.ABANDONED
