@@ -4,6 +4,9 @@
 uncertain effects to settle first and which to undo. :class:`Saga` executes: it asks
 verifiers, runs compensations and records each in the run. :func:`abandon` is the
 lifecycle operation built on both; an effect nobody can undo safely stops it for a person.
+A run's tree is abandoned children first (each with its own subtree, latest started
+first), so every run's descendants are undone before it; a child still executing is
+stopped first (:class:`Stopping`), which is also how a supervisor replaces its children.
 """
 
 from __future__ import annotations
