@@ -240,3 +240,38 @@ def test_the_failure_of_a_run_a_restart_already_replaced_restarts_nothing(
     result = eng.run(team)
     restarts = events_of(eng, result.run_id, "child_restarted")
     assert len(restarts) == 2 and result.output == restarts[0]["child_run_id"]
+
+
+@STORES
+def test_a_one_for_one_restart_commits_the_childs_resume_with_it(
+    eng: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent dies right after recording the restart, before executing the child:
+    the child is already running (its resume marker came in the same commit), so
+    recover (or the parent's wait) takes it up; the resumed parent restarts nothing."""
+    counter = Counter(tmp_path)
+    worker = fetcher(eng, counter)
+    real, starts = Engine.start, []
+
+    def start(self: Engine, run_id: str) -> None:
+        starts.append(run_id)
+        if len(starts) == 2:  # the restart's (the first was the spawn's)
+            raise Crash()
+        real(self, run_id)
+
+    monkeypatch.setattr(Engine, "start", start)
+
+    @eng.agent(supervise=Supervisor("one_for_one", max_restarts=3, within=60.0))
+    def boss(run: Any) -> int:
+        out: int = wait(run, *spawn(run, worker, n=5))
+        return out
+
+    with pytest.raises(Crash):
+        eng.run(boss)
+    [parent] = [r.run_id for r in eng.runs() if r.parent_run_id is None]
+    child = starts[0]
+    assert eng.state(child).status == RunStatus.RUNNING  # recover's to take up
+    assert eng.resume(child).status == RunStatus.COMPLETED
+    result = eng.resume(parent)
+    assert (result.status, result.output) == (RunStatus.COMPLETED, 11)
+    assert len(events_of(eng, parent, "child_restarted")) == 1 and counter.get("fetch") == 2
