@@ -83,7 +83,7 @@ def spawn(ctx: RunContext, agent: AgentDef[..., Any] | Any, input: dict[str, Any
     a = definition(ctx, agent)
     data = normalize(input, "the child's input")
     a.check_input(data)
-    refuse_secret_input(data, encrypted=bool(getattr(ctx.store.rows, "encrypted", False)))
+    refuse_secret_input(data, encrypted=ctx.store.encrypted)
     call = ctx.next_call()
     ahash = args_hash(a.name, data, ctx.hash_key)
     entry = ctx.recorded(call, "spawn", a.name, ahash)

@@ -248,9 +248,13 @@ def abandon_held(
     stopped = Saga(run.writer).execute(todo, flagged(run.recorded))
     if stopped is not None:
         return msgspec.structs.replace(stopped, parent_run_id=parent)
+    # Its locks are free from here (a child's, or a run a supervisor replaces, never goes
+    # through Engine._after, which frees those of the run abandoned by request).
     if status == RunStatus.COMPLETED:
+        runs.store.locks.release_all(rid)
         return RunResult(rid, RunStatus.COMPLETED, run.state.output, parent_run_id=parent)
     run.writer.append(ev.AgentAbandoned(at=ev.now(), reason="abandoned by request"))
+    runs.store.locks.release_all(rid)
     return RunResult(rid, RunStatus.ABANDONED, parent_run_id=parent)
 
 
@@ -268,12 +272,13 @@ def _abandon_children(runs: RunRepository, run: LoadedRun, stopping: Stopping) -
     """Abandon the run's unfinished children, latest started first, each with its own
     subtree; the first that cannot be undone stops it, and the run fails naming it."""
     for child in reversed(children(run.recorded)):
-        if rebuild(runs.store, child).status in ENDED:
+        state = rebuild(runs.store, child)
+        # A fork's inherited spawns name its parent's children: they are not the fork's
+        # to abandon (the parent may still wait on them).
+        if state.status in ENDED or state.parent_run_id != run.run_id:
             continue
         with stopped(runs, child, stopping):
             result = abandon_held(runs, child, stopping)
-        if result.status == RunStatus.ABANDONED:  # the top run's are freed by Engine._after
-            runs.store.locks.release_all(child)
         if result.status == RunStatus.FAILED:
             message = f"abandoning its child {child} stopped: {result.error}"
             run.writer.append(ev.AgentFailed(at=ev.now(), error=message))

@@ -25,10 +25,11 @@ from .. import events as ev
 from ..errors import ChildFailed
 from ..history import RunWriter, read_events, rebuild, run_stream, started
 from ..kinds import RunStatus
-from ..state import RunState, evolve
+from ..state import evolve
 from ..store import Append
 from ..supervision import Child, Decision, Restart, Supervisor, decide, family
 from .catalog import Catalog
+from .childstart import open_child
 from .registry import Registry
 from .repository import RunRepository
 from .saga import Stopping, abandon_held, stopped
@@ -219,10 +220,6 @@ def _resume(ctx: RunContext, record: ev.ChildRestarted, runs: RunRepository, s: 
 
 def _start_new(ctx: RunContext, record: ev.ChildRestarted) -> None:
     """Start a new run of the replaced child's agent on its input, committed with the
-    restart (as ``children.open_child`` commits a spawn), then execute it."""
+    restart (the commit a spawn makes), then execute it."""
     old = started(ctx.store, record.previous_run_id)  # a child: never a fork
-    head = msgspec.structs.replace(old, at=ev.now(), parent_run_id=ctx.run_id)
-    first = evolve(RunState(run_id=record.child_run_id), head, 1)
-    extra = [Append(run_stream(record.child_run_id), 1, head)]
-    ctx.record(record, extra=extra, rows=[RunWriter.index_row(first)])
-    ctx.host.start(record.child_run_id)
+    open_child(ctx, record, msgspec.structs.replace(old, at=ev.now(), parent_run_id=ctx.run_id))
