@@ -199,3 +199,51 @@ def test_sigkill_mid_stream_then_resume_in_a_new_process(store_url: str, tmp_pat
     assert marks.read_text().splitlines() == ["call", "call"]
     assert [d["value"] for d in _decided(eng, "killed-stream")] == ["one two"]
     eng.close()
+
+
+@all_backends
+def test_an_agent_that_stops_reading_early_records_what_it_received(eng: Engine) -> None:
+    """``break`` out of a stream: what the agent received is the decision, recorded then,
+    so its replay gets the same and calls no model again."""
+    calls: Counter[str] = Counter()
+
+    def model() -> Iterator[str]:
+        calls["model"] += 1
+        yield from ["first ", "second ", "third"]
+
+    @eng.agent
+    def impatient(run: Any) -> str:
+        got = []
+        for chunk in run.stream("answer", model):
+            got.append(chunk)
+            if len(got) == 2:
+                break
+        run.ask("go on?")
+        return "".join(got)
+
+    r = eng.run(impatient)
+    assert r.status == "paused", r.error
+    assert [d["value"] for d in _decided(eng, r.run_id)] == ["first second "]
+    done = eng.answer(r.run_id, "yes")
+    assert (done.status, done.output) == ("completed", "first second "), done.error
+    assert calls["model"] == 1
+
+
+@all_backends
+def test_chunks_that_are_not_text_replay_one_by_one(eng: Engine) -> None:
+    """With the default assembly, chunks that are not text are kept as a list and a
+    replay yields them one by one, as they came live."""
+    seen: list[list[Any]] = []
+
+    def events() -> Iterator[dict[str, int]]:
+        yield {"i": 1}
+        yield {"i": 2}
+
+    @eng.agent
+    def collector(run: Any) -> None:
+        seen.append(list(run.stream("events", events)))
+        run.ask("again?")
+
+    r = eng.run(collector)
+    eng.answer(r.run_id, "yes")
+    assert seen[0] == seen[-1] == [{"i": 1}, {"i": 2}]

@@ -1,7 +1,8 @@
 """``run.stream``: a model call whose answer arrives in chunks. The chunks reach the agent
-live; the assembled value is recorded once the stream ends (one ``llm_decided``), and a
-replay yields it as one chunk, so code that joins what it receives gets the same value.
-A crash mid-stream records nothing: the resumed run calls the model again.
+live; the assembled value is recorded once the stream ends, or once the agent stops
+reading it (one ``llm_decided``), and a replay yields it as one chunk (chunks the default
+assembly kept as a list, one by one), so code that joins what it receives gets the same
+value. A crash mid-stream records nothing: the resumed run calls the model again.
 """
 
 from __future__ import annotations
@@ -61,19 +62,38 @@ def _chunks(
     join: Assemble,
 ) -> Iterator[Any]:
     if d.replayed:
-        yield d.value
+        yield from _replayed(d, join)
         return
     started = ctx._deciding(d)
     received: list[Any] = []
     chunks = iter(detached(fn, *args, **kwargs))
-    while True:
-        try:  # each step outside the run: a durable tool it calls is a plain call
-            chunk = detached(next, chunks)
-        except StopIteration:
-            break
-        received.append(chunk)
-        yield chunk
+    try:
+        while True:
+            try:  # each step outside the run: a durable tool it calls is a plain call
+                chunk = detached(next, chunks)
+            except StopIteration:
+                break
+            received.append(chunk)
+            yield chunk
+    except GeneratorExit:
+        _stopped_early(ctx, d, join(received), started)
+        raise
     ctx._decided(d, join(received), started)
+
+
+def _replayed(d: _Decision, join: Assemble) -> list[Any]:
+    """What a replay yields: the recorded value as one chunk; with the default assembly,
+    chunks it kept as a list (not text) one by one, as they came live."""
+    value = d.value
+    return list(value) if join is joined and isinstance(value, list) else [value]
+
+
+def _stopped_early(ctx: RunContext, d: _Decision, value: Any, started: float) -> None:
+    """The agent stopped reading before the stream ended (``break``): what it received
+    is the decision, recorded so a replay gives the same and calls no model (unless the
+    run's execution is over by the time the stream is closed)."""
+    if not ctx.ended:
+        ctx._decided(d, value, started)
 
 
 async def _async_chunks(
@@ -85,13 +105,18 @@ async def _async_chunks(
     join: Assemble,
 ) -> AsyncIterator[Any]:
     if d.replayed:
-        yield d.value
+        for chunk in _replayed(d, join):
+            yield chunk
         return
     started = ctx._deciding(d)
     received: list[Any] = []
-    async for chunk in _detached_agen(fn, args, kwargs):
-        received.append(chunk)
-        yield chunk
+    try:
+        async for chunk in _detached_agen(fn, args, kwargs):
+            received.append(chunk)
+            yield chunk
+    except GeneratorExit:
+        _stopped_early(ctx, d, join(received), started)
+        raise
     ctx._decided(d, join(received), started)
 
 
