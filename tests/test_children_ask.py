@@ -180,7 +180,9 @@ def test_a_waiting_child_suspends_its_parent_until_it_moves(eng: Engine) -> None
     @eng.agent
     def sleeper(run: Any) -> str:
         if not woken["ready"]:
-            run.record(ev.RunWaiting(at=ev.now(), call=1, reason="timer", until=1.0))
+            # Not due for an hour: nothing wakes it before the test resumes it.
+            until = ev.now() + 3600
+            run.record(ev.RunWaiting(at=ev.now(), call=1, reason="timer", until=until))
             raise Suspended("timer")
         return "rested"
 
