@@ -10,10 +10,12 @@ import asyncio
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import all_backends
+from agents.kit import python
+from conftest import all_backends, backends
 
 from engine import ChildFailed, Engine, EngineConfig, Supervisor
 
@@ -363,3 +365,53 @@ def test_a_one_for_all_restart_frees_the_locks_of_the_sibling_it_replaces(eng: E
     (held,) = eng.store.locks.held()
     assert held.fence == 2
     assert eng.state(held.holder).parent_run_id == out[0].run_id
+
+
+TEAM = """
+import time
+from pathlib import Path
+from engine import Engine
+
+engine = Engine.open()
+marks = Path(__file__).with_name("effects.txt")
+
+
+@engine.tool(side_effect=True)
+def charge(order: str) -> str:
+    with marks.open("a") as f:
+        f.write(order + "\\n")
+    return order
+
+
+@engine.agent
+def asker(run):
+    return run.ask("ship it?")
+
+
+@engine.agent
+def payer(run):
+    time.sleep(1.0)  # still at work when its sibling's question pauses the parent
+    return charge("o-1")
+
+
+@engine.agent
+def team(run):
+    return run.gather(run.spawn(payer), run.spawn(asker))
+"""
+
+
+@backends("sqlite", "postgres")
+def test_a_cli_run_that_pauses_lets_running_children_finish_before_exiting(
+    store_url: str, tmp_path: Path
+) -> None:
+    """`agentlog run` returns when its parent pauses on a child's question; a sibling
+    still at work finishes its side effect before the process exits (no half-done
+    effect left for a person to settle)."""
+    (tmp_path / "team.py").write_text(TEAM)
+    p = python("-m", "replay.cli", "run", "team:team", "--url", store_url, cwd=tmp_path)
+    assert p.returncode == 3, p.stderr
+    assert (tmp_path / "effects.txt").read_text() == "o-1\n"
+    eng = Engine(store_url)
+    payer = next(r for r in eng.runs() if r.agent.endswith(":payer"))
+    assert eng.state(payer.run_id).status == "completed"
+    eng.close()

@@ -229,22 +229,18 @@ class Engine(Catalog):
 
     def start(self, run_id: str) -> None:
         """Execute the recorded run ``run_id`` (a child just spawned, or one whose owner
-        died) in a thread of its own; a run a live owner holds is left to it."""
-        threading.Thread(
-            target=self._executed,
-            args=(run_id, False),
-            daemon=True,
-            name=f"agentlog-run-{run_id[:8]}",
-        ).start()
+        died) in a thread of its own; a run a live owner holds is left to it. Not a
+        daemon thread: a process that ends (a script, the CLI once a parent paused)
+        waits for the runs it still executes to stop (finish, pause or wait), instead
+        of cutting a side effect in half."""
+        name = f"agentlog-run-{run_id[:8]}"
+        threading.Thread(target=self._executed, args=(run_id, False), name=name).start()
 
     def wake(self, run_id: str) -> None:
-        """Resume the waiting run ``run_id`` in a thread of its own, if it is due."""
-        threading.Thread(
-            target=self._executed,
-            args=(run_id, True),
-            daemon=True,
-            name=f"agentlog-wake-{run_id[:8]}",
-        ).start()
+        """Resume the waiting run ``run_id`` in a thread of its own (as ``start``), if
+        it is due."""
+        name = f"agentlog-wake-{run_id[:8]}"
+        threading.Thread(target=self._executed, args=(run_id, True), name=name).start()
 
     def _executed(self, run_id: str, only_if_due: bool) -> None:
         """Execute ``run_id`` in this (background) thread; what stops it is logged."""
