@@ -396,7 +396,7 @@ def payer(run):
 
 @engine.agent
 def team(run):
-    return run.gather(run.spawn(payer), run.spawn(asker))
+    return run.gather(run.spawn(asker), run.spawn(payer))
 """
 
 

@@ -63,6 +63,8 @@ R = TypeVar("R")
 # Threads an engine's async durable calls may use at once (asyncio's default pool is
 # min(32, cpus + 4) per event loop, and each run of an async agent has its own loop).
 POOL_THREADS = 256
+# How long ``close`` waits for the runs an engine executes in the background to stop.
+CLOSE_PATIENCE = 60.0
 
 
 class Engine(Catalog):
@@ -89,6 +91,7 @@ class Engine(Catalog):
         self.registry = Registry()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._background: set[threading.Thread] = set()  # runs it executes on its own
         self._signals = Signals()
         self.lock_keeper = LockKeeper()  # renews the cross-agent locks its runs hold
 
@@ -120,8 +123,11 @@ class Engine(Catalog):
             return self._pool
 
     def close(self) -> None:
-        """Close the store and shut the thread pool down; a thread still busy (a tool
-        abandoned at its timeout) is not waited for. The engine may be used again."""
+        """Close the store and shut the thread pool down, once the runs it executes in
+        the background stopped (children, wakes: ``CLOSE_PATIENCE`` at most); a thread
+        still busy (a tool abandoned at its timeout) is not waited for. The engine may
+        be used again."""
+        self._let_background_runs_stop()
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
@@ -233,14 +239,30 @@ class Engine(Catalog):
         daemon thread: a process that ends (a script, the CLI once a parent paused)
         waits for the runs it still executes to stop (finish, pause or wait), instead
         of cutting a side effect in half."""
-        name = f"agentlog-run-{run_id[:8]}"
-        threading.Thread(target=self._executed, args=(run_id, False), name=name).start()
+        self._in_background(run_id, only_if_due=False, name=f"agentlog-run-{run_id[:8]}")
 
     def wake(self, run_id: str) -> None:
         """Resume the waiting run ``run_id`` in a thread of its own (as ``start``), if
         it is due."""
-        name = f"agentlog-wake-{run_id[:8]}"
-        threading.Thread(target=self._executed, args=(run_id, True), name=name).start()
+        self._in_background(run_id, only_if_due=True, name=f"agentlog-wake-{run_id[:8]}")
+
+    def _in_background(self, run_id: str, *, only_if_due: bool, name: str) -> None:
+        thread = threading.Thread(target=self._executed, args=(run_id, only_if_due), name=name)
+        with self._pool_lock:
+            self._background.add(thread)
+        thread.start()
+
+    def _let_background_runs_stop(self) -> None:
+        """Wait (``CLOSE_PATIENCE`` seconds at most) for the runs this engine executes in
+        the background to stop: closing the store under one would cut its work short."""
+        deadline = time.monotonic() + CLOSE_PATIENCE
+        me = threading.current_thread()
+        while (left := deadline - time.monotonic()) > 0:
+            with self._pool_lock:
+                busy = [t for t in self._background if t is not me]
+            if not busy:
+                return
+            busy[0].join(left)
 
     def _executed(self, run_id: str, only_if_due: bool) -> None:
         """Execute ``run_id`` in this (background) thread; what stops it is logged."""
@@ -252,6 +274,9 @@ class Engine(Catalog):
             return  # a live owner executes it
         except Exception as e:
             observe.get(run_id=run_id).error("run_not_started", error=describe(e))
+        finally:
+            with self._pool_lock:
+                self._background.discard(threading.current_thread())
 
     def _after(self, result: RunResult) -> RunResult:
         """A run's execution ended (``result``): tell this process's waiters, and continue
