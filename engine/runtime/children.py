@@ -103,11 +103,15 @@ def spawn(ctx: RunContext, agent: AgentDef[..., Any] | Any, input: dict[str, Any
 
 def _replayed(ctx: RunContext, call: int, entry: CallState) -> Child:
     """The recorded child of spawn ``call``, with its recorded outcome, if any: a
-    failure that ended the run is waited on again (the child may have been resumed)."""
+    failure that ended the run is waited on again (the child may have been resumed), and
+    so is any failure a supervisor answers."""
     assert entry.ref is not None  # child_spawned always names the child
     done = entry.outcome if isinstance(entry.outcome, ev.ChildFinished) else None
     outcome = done
-    if done is not None and done.status != RunStatus.COMPLETED and ctx.journal.failed_call == call:
+    failed = done is not None and done.status != RunStatus.COMPLETED
+    # A supervised parent's replay goes back to its supervisor (a restart a crash
+    # interrupted is finished; one recorded, or an escalation, is not made twice).
+    if failed and (ctx.journal.failed_call == call or ctx.agent.supervise is not None):
         outcome = None
     return Child(Waited(ctx, call, entry.ref, recorded=done, outcome=outcome))
 

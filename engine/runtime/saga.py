@@ -161,8 +161,11 @@ class Saga:
         ]
 
     def stuck(self, call: int, message: str, kind: str = FailureKind.PERMANENT) -> RunResult:
-        """Undoing cannot finish safely: the run fails, naming the effect; abandon retries."""
-        self.writer.append(ev.AgentFailed(at=ev.now(), call=call, kind=kind, error=message))
+        """Undoing cannot finish safely: the run fails, naming the effect; abandon retries.
+        A run that ended (a completed child a supervisor replaces) keeps its end: nothing
+        but undo records may follow it."""
+        if self.writer.state.status not in ENDED:
+            self.writer.append(ev.AgentFailed(at=ev.now(), call=call, kind=kind, error=message))
         return RunResult(self.run_id, RunStatus.FAILED, error=message)
 
     def unknowable(self, stop: CannotUndo, flagged: set[int | None]) -> RunResult | None:
