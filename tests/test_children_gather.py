@@ -123,3 +123,37 @@ def test_a_child_that_sleeps_long_suspends_the_gathering_parent_while_another_ru
     assert (tree.ran, ran) == ({"slow": 1}, {"woke": 1})
     types = [e.type for e in eng.events(r.run_id)]
     assert (types.count("child_finished"), types.count("run_waiting")) == (2, 1)
+
+
+@TREE
+def test_a_child_that_ended_is_recorded_before_a_sibling_pauses_the_parent(eng: Engine) -> None:
+    """The wait reads every unfinished child each pass: a child given after the asker
+    that ended before the question is recorded (child_finished) before child_paused,
+    and is not waited on again once the parent continues."""
+    ids: dict[str, str] = {}
+
+    @eng.agent
+    def quick(run: Any) -> str:
+        return "quick done"
+
+    @eng.agent
+    def asker(run: Any) -> str:
+        wait_until(lambda: "quick" in ids, "the quick child's spawn")
+        wait_until(lambda: eng.state(ids["quick"]).status == "completed", "the quick child")
+        return str(run.ask("go?"))
+
+    @eng.agent
+    def lead(run: Any) -> Any:
+        a = run.spawn(asker)
+        b = run.spawn(quick)
+        ids.update(asker=a.run_id, quick=b.run_id)
+        return run.gather(a, b)
+
+    r = eng.run(lead)
+    assert (r.status, r.waiting) == ("paused", f"child {ids['asker']} asks: go?")
+    types = [e.type for e in eng.events(r.run_id)]
+    assert types[-2:] == ["child_finished", "child_paused"]
+    done = eng.answer(r.run_id, "yes")
+    assert (done.status, done.output) == ("completed", ["yes", "quick done"])
+    types = [e.type for e in eng.events(r.run_id)]
+    assert types.count("child_finished") == 2
