@@ -60,6 +60,16 @@ class Tree:
     def status(self, name: str) -> str:
         return self.eng.state(self.ids[name]).status
 
+    def stopped(self, status: str, waiting: str) -> RunResult:
+        """Run the parent (in a thread: the old wait held it until the slow child ended)
+        and check it stopped as ``status``, ``waiting`` ("{kid}": the other child's id),
+        while its slow child still runs."""
+        started = self.in_thread(lambda: self.eng.run(self.lead))
+        [r] = wait_until(lambda: started, "the parent to stop while its slow child runs")
+        assert (r.status, r.waiting) == (status, waiting.format(kid=self.ids["other"]))
+        assert self.status("slow") == "running"
+        return r
+
 
 @TREE
 def test_a_child_that_asks_pauses_the_gathering_parent_while_another_runs(eng: Engine) -> None:
@@ -73,11 +83,7 @@ def test_a_child_that_asks_pauses_the_gathering_parent_while_another_runs(eng: E
 
     tree = Tree(eng, asker)
     try:
-        started = tree.in_thread(lambda: eng.run(tree.lead))
-        [r] = wait_until(lambda: started, "the parent to stop while its slow child runs")
-        kid = tree.ids["other"]
-        assert (r.status, r.waiting) == ("paused", f"child {kid} asks: go?")
-        assert tree.status("slow") == "running"
+        r = tree.stopped("paused", "child {kid} asks: go?")
         answered = tree.in_thread(lambda: eng.answer(r.run_id, "yes"))
         wait_until(lambda: tree.status("other") == "completed", "the answer to reach the asker")
         assert tree.status("slow") == "running" and not answered
@@ -104,12 +110,8 @@ def test_a_child_that_sleeps_long_suspends_the_gathering_parent_while_another_ru
 
     tree = Tree(eng, sleeper)
     try:
-        started = tree.in_thread(lambda: eng.run(tree.lead))
-        [r] = wait_until(lambda: started, "the parent to stop while its slow child runs")
-        kid = tree.ids["other"]
-        assert (r.status, r.waiting) == ("waiting", f"child {kid}")
-        assert eng.state(r.run_id).waiting_on == f"child:{kid}"
-        assert tree.status("slow") == "running"
+        r = tree.stopped("waiting", "child {kid}")
+        assert eng.state(r.run_id).waiting_on == f"child:{tree.ids['other']}"
     finally:
         tree.release.set()
     wait_until(lambda: tree.status("slow") == "completed", "the slow child to end")
