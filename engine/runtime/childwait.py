@@ -1,12 +1,14 @@
-"""A parent's durable wait for its child: the outcome of the spawn call.
+"""A parent's durable wait for its children: the outcome of each spawn call.
 
-The wait reads the child's state from the store. A child that ended is recorded in the
-parent (``child_finished``): its output is returned; a failure is handed to the
-supervisor of a supervising parent, else raised as ChildFailed. A running child is
-waited for (woken at once by news from this process, else polling the store) and
-started again if its owner died. A child that waits for a person pauses the parent
-(``child_paused``, naming the run that asked), one that waits on a timer or a message
-suspends it (``run_waiting``): neither holds a thread; the child's end continues it.
+One wait serves ``child.result()`` and a sync ``run.gather`` alike: each pass reads the
+state of every child not yet ended, so any of them can stop it at once. A child that
+ended is recorded in the parent (``child_finished``): its output is returned; a failure
+is handed to the supervisor of a supervising parent, else raised as ChildFailed. A
+running child is waited for (woken at once by news from this process, else polling the
+store) and started again if its owner died. A child that waits for a person pauses the
+parent (``child_paused``, naming the run that asked), one that waits on a timer or a
+message suspends it (``run_waiting``): neither holds a thread; the child's end
+continues it.
 """
 
 from __future__ import annotations
