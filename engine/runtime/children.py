@@ -22,7 +22,7 @@ from ..kinds import RunStatus
 from ..secrets import refuse_secret_input
 from . import declare
 from .childstart import agent_started, open_child
-from .childwait import Waited, settle
+from .childwait import Waited, deliver, settle, settle_all
 from .childwake import after_run, child_due
 from .defs import AgentDef, args_hash, normalize, qualified
 from .registry import Registry
@@ -142,13 +142,20 @@ def gather(ctx: RunContext, children: tuple[Child, ...]) -> list[Any]:
             raise UsageError("run.gather takes children this run spawned (run.spawn(...))")
     if ctx.agent.is_async:  # typed as its result: what ``await run.gather(...)`` gives
         return cast("list[Any]", _gathered(ctx, children))
-    outcomes: list[Any] = []
-    for c in children:
-        try:
-            outcomes.append(c.result())
-        except ChildFailed as failed:
-            outcomes.append(failed)
-    return _outputs(ctx, children, outcomes)
+    outcomes = settle_all([c._waited for c in children])  # one wait on all of them
+    return _outputs(
+        ctx, children, [_output(c, out) for c, out in zip(children, outcomes, strict=True)]
+    )
+
+
+def _output(c: Child, outcome: ev.ChildFinished | ChildFailed) -> Any:
+    """A gathered child's output, or its failure (raised later, once all have ended)."""
+    if isinstance(outcome, ChildFailed):
+        return outcome
+    try:
+        return deliver(c.ctx, c.call, outcome)
+    except ChildFailed as failed:
+        return failed
 
 
 async def _gathered(ctx: RunContext, children: tuple[Child, ...]) -> list[Any]:

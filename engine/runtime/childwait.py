@@ -1,19 +1,23 @@
-"""A parent's durable wait for its child: the outcome of the spawn call.
+"""A parent's durable wait for its children: the outcome of each spawn call.
 
-The wait reads the child's state from the store. A child that ended is recorded in the
-parent (``child_finished``): its output is returned; a failure is handed to the
-supervisor of a supervising parent, else raised as ChildFailed. A running child is
-waited for (woken at once by news from this process, else polling the store) and
-started again if its owner died. A child that waits for a person pauses the parent
-(``child_paused``, naming the run that asked), one that waits on a timer or a message
-suspends it (``run_waiting``): neither holds a thread; the child's end continues it.
+One wait serves ``child.result()`` and a sync ``run.gather`` alike: each pass reads the
+state of every child not yet ended, so any of them can stop it at once. A child that
+ended is recorded in the parent (``child_finished``): its output is returned; a failure
+is handed to the supervisor of a supervising parent, else raised as ChildFailed. A
+running child is waited for (woken at once by news from this process, else polling the
+store) and started again if its owner died. A child that waits for a person pauses the
+parent (``child_paused``, naming the run that asked), one that waits on a timer or a
+message suspends it (``run_waiting``): neither holds a thread; the child's end
+continues it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import events as ev
 from ..errors import ChildFailed, CorruptData, Paused, RunInterrupt, Suspended
@@ -56,11 +60,22 @@ class Waited:
 
 def settle(w: Waited) -> Any:
     """The child's output, waited for durably; ChildFailed if it failed."""
-    with w.lock:
-        if w.outcome is None:
-            w.outcome = _wait(w)
-        done = w.outcome
-    return deliver(w.ctx, w.call, done)
+    [outcome] = settle_all([w])
+    if isinstance(outcome, ChildFailed):
+        raise outcome
+    return deliver(w.ctx, w.call, outcome)
+
+
+def settle_all(ws: Sequence[Waited]) -> list[ev.ChildFinished | ChildFailed]:
+    """The outcomes of ``ws``, in their order, waited for durably all at once: each
+    child's end, or ChildFailed when its supervisor gave up. A child that pauses or
+    suspends the parent stops the wait at once (the ends seen so far recorded)."""
+    unique = list({id(w): w for w in ws}.values())
+    with ExitStack() as held:
+        for w in sorted(unique, key=lambda w: w.call):  # one order: no two waits deadlock
+            held.enter_context(w.lock)
+        gave_up = _wait([w for w in unique if w.outcome is None])
+        return [gave_up.get(id(w)) or cast("ev.ChildFinished", w.outcome) for w in ws]
 
 
 def deliver(ctx: RunContext, call: int, done: ev.ChildFinished) -> Any:
@@ -72,34 +87,67 @@ def deliver(ctx: RunContext, call: int, done: ev.ChildFinished) -> Any:
     raise ChildFailed(done.child_run_id, done.error, done.status)
 
 
-def _wait(w: Waited) -> ev.ChildFinished:
-    ctx = w.ctx
-    ctx.live(w.call, f"wait for child run {w.run_id}")
+def _wait(ws: list[Waited]) -> dict[int, ChildFailed]:
+    """Wait until every child of ``ws`` ended (setting its ``outcome``), reading each
+    unfinished one's state every pass; the escalations met, by ``id`` of their Waited."""
+    if not ws:
+        return {}
+    ctx = ws[0].ctx
+    for w in ws:
+        ctx.live(w.call, f"wait for child run {w.run_id}")
     signals = ctx.host.signals
-    delay = POLL_FIRST
-    while True:
+    gave_up: dict[int, ChildFailed] = {}
+    pending, delay = list(ws), POLL_FIRST
+    while pending:
         seen = signals.version  # before reading: news from now on ends the next wait
         if ctx.ended:
             raise _stopped(ctx)
         ctx.host.leases.check(ctx.run_id)
-        # A supervisor's restart in this execution may have replaced the child a handle
-        # names (a sibling restarted with the failed one): wait on the run doing its work.
-        w.run_id = supervisor.current(ctx, w.call, w.run_id)
-        state = _child_state(w)
-        if state.status in SETTLED:
-            done = _finished(w, state)
-            if done is not None:
-                return done
-            delay = POLL_FIRST  # restarted: the new child's turn
-            continue
+        stopped: list[tuple[Waited, RunState]] = []
+        for w in list(pending):
+            moved = _look(w, gave_up)
+            if moved is None:
+                pending.remove(w)
+            elif moved.status in (RunStatus.PAUSED, RunStatus.WAITING):
+                stopped.append((w, moved))
+            elif moved.status in SETTLED:
+                delay = POLL_FIRST  # restarted: the new child's turn
+            else:
+                _revive(w)
+        _stop_for(stopped)
+        if pending:
+            signals.wait(seen, delay)
+            delay = min(delay * 2, POLL_MAX)
+    return gave_up
+
+
+def _look(w: Waited, gave_up: dict[int, ChildFailed]) -> RunState | None:
+    """Read the child's state; one that ended is recorded (None returned: its
+    ``outcome`` set, or its escalation put in ``gave_up``). A settled state returned
+    means a supervisor restarted it (``w.run_id`` names the new run)."""
+    # A supervisor's restart in this execution may have replaced the child a handle
+    # names (a sibling restarted with the failed one): wait on the run doing its work.
+    w.run_id = supervisor.current(w.ctx, w.call, w.run_id)
+    state = _child_state(w)
+    if state.status not in SETTLED:
+        return state
+    try:
+        w.outcome = _finished(w, state)
+    except ChildFailed as failed:  # its supervisor gave up: the others are still waited on
+        gave_up[id(w)] = failed
+        return None
+    return None if w.outcome is not None else state
+
+
+def _stop_for(stopped: list[tuple[Waited, RunState]]) -> None:
+    """Pause the parent for the first child (in the order waited) whose chain asks a
+    person, else suspend it on the first that waits on a timer or a message."""
+    for w, state in stopped:
         if state.status == RunStatus.PAUSED:
             _pause(w, state)
-        elif state.status == RunStatus.WAITING:
+    for w, state in stopped:
+        if state.status == RunStatus.WAITING:
             _suspend(w)
-        else:
-            _revive(w)
-        signals.wait(seen, delay)
-        delay = min(delay * 2, POLL_MAX)
 
 
 def _child_state(w: Waited) -> RunState:
