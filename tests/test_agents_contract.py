@@ -7,7 +7,6 @@ fencing tokens, durable messages and timers, and ``parent_run_id`` on results an
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -328,43 +327,6 @@ def test_abandoning_a_fork_leaves_the_children_it_inherited_to_its_parent(eng: E
     assert eng.abandon(fork.run_id).status == "abandoned"
     assert eng.state(kid_id).status == "paused"
     assert eng.answer(r.run_id, "yes").output == "yes"
-
-
-@all_backends
-def test_a_one_for_all_restart_frees_the_locks_of_the_sibling_it_replaces(eng: Engine) -> None:
-    """A sibling paused inside a lock block is replaced by a one_for_all restart: its
-    lock is freed at once, so its replacement takes it (a new fence) instead of waiting
-    for the old hold's ttl."""
-    tries: Counter[str] = Counter()
-
-    @eng.agent
-    def holder(run: Any) -> str:
-        with run.lock("L", ttl=600):
-            return str(run.ask("keep?"))
-
-    @eng.agent
-    def failer(run: Any) -> str:
-        tries["failer"] += 1
-        if tries["failer"] == 1:
-            deadline = time.time() + 60
-            while not eng.store.locks.held() and time.time() < deadline:
-                time.sleep(0.02)  # until the sibling holds its lock
-            raise RuntimeError("boom")
-        return "ok"
-
-    @eng.agent(supervise=Supervisor(strategy="one_for_all", max_restarts=2, within=60.0))
-    def team(run: Any) -> list[str]:
-        return list(run.gather(run.spawn(failer), run.spawn(holder)))
-
-    out: list[Any] = []
-    worker = threading.Thread(target=lambda: out.append(eng.run(team)), daemon=True)
-    worker.start()
-    worker.join(60)
-    assert not worker.is_alive(), "the replacement waited for the replaced sibling's lock"
-    assert out[0].status == "paused", out[0].error
-    (held,) = eng.store.locks.held()
-    assert held.fence == 2
-    assert eng.state(held.holder).parent_run_id == out[0].run_id
 
 
 TEAM = """
