@@ -52,6 +52,7 @@ from campaign.child import child  # noqa: E402 - the package imports engine: ROO
 from campaign.launchers import zygote  # noqa: E402
 from campaign.report import Report  # noqa: E402
 from campaign.rounds import Campaign  # noqa: E402
+from campaign.tree import TreeCampaign  # noqa: E402
 
 SEED_ENV = "AGENTLOG_CAMPAIGN_SEED"  # fixes the seed when --seed is not given
 DEFAULT_PG = os.environ.get(
@@ -115,6 +116,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="the campaign agent: sync, async (gathered async tools), or mix (pairs alternate)",
     )
     p.add_argument(
+        "--workload",
+        choices=("flat", "tree"),
+        default="flat",
+        help="flat: one run at a time (--agent); tree: run trees (root, branches, leaves) "
+        "with locks, messages and sleeps",
+    )
+    p.add_argument(
         "--recover-share",
         type=float,
         default=0.3,
@@ -154,7 +162,13 @@ def run(a: argparse.Namespace, seed: int) -> Report:
     workdir = Path(a.workdir or tempfile.mkdtemp(prefix="agentlog-campaign-"))
     workdir.mkdir(parents=True, exist_ok=True)
     url, fresh_schema = store_url(a, seed, workdir)
-    campaign = Campaign(url, workdir, seed, a.ops, a.verbose, a.launcher, a.agent, a.recover_share)
+    campaign: Campaign
+    if a.workload == "tree":
+        campaign = TreeCampaign(url, workdir, seed, a.verbose, a.launcher, a.recover_share)
+    else:
+        campaign = Campaign(
+            url, workdir, seed, a.ops, a.verbose, a.launcher, a.agent, a.recover_share
+        )
     try:
         return campaign.run(a.kills, a.max_seconds)
     finally:

@@ -1,0 +1,261 @@
+"""The tree workload: rounds of run trees (root -> branches -> leaves, campaign/tree_agent.py)
+driven to their end by child steps killed at random moments and at every failpoint,
+including while a branch holds the order's lock and while a leaf sleeps; continued by
+``engine.recover()``, ``agentlog recover`` and ``resume`` in fresh processes; then
+compared with the same tree run uncrashed.
+
+Counted, all of which must be 0: duplicated and lost effects (the outside service's
+books against the uncrashed run's), duplicated and lost messages (each branch receives
+its peers list and its sibling's token exactly once; nothing is posted twice to an
+inbox, nothing posted is left unconsumed), two holders of one lock at once (a token the
+store recorded for two runs, or one the fenced service saw from two holders or after a
+higher one), and final-state mismatches (a node not completed, the root's output).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from engine.kinds import RunStatus
+
+from . import fenced
+from .child import INLINE_WAIT_ENV, agent_of
+from .rounds import RUN_FAILPOINTS, Campaign
+
+TREE_FAILPOINTS = (*RUN_FAILPOINTS, "campaign_in_lock", "campaign_in_sleep")
+SHAPE = {"width": 3, "leaves": 2, "ops": 2, "naps": [0.2, 1.0]}
+INLINE_WAIT = 0.5  # in the campaign's processes: the 1 s naps suspend their leaf
+STUCK = 40  # unkilled steps in a row that change nothing: the round is stuck
+ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
+
+
+class TreeCampaign(Campaign):
+    """Rounds of trees on one store; ``run`` returns the report."""
+
+    def __init__(
+        self,
+        url: str,
+        workdir: Path,
+        seed: int,
+        verbose: bool,
+        launcher: str,
+        recover_share: float = 0.5,
+    ) -> None:
+        self.tree_svc = str(workdir / "tree-service.db")
+        self.ref_tree_svc = str(workdir / "tree-reference-service.db")
+        fenced.reset(self.tree_svc)
+        fenced.reset(self.ref_tree_svc)
+        env = {
+            "AGENTLOG_TREE_SERVICE": self.tree_svc,
+            "AGENTLOG_URL": url,
+            INLINE_WAIT_ENV: str(INLINE_WAIT),
+        }
+        super().__init__(url, workdir, seed, 1, verbose, launcher, "sync", recover_share, env)
+        self.report.tree = True
+
+    # --- the tree as the store holds it ------------------------------------------------
+
+    def state(self, rid: str) -> Any:
+        return self.engine.state(rid) if self.events(rid) else None
+
+    def nodes(self, rid: str) -> list[tuple[str, int]]:
+        """The runs of the tree under ``rid`` with their depths, parents first."""
+        out, todo = [], [(rid, 0)]
+        while todo:
+            run_id, depth = todo.pop(0)
+            out.append((run_id, depth))
+            kids = [
+                e.data["child_run_id"]
+                for e in self.events(run_id)
+                if e.type in ("child_spawned", "child_restarted")
+            ]
+            todo += [(k, depth + 1) for k in dict.fromkeys(kids)]
+        return out
+
+    def size(self, nodes: list[tuple[str, int]]) -> int:
+        return sum(len(self.events(r)) for r, _ in nodes)
+
+    def until_due(self, nodes: list[tuple[str, int]]) -> None:
+        """When nothing in the tree runs and something sleeps, wait until it is due."""
+        states = [self.state(r) for r, _ in nodes]
+        if any(s is not None and s.status == RunStatus.RUNNING for s in states):
+            return
+        due = [s.wake_at for s in states if s is not None and s.wake_at]
+        if due:
+            time.sleep(min(10.0, max(0.0, min(due) - time.time()) + 0.05))
+
+    def asker(self, nodes: list[tuple[str, int]]) -> str:
+        """The deepest paused run of the tree (the one that asked)."""
+        paused = [(d, r) for r, d in nodes if self.state(r).status == RunStatus.PAUSED]
+        return max(paused)[1]
+
+    def interrupted(self, nodes: list[tuple[str, int]]) -> None:
+        """After a kill: which runs it left running, by depth, and whether one held a lock
+        (acquired, not released) or slept (its last record a timer)."""
+        seen: set[str] = set()
+        for run_id, depth in nodes:
+            events = self.events(run_id)
+            if not events or self.engine.state(run_id).status != RunStatus.RUNNING:
+                continue
+            seen.add(("root", "child", "grandchild")[min(depth, 2)])
+            held = Counter(e.data["call"] for e in events if e.type == "lock_acquired")
+            held.subtract(e.data["call"] for e in events if e.type == "lock_released")
+            if any(v > 0 for v in held.values()):
+                seen.add("holding_lock")
+            if events[-1].type == "timer_set":
+                seen.add("sleeping")
+        self.report.kills_interrupting.update(seen)
+
+    # --- one tree, to its end ----------------------------------------------------------
+
+    def step(self, rid: str, data: dict[str, Any], root: Any, nodes: list[Any]) -> list[str]:
+        """The next child step for the tree whose root is in ``root``."""
+        if root is None:
+            return ["run", self.url, rid, json.dumps(data), "tree"]
+        if root.status == RunStatus.PAUSED:
+            target = rid if self.rng.random() < 0.5 else self.asker(nodes)
+            return ["answer", self.url, target, "yes"]
+        self.until_due(nodes)
+        roll = self.rng.random()
+        if root.status == RunStatus.RUNNING and roll > self.recover_share:
+            return ["resume", self.url, rid]
+        return ["cli-recover" if roll < self.recover_share / 2 else "recover-all", self.url, "-"]
+
+    def drive(self, rid: str, data: dict[str, Any], abandon: bool = False, kind: str = "") -> str:
+        streak = idle = 0
+        while True:
+            nodes = self.nodes(rid)
+            root = self.state(rid)
+            if root is not None and root.status in ENDED:
+                return str(root.status)
+            args = self.step(rid, data, root, nodes)
+            before = self.size(nodes)
+            code = self.unkilled(args) if streak >= 30 else self.launch(args, TREE_FAILPOINTS)
+            if code == -signal.SIGKILL:
+                streak += 1
+                self.interrupted(self.nodes(rid))
+                continue
+            streak = 0
+            idle = idle + 1 if self.size(self.nodes(rid)) == before else 0
+            if idle >= STUCK:
+                self.report.anomalies.append(f"tree {rid} made no progress in {idle} steps")
+                return str(root.status if root is not None else "none")
+            if len(self.report.anomalies) > 20:
+                raise RuntimeError("too many anomalies: " + "; ".join(self.report.anomalies))
+
+    def reference_tree(self, data: dict[str, Any]) -> Any:
+        """The same tree, uncrashed, on the memory store (its own service books)."""
+        import os
+
+        os.environ["AGENTLOG_TREE_SERVICE"] = self.ref_tree_svc
+        r = self.reference.run(agent_of("tree"), **data)
+        deadline = time.monotonic() + 600
+        while r.status not in ENDED and time.monotonic() < deadline:
+            if r.status == RunStatus.PAUSED:
+                r = self.reference.answer(r.run_id, "yes")
+                continue
+            time.sleep(0.1)
+            self.reference.recover()
+            r = self.reference.state(r.run_id)
+        if r.status != RunStatus.COMPLETED:
+            raise RuntimeError(f"the uncrashed tree did not complete: {r.status} {r.error}")
+        return r
+
+    def round(self, n: int) -> None:
+        order = f"t{n}"
+        data = {"order": order, **SHAPE, "ask": n % 3 == 1}
+        rid = f"tree-{self.seed}-{n}-{uuid.uuid4().hex[:6]}"
+        kills_before = self.report.kills
+        want = self.reference_tree(data)
+        status = self.drive(rid, data)
+        self.report.rounds += 1
+        self.report.rounds_by_agent["tree"] += 1
+        self.report.completed += status == RunStatus.COMPLETED
+        self.check_tree(n, rid, want)
+        self.log(
+            f"round {n} (tree): {status} after {self.report.kills - kills_before} kills "
+            f"(total {self.report.kills})"
+        )
+
+    # --- what is counted -----------------------------------------------------------------
+
+    def check_tree(self, n: int, rid: str, want: Any) -> None:
+        nodes = self.nodes(rid)
+        expected = 1 + SHAPE["width"] * (1 + SHAPE["leaves"])  # type: ignore[operator]
+        states = {r: self.engine.state(r) for r, _ in nodes}
+        unfinished = [r for r, s in states.items() if s.status != RunStatus.COMPLETED]
+        output = states[rid].output
+        if unfinished or len(nodes) != expected or output != want.output:
+            self.report.final_state_mismatches += 1
+            self.report.anomalies.append(
+                f"round {n}: {len(nodes)} runs, unfinished {unfinished}, output "
+                f"{output!r} != uncrashed {want.output!r}"
+            )
+        for run_id, depth in nodes:
+            self._check_log(run_id)
+            self.check_messages(run_id, depth)
+        self.check_fences(nodes)
+
+    def check_messages(self, run_id: str, depth: int) -> None:
+        """Each branch consumed its two messages once; no inbox got one twice or kept one."""
+        from engine.store.base import stream_id
+
+        got = [e.data for e in self.events(run_id) if e.type == "message_received"]
+        ids = [d["message_id"] for d in got if d["message_id"] is not None]
+        self.report.duplicated_messages += len(ids) - len(set(ids))
+        wanted = 2 if depth == 1 else 0
+        self.report.lost_messages += max(0, wanted - len(set(ids)))
+        inbox = self.engine.store.read(stream_id("inbox:" + run_id))
+        posted = Counter(r.event.message_id for r in inbox)
+        self.report.duplicated_messages += sum(c - 1 for c in posted.values())
+        self.report.lost_messages += len(set(posted) - set(ids))
+
+    def check_fences(self, nodes: list[tuple[str, int]]) -> None:
+        """A lock's token, as the store recorded it, belongs to one run."""
+        holders: dict[tuple[str, int], set[str]] = {}
+        for run_id, _ in nodes:
+            for e in self.events(run_id):
+                if e.type == "lock_acquired":
+                    holders.setdefault((e.data["name"], e.data["fence"]), set()).add(run_id)
+        shared = [k for k, v in holders.items() if len(v) > 1]
+        self.report.two_lock_holders += len(shared)
+        if shared:
+            self.report.anomalies.append(f"tokens given to two runs: {shared}")
+
+    def compare_books(self) -> None:
+        """The service's books after the campaign against the uncrashed trees'."""
+        got, want = fenced.effects(self.tree_svc), fenced.effects(self.ref_tree_svc)
+        self.report.duplicated_effects = sum(c - 1 for c in got.values() if c > 1)
+        self.report.lost_effects = sum(max(0, want[k] - got[k]) for k in want)
+        extra = sorted(set(got) - set(want))
+        if extra:
+            self.report.final_state_mismatches += 1
+            self.report.anomalies.append(f"effects the uncrashed trees did not make: {extra}")
+        shared, refused = fenced.holders(self.tree_svc)
+        self.report.two_lock_holders += shared + refused
+        if shared or refused:
+            self.report.anomalies.append(
+                f"the fenced service saw {shared} tokens used by two holders and "
+                f"{refused} writes under a token lower than one it had seen"
+            )
+
+    def run(self, kills: int, max_seconds: float | None) -> Any:
+        started = time.monotonic()
+        n = 0
+        while self.report.kills < kills:
+            if max_seconds and time.monotonic() - started > max_seconds:
+                self.report.anomalies.append(
+                    f"stopped after {max_seconds:.0f} s with {self.report.kills} kills"
+                )
+                break
+            self.round(n)
+            n += 1
+        self.compare_books()
+        self.report.elapsed = time.monotonic() - started
+        return self.report
