@@ -25,6 +25,17 @@ mismatches (status, output, the service's books) must all be 0.
     python scripts/crash_campaign.py --kills 300 --agent async --recover-share 0.5
     python scripts/crash_campaign.py --kills 200 --store postgres --url postgresql://...
 
+``--workload tree`` runs trees of runs instead (campaign/tree.py): a root, its
+branches and their leaves (child runs) with business-keyed effects, a lock around a
+write that an outside service checks by its fencing token, messages between sibling
+branches and durable sleeps; kills land in roots, children and grandchildren, inside
+the lock and inside a sleep (failpoints ``campaign_in_lock`` and ``campaign_in_sleep``
+besides the engine's), and trees are continued by ``engine.recover()``, ``agentlog
+recover`` and ``resume`` in fresh processes. Duplicated and lost messages and two
+holders of one lock are counted too.
+
+    python scripts/crash_campaign.py --workload tree --kills 1000 --store postgres
+
 The seed is printed at start (stderr) and in the report; ``--seed N`` or
 ``AGENTLOG_CAMPAIGN_SEED=N`` repeats a campaign's choices.
 

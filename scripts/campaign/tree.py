@@ -82,13 +82,18 @@ class TreeCampaign(Campaign):
         return sum(len(self.events(r)) for r, _ in nodes)
 
     def until_due(self, nodes: list[tuple[str, int]]) -> None:
-        """When nothing in the tree runs and something sleeps, wait until it is due."""
+        """When nothing in the tree runs and a leaf sleeps (a timer, not a receive's far
+        deadline), wait until its timer is due."""
         states = [self.state(r) for r, _ in nodes]
         if any(s is not None and s.status == RunStatus.RUNNING for s in states):
             return
-        due = [s.wake_at for s in states if s is not None and s.wake_at]
+        due = [
+            s.wake_at
+            for s in states
+            if s is not None and s.wake_at and getattr(s, "waiting_on", None) == "timer"
+        ]
         if due:
-            time.sleep(min(10.0, max(0.0, min(due) - time.time()) + 0.05))
+            time.sleep(min(2.0, max(0.0, min(due) - time.time()) + 0.05))
 
     def asker(self, nodes: list[tuple[str, int]]) -> str:
         """The deepest paused run of the tree (the one that asked)."""
