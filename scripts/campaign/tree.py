@@ -116,6 +116,7 @@ class TreeCampaign(Campaign):
             if events[-1].type == "timer_set":
                 seen.add("sleeping")
         self.report.kills_interrupting.update(seen)
+        self.log(f"    the kill interrupted: {', '.join(sorted(seen)) or 'nothing running'}")
 
     # --- one tree, to its end ----------------------------------------------------------
 

@@ -29,6 +29,7 @@ from . import fenced
 engine = Engine.open()
 QUESTION = "ship the order?"
 LOCK_TTL = float(os.environ.get("AGENTLOG_CAMPAIGN_LOCK_TTL", "3"))
+SNAPSHOT_EVERY = 5  # small: snapshots happen (the in_snapshot failpoint)
 PATIENCE = 600.0  # a recv's timeout: a message that never comes fails the round
 
 
@@ -88,7 +89,7 @@ def _sleep(run: Any, seconds: float) -> None:
             timer.cancel()
 
 
-@engine.agent
+@engine.agent(snapshot_every=SNAPSHOT_EVERY)
 def leaf(run: Any, order: str, path: str, ops: int, nap: float, ask: bool) -> dict[str, Any]:
     done = [effect(f"{order}.{path}.{i}")["receipt"] for i in range(ops)]
     _sleep(run, nap)
@@ -111,7 +112,7 @@ def _ledger(run: Any, order: str, path: str) -> int:
             return attempt
 
 
-@engine.agent
+@engine.agent(snapshot_every=SNAPSHOT_EVERY)
 def branch(
     run: Any,
     order: str,
@@ -143,7 +144,7 @@ def branch(
     return {"branch": path, "token": token, "leaves": outs}
 
 
-@engine.agent
+@engine.agent(snapshot_every=SNAPSHOT_EVERY)
 def root(
     run: Any, order: str, width: int, leaves: int, ops: int, naps: list[float], ask: bool
 ) -> dict[str, Any]:
