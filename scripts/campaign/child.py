@@ -3,8 +3,11 @@ its own that the campaign may kill."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import sys
 from typing import Any
 
 NOT_RECOVERED = 5  # a recover child's exit code when it did not take the run over
@@ -51,11 +54,17 @@ def _recover_all(engine: Any) -> int:
 
 
 def _cli_recover(url: str) -> int:
-    """``agentlog recover``, the command (in this process): 3 (a run paused) is fine."""
+    """``agentlog recover``, the command (in this process): 3 (a run paused) is fine;
+    on anything else its report goes to stderr, where the campaign reads the last line."""
     from replay.cli import run_cli
 
-    code = run_cli(["recover", "--url", url])
-    return 0 if code in (0, 3) else code
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = run_cli(["recover", "--url", url])
+    if code in (0, 3):
+        return 0
+    sys.stderr.write(out.getvalue())
+    return code
 
 
 def child(argv: list[str]) -> int:

@@ -95,10 +95,16 @@ class TreeCampaign(Campaign):
         if due:
             time.sleep(min(2.0, max(0.0, min(due) - time.time()) + 0.05))
 
-    def asker(self, nodes: list[tuple[str, int]]) -> str:
-        """The deepest paused run of the tree (the one that asked)."""
-        paused = [(d, r) for r, d in nodes if self.state(r).status == RunStatus.PAUSED]
-        return max(paused)[1]
+    def asker(self, nodes: list[tuple[str, int]]) -> str | None:
+        """The deepest run of the tree paused on a question of its own (not on a child's:
+        a parent still paused on a child that was answered, then killed, is not)."""
+        asking = [
+            (d, r)
+            for r, d in nodes
+            if self.state(r).status == RunStatus.PAUSED
+            and not (self.state(r).waiting_on or "").startswith("child:")
+        ]
+        return max(asking)[1] if asking else None
 
     def interrupted(self, nodes: list[tuple[str, int]]) -> None:
         """After a kill: which runs it left running, by depth, and whether one held a lock
@@ -124,8 +130,9 @@ class TreeCampaign(Campaign):
         """The next child step for the tree whose root is in ``root``."""
         if root is None:
             return ["run", self.url, rid, json.dumps(data), "tree"]
-        if root.status == RunStatus.PAUSED:
-            target = rid if self.rng.random() < 0.5 else self.asker(nodes)
+        asker = self.asker(nodes) if root.status == RunStatus.PAUSED else None
+        if asker is not None:
+            target = rid if self.rng.random() < 0.5 else asker
             return ["answer", self.url, target, "yes"]
         self.until_due(nodes)
         roll = self.rng.random()
