@@ -94,3 +94,20 @@ def holders(where: str) -> tuple[int, int]:
         ).fetchone()[0]
         refused = conn.execute("SELECT COUNT(*) FROM fenced WHERE refused=1").fetchone()[0]
     return int(shared), int(refused)
+
+
+def refused(where: str) -> list[str]:
+    """Each refused write, as ``op fence N < M (holder of M: RUN)``."""
+    out = []
+    with closing(_connect(where)) as conn:
+        rows = conn.execute(
+            "SELECT id, lock, fence, op FROM fenced WHERE refused=1 ORDER BY id"
+        ).fetchall()
+        for at, lock, fence, op in rows:
+            top = conn.execute(
+                "SELECT fence, holder FROM fenced WHERE lock=? AND refused=0 AND id<? "
+                "ORDER BY fence DESC LIMIT 1",
+                (lock, at),
+            ).fetchone()
+            out.append(f"{op} fence {fence} < {top[0]} (holder of {top[0]}: {top[1]})")
+    return out

@@ -255,7 +255,8 @@ class TreeCampaign(Campaign):
         if shared or refused:
             self.report.anomalies.append(
                 f"the fenced service saw {shared} tokens used by two holders and "
-                f"{refused} writes under a token lower than one it had seen"
+                f"{refused} writes under a token lower than one it had seen: "
+                + "; ".join(fenced.refused(self.tree_svc))
             )
 
     def run(self, kills: int, max_seconds: float | None) -> Any:
