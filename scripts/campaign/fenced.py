@@ -3,9 +3,10 @@ deduplication of its own, so a re-sent effect is a second row, a duplicate), and
 fenced ledger that refuses a write whose fencing token is lower than one it has seen
 for that lock, as a storage service guarding itself with fencing tokens does.
 
-Its books say how many holders of one lock acted at once: a write under a token
-lower than one already seen (refused: a holder that lost its lease went on acting),
-and two holders writing under one token (accepted: the lock handed out a token twice).
+Its books say whether two holders of one lock acted at once: two holders writing under
+one token (accepted: the lock handed out a token twice, damage), and writes under a
+token lower than one already seen (refused: a holder whose lease expired came back
+with its old token; fencing at work, nothing took effect).
 The file is ``$AGENTLOG_TREE_SERVICE``, read at every call; every call is one short
 SQLite transaction, so a SIGKILL leaves an effect whole or absent.
 """
@@ -85,8 +86,8 @@ def effects(where: str) -> Counter[str]:
 
 
 def holders(where: str) -> tuple[int, int]:
-    """``(two holders at once, stale writes refused)`` as the fenced ledger saw them: a
-    token given to two holders, or a write under a token lower than one already seen."""
+    """``(tokens two holders wrote under, stale writes refused)`` as the fenced ledger
+    saw them."""
     with closing(_connect(where)) as conn:
         shared = conn.execute(
             "SELECT COUNT(*) FROM (SELECT lock, fence FROM fenced WHERE refused=0 "

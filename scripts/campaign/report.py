@@ -30,6 +30,8 @@ class Report:
     duplicated_messages: int = 0
     lost_messages: int = 0
     two_lock_holders: int = 0
+    stale_writes_refused: int = 0  # fencing at work (not damage): see campaign/tree.py
+    refused_writes: list[str] = field(default_factory=list)
     kills_interrupting: Counter[str] = field(default_factory=Counter)
     anomalies: list[str] = field(default_factory=list)
     elapsed: float = 0.0
@@ -61,6 +63,8 @@ class Report:
             "duplicated_messages": self.duplicated_messages,
             "lost_messages": self.lost_messages,
             "two_lock_holders": self.two_lock_holders,
+            "stale_writes_refused": self.stale_writes_refused,
+            "refused_writes": self.refused_writes,
             "kills_interrupting": dict(sorted(self.kills_interrupting.items())),
         }
 
