@@ -30,6 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from engine.errors import RunBusy
 from engine.kinds import RunStatus
 
 from . import fenced
@@ -179,7 +180,10 @@ class TreeCampaign(Campaign):
         deadline = time.monotonic() + 600
         while r.status not in ENDED and time.monotonic() < deadline:
             if r.status == RunStatus.PAUSED:
-                r = self.reference.answer(r.run_id, "yes")
+                try:
+                    r = self.reference.answer(r.run_id, "yes")
+                except RunBusy:  # the asking leaf's thread has not let its run go yet
+                    time.sleep(0.05)
                 continue
             time.sleep(0.1)
             self.reference.recover()
