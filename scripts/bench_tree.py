@@ -33,33 +33,17 @@ from typing import Any
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(HERE.parent)]
 
 from engine import Engine  # noqa: E402
 
-engine = Engine.open()  # $AGENTLOG_URL: the agents' engine (recoverers load this script)
 DEFAULT_PG = os.environ.get(
     "AGENTLOG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/agentlog_test"
 )
 DOC = ROOT / "docs" / "bench_tree.md"
 BEGIN, END = "<!-- bench_tree:begin -->", "<!-- bench_tree:end -->"
 HANG = 1800.0  # seconds: a round that takes longer is broken, not slow
-
-
-@engine.tool
-def work(child: int, call: int) -> int:
-    return child * 1000 + call
-
-
-@engine.agent
-def worker(run: Any, index: int, calls: int) -> int:
-    return sum(work(index, c) for c in range(calls))
-
-
-@engine.agent
-def parent(run: Any, children: int, calls: int) -> int:
-    kids = [run.spawn(worker, index=i, calls=calls) for i in range(children)]
-    return sum(run.gather(*kids))
+PATH = os.pathsep.join((str(ROOT), str(HERE.parent)))  # campaign.scale_agent imports
 
 
 # --- one round -------------------------------------------------------------------------
@@ -95,7 +79,7 @@ def _spawned(eng: Engine, run_id: str) -> int:
 
 def start_and_kill(url: str, run_id: str, children: int, calls: int) -> None:
     """Start the parent in a process of its own; SIGKILL it once every child is spawned."""
-    env = {**os.environ, "AGENTLOG_URL": url}
+    env = {**os.environ, "AGENTLOG_URL": url, "PYTHONPATH": PATH}
     cmd = [sys.executable, str(HERE), "--start", run_id, str(children), str(calls)]
     proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT))
     eng = Engine.open(url)
@@ -113,8 +97,8 @@ def start_and_kill(url: str, run_id: str, children: int, calls: int) -> None:
 
 def recover_until_done(url: str, run_id: str, processes: int) -> tuple[float, int]:
     """Batches of ``processes`` concurrent ``agentlog recover`` until the parent is
-    done: ``(seconds, batches)``."""
-    env = {**os.environ, "AGENTLOG_URL": url, "PYTHONPATH": str(ROOT)}
+    done: ``(seconds, batches)``. A recoverer that fails (exit 1 or 2) stops the round."""
+    env = {**os.environ, "AGENTLOG_URL": url, "PYTHONPATH": PATH}
     cmd = [sys.executable, "-m", "replay", "recover", "--json"]
     eng = Engine.open(url)
     started = time.monotonic()
@@ -125,11 +109,15 @@ def recover_until_done(url: str, run_id: str, processes: int) -> tuple[float, in
                 raise RuntimeError(f"not done after {batches} batches: {eng.state(run_id)}")
             batches += 1
             procs = [
-                subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL)
+                subprocess.Popen(
+                    cmd, env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                )
                 for _ in range(processes)
             ]
             for p in procs:
-                p.wait()
+                _, err = p.communicate()
+                if p.returncode in (1, 2):
+                    raise RuntimeError(f"recover exited {p.returncode}: {err[-2000:].decode()}")
         return time.monotonic() - started, batches
     finally:
         eng.close()
@@ -227,8 +215,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--start"]:  # the parent's process (killed once it has spawned all)
+        from campaign import scale_agent
+
         run_id, children, calls = argv[1], int(argv[2]), int(argv[3])
-        engine.run(parent, run_id=run_id, children=children, calls=calls)
+        scale_agent.engine.run(scale_agent.parent, run_id=run_id, children=children, calls=calls)
         return 0
     a = parse_args(argv)
     rounds = []
