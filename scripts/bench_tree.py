@@ -4,13 +4,15 @@ finished by ``agentlog recover`` running in 4 processes at once.
 
 Each round, in a fresh schema: a process starts the parent, which spawns its children
 (each a run of its own, executing in a thread of that process); once the parent has
-spawned them all, the process is SIGKILLed. Then 4 ``agentlog recover`` processes start
-together and share the work (a run one of them holds is busy for the others); when they
-have all exited and the tree is not done (a run whose owner died after a recoverer
-had looked), 4 more start. Measured from the recoverers' start to the parent's
-completion: the time, and the events per second (the tree's events written during
-recovery, and all of the tree's events, over that time). The figures are the median of
-``--rounds`` rounds; the full run rewrites the block in docs/bench_tree.md.
+spawned half of them (``--kill-at``), the process is SIGKILLed: the recoverers find the
+parent and its unfinished children dead, and the parent, resumed, spawns the rest.
+Then 4 ``agentlog recover`` processes start together and share the work (a run one of
+them holds is busy for the others); when they have all exited and the tree is not
+done (a run whose owner died after a recoverer had looked), 4 more start. Measured
+from the recoverers' start to the parent's completion: the time, and the events per
+second (the tree's events written during recovery, and all of the tree's events, over
+that time). The figures are the median of ``--rounds`` rounds; the full run rewrites
+the block in docs/bench_tree.md.
 
     python scripts/bench_tree.py                     # 200 children x 10 calls, 3 rounds
     python scripts/bench_tree.py --children 20 --calls 3 --rounds 1 --no-write
@@ -77,15 +79,16 @@ def _spawned(eng: Engine, run_id: str) -> int:
         return 0
 
 
-def start_and_kill(url: str, run_id: str, children: int, calls: int) -> None:
-    """Start the parent in a process of its own; SIGKILL it once every child is spawned."""
+def start_and_kill(url: str, run_id: str, children: int, calls: int, kill_at: int) -> None:
+    """Start the parent in a process of its own; SIGKILL it once it has spawned
+    ``kill_at`` children."""
     env = {**os.environ, "AGENTLOG_URL": url, "PYTHONPATH": PATH}
     cmd = [sys.executable, str(HERE), "--start", run_id, str(children), str(calls)]
     proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT))
     eng = Engine.open(url)
     try:
         deadline = time.monotonic() + HANG
-        while proc.poll() is None and _spawned(eng, run_id) < children:
+        while proc.poll() is None and _spawned(eng, run_id) < kill_at:
             if time.monotonic() > deadline:
                 raise RuntimeError("the parent never spawned its children")
             time.sleep(0.01)
@@ -123,14 +126,15 @@ def recover_until_done(url: str, run_id: str, processes: int) -> tuple[float, in
         eng.close()
 
 
-def one_round(base: str, children: int, calls: int, processes: int) -> dict[str, Any]:
+def one_round(a: argparse.Namespace) -> dict[str, Any]:
+    base, children, calls = a.url, a.children, a.calls
     url, schema = _schema_url(base)
     run_id = f"bench-tree-{uuid.uuid4().hex[:8]}"
     try:
-        start_and_kill(url, run_id, children, calls)
+        start_and_kill(url, run_id, children, calls, a.kill_at or (children + 1) // 2)
         eng = Engine.open(url)
         before = _events(eng, _tree(eng, run_id))
-        seconds, batches = recover_until_done(url, run_id, processes)
+        seconds, batches = recover_until_done(url, run_id, a.processes)
         ids = _tree(eng, run_id)
         total = _events(eng, ids)
         done = sum(eng.state(r).status == "completed" for r in ids[1:])
@@ -159,7 +163,9 @@ def summary(rounds: list[dict[str, Any]], a: argparse.Namespace) -> str:
     pg = _pg_version(a.url)
     lines = [
         f"Command: `python scripts/bench_tree.py --children {a.children} --calls {a.calls} "
-        f"--processes {a.processes} --rounds {a.rounds}`  ",
+        f"--processes {a.processes} --rounds {a.rounds}"
+        + (f" --kill-at {a.kill_at}" if a.kill_at else "")
+        + "`  ",
         f"Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC  ",
         f"Machine: {os.cpu_count()} cores (shared VM); Python {sys.version.split()[0]}; {pg}",
         "",
@@ -202,12 +208,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--calls", type=int, default=10, help="tool calls per child")
     p.add_argument("--processes", type=int, default=4, help="concurrent recover processes")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--kill-at",
+        type=int,
+        default=0,
+        help="SIGKILL the parent once it has spawned this many children (default: half)",
+    )
     p.add_argument("--url", default=DEFAULT_PG, help="PostgreSQL (each round in its schema)")
     p.add_argument("--no-write", action="store_true", help="print only")
     p.add_argument("--json", action="store_true", help="the rounds as JSON on stdout")
     a = p.parse_args(argv)
     if min(a.children, a.calls, a.processes, a.rounds) < 1:
         p.error("--children, --calls, --processes and --rounds must be positive")
+    if not 0 <= a.kill_at <= a.children:
+        p.error("--kill-at must be between 1 and --children")
     if not a.url.startswith("postgres"):
         p.error("--url must be a PostgreSQL URL")
     return a
@@ -223,7 +237,7 @@ def main(argv: list[str]) -> int:
     a = parse_args(argv)
     rounds = []
     for n in range(a.rounds):
-        rounds.append(one_round(a.url, a.children, a.calls, a.processes))
+        rounds.append(one_round(a))
         print(f"round {n + 1}: {json.dumps(rounds[-1])}", file=sys.stderr, flush=True)
     if a.json:
         print(json.dumps(rounds))
