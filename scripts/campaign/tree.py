@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from engine.errors import RunBusy
+from engine.errors import RunBusy, UsageError
 from engine.kinds import RunStatus
 
 from . import fenced
@@ -178,12 +178,19 @@ class TreeCampaign(Campaign):
         os.environ["AGENTLOG_TREE_SERVICE"] = self.ref_tree_svc
         r = self.reference.run(agent_of("tree"), **data)
         deadline = time.monotonic() + 600
+        races = 0
         while r.status not in ENDED and time.monotonic() < deadline:
             if r.status == RunStatus.PAUSED:
                 try:
                     r = self.reference.answer(r.run_id, "yes")
-                except RunBusy:  # the asking leaf's thread has not let its run go yet
+                except (RunBusy, UsageError):
+                    # The root came back paused while the asking leaf's (or its
+                    # branch's) thread was still pausing: in-process, so wait a little.
+                    races += 1
+                    if races > 200:
+                        raise
                     time.sleep(0.05)
+                    r = self.reference.state(r.run_id)
                 continue
             time.sleep(0.1)
             self.reference.recover()
