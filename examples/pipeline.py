@@ -5,7 +5,9 @@ anywhere, even between an effect and its record, ends with each line written onc
     python examples/pipeline.py              # a SQLite file in a temporary directory
     AGENTLOG_URL=postgresql://... python examples/pipeline.py
 
-Kill it while it runs (SIGKILL), then ``agentlog recover`` (same ``AGENTLOG_URL`` and
+The writes' business keys name the batch (``python examples/pipeline.py RUN_ID BATCH``),
+so running a batch again writes nothing twice. Kill it while it runs (SIGKILL), then
+``agentlog recover`` (same ``AGENTLOG_URL`` and
 ``PIPELINE_WAREHOUSE``) finishes the parent and the stage that was running; the
 finished stages are not run again. tests/test_examples.py does exactly that to the
 middle stage. ``PIPELINE_GATE=DIR`` makes the transform stage stop before its second
@@ -108,9 +110,10 @@ def pipeline(run: Any, batch: str, n: int = 3) -> dict[str, Any]:
 
 
 def main() -> int:
-    run_id = sys.argv[1] if len(sys.argv) > 1 else None
+    run_id = sys.argv[1] if len(sys.argv) > 1 else None  # [RUN_ID [BATCH]]
+    batch = sys.argv[2] if len(sys.argv) > 2 else "b1"  # the keys: another batch, other keys
     print(f"warehouse {warehouse()}", flush=True)
-    result = engine.run(pipeline, run_id=run_id, batch="b1", n=3)
+    result = engine.run(pipeline, run_id=run_id, batch=batch, n=3)
     print(f"pipeline {result.run_id}: {result.status} {result.output}")
     for e in engine.events(result.run_id):
         if e.type in ("child_spawned", "child_finished"):

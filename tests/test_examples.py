@@ -84,10 +84,10 @@ def _pipeline_ids(engine: Engine, run_id: str) -> dict[str, str]:
     return {_agent(engine, c): c for c in _children(engine, run_id)}
 
 
-def _kill_mid_transform(url: str, env: dict[str, str], run_id: str, gate: Path | None) -> None:
+def _kill_mid_transform(env: dict[str, str], run_id: str, batch: str, gate: Path | None) -> None:
     """Start examples/pipeline.py and see it die by SIGKILL inside the transform stage:
     at its failpoint (``env``) or, with ``gate``, killed from here while it waits there."""
-    cmd = [sys.executable, str(EXAMPLES / "pipeline.py"), run_id]
+    cmd = [sys.executable, str(EXAMPLES / "pipeline.py"), run_id, batch]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if gate is not None:
         deadline = time.monotonic() + HANG
@@ -103,25 +103,24 @@ def _kill_mid_transform(url: str, env: dict[str, str], run_id: str, gate: Path |
 def test_pipeline_killed_in_its_middle_stage_is_finished_by_recover_with_effects_once(
     store_url: str, tmp_path: Path
 ) -> None:
-    """examples/pipeline.py SIGKILLed twice, on two batches' runs: once at the failpoint
-    after the transform stage's second write ran but before its outcome was recorded,
-    once from outside while that stage waits at its gate. ``agentlog recover`` finishes
-    the pipeline each time: extract untouched (not one event more), transform and load
-    done, every warehouse line written exactly once, the output right."""
+    """examples/pipeline.py SIGKILLed on two batches: once at the failpoint after the
+    transform stage's second write ran but before its outcome was recorded, once from
+    outside while that stage waits at its gate. ``agentlog recover`` finishes the
+    pipeline each time: extract untouched (not one event more), transform and load done,
+    every warehouse line written exactly once, the output right."""
     warehouse = tmp_path / "warehouse.log"
     gate = tmp_path / "gate"
     gate.mkdir()
     cases = [
-        ({"AGENTLOG_FAILPOINTS": "after_tool:6"}, None, ["transform:b1-1"]),
-        ({"PIPELINE_GATE": str(gate)}, gate, ["transform:b1-0"]),
+        ("b1", {"AGENTLOG_FAILPOINTS": "after_tool:6"}, None, "transform:b1-1"),
+        ("b2", {"PIPELINE_GATE": str(gate)}, gate, "transform:b2-0"),
     ]
-    for extra, gated, done_before in cases:
-        warehouse.unlink(missing_ok=True)
+    env = _env(store_url, PIPELINE_WAREHOUSE=str(warehouse))
+    for batch, extra, gated, last in cases:
         run_id = f"pipeline-{uuid.uuid4().hex[:8]}"
-        env = _env(store_url, PIPELINE_WAREHOUSE=str(warehouse))
-        _kill_mid_transform(store_url, {**env, **extra}, run_id, gated)
-        lines = warehouse.read_text().splitlines()
-        assert [ln.split()[0] for ln in lines][-1] == done_before[-1], lines
+        _kill_mid_transform({**env, **extra}, run_id, batch, gated)
+        lines = [ln.split()[0] for ln in warehouse.read_text().splitlines()]
+        assert lines[-1] == last, lines
         with closing(Engine.open(store_url)) as engine:
             stages = _pipeline_ids(engine, run_id)
             assert set(stages) == {"extract", "transform"}, stages
@@ -132,14 +131,19 @@ def test_pipeline_killed_in_its_middle_stage_is_finished_by_recover_with_effects
         with closing(Engine.open(store_url)) as engine:
             state = engine.state(run_id)
             assert state.status == "completed", (state.status, state.error)
-            assert state.output == {"batch": "b1", "rows": 3, "total_cents": 6000}
+            assert state.output == {"batch": batch, "rows": 3, "total_cents": 6000}
             stages = _pipeline_ids(engine, run_id)
             assert set(stages) == {"extract", "transform", "load"}
             assert len(engine.events(stages["extract"])) == extract_events
             assert all(engine.state(c).status == "completed" for c in stages.values())
-        keys = Counter(line.split()[0] for line in warehouse.read_text().splitlines())
-        want = ["extract:b1"] + [f"{s}:b1-{i}" for s in ("transform", "load") for i in range(3)]
-        assert keys == Counter(want), keys
+    keys = Counter(line.split()[0] for line in warehouse.read_text().splitlines())
+    want = [
+        f"{stage}:{batch}" if stage == "extract" else f"{stage}:{batch}-{i}"
+        for batch in ("b1", "b2")
+        for stage in ("extract", "transform", "load")
+        for i in range(1 if stage == "extract" else 3)
+    ]
+    assert keys == Counter(want), keys
 
 
 @backends("sqlite", "postgres")
