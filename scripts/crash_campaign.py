@@ -134,6 +134,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "with locks, messages and sleeps",
     )
     p.add_argument(
+        "--tree-shape",
+        default="3,2,2",
+        help="the tree workload's WIDTH,LEAVES,OPS: branches, leaves per branch, effects per "
+        "leaf before its sleep",
+    )
+    p.add_argument(
         "--recover-share",
         type=float,
         default=0.3,
@@ -156,7 +162,19 @@ def usage_error(a: argparse.Namespace) -> str | None:
         return "--recover-share must be between 0 and 1"
     if a.kills < 1 or a.ops < 1:
         return "--kills and --ops must be positive"
+    if tree_shape(a.tree_shape) is None:
+        return f"--tree-shape is WIDTH,LEAVES,OPS, positive, WIDTH 2 or more: {a.tree_shape!r}"
     return None
+
+
+def tree_shape(text: str) -> tuple[int, int, int] | None:
+    """``WIDTH,LEAVES,OPS`` as three positive integers (a branch needs a sibling: WIDTH
+    at least 2), or None."""
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        return None
+    width, leaves, ops = (int(p) for p in parts)
+    return (width, leaves, ops) if width >= 2 and leaves >= 1 and ops >= 1 else None
 
 
 def store_url(a: argparse.Namespace, seed: int, workdir: Path) -> tuple[str, bool]:
@@ -175,7 +193,9 @@ def run(a: argparse.Namespace, seed: int) -> Report:
     url, fresh_schema = store_url(a, seed, workdir)
     campaign: Campaign
     if a.workload == "tree":
-        campaign = TreeCampaign(url, workdir, seed, a.verbose, a.launcher, a.recover_share)
+        shape = tree_shape(a.tree_shape)
+        assert shape is not None  # usage_error said so
+        campaign = TreeCampaign(url, workdir, seed, a.verbose, a.launcher, a.recover_share, shape)
     else:
         campaign = Campaign(
             url, workdir, seed, a.ops, a.verbose, a.launcher, a.agent, a.recover_share

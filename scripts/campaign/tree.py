@@ -38,7 +38,7 @@ from .child import INLINE_WAIT_ENV, agent_of
 from .rounds import RUN_FAILPOINTS, Campaign
 
 TREE_FAILPOINTS = (*RUN_FAILPOINTS, "campaign_in_lock", "campaign_in_sleep")
-SHAPE = {"width": 3, "leaves": 2, "ops": 2, "naps": [0.2, 1.0]}
+NAPS = [0.2, 1.0]  # a leaf's sleep: inline, or long enough to suspend it
 INLINE_WAIT = 0.5  # in the campaign's processes: the 1 s naps suspend their leaf
 STUCK = 40  # unkilled steps in a row that change nothing: the round is stuck
 ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
@@ -55,7 +55,10 @@ class TreeCampaign(Campaign):
         verbose: bool,
         launcher: str,
         recover_share: float = 0.5,
+        shape: tuple[int, int, int] = (3, 2, 2),
     ) -> None:
+        width, leaves, ops = shape
+        self.shape = {"width": width, "leaves": leaves, "ops": ops, "naps": NAPS}
         self.tree_svc = str(workdir / "tree-service.db")
         self.ref_tree_svc = str(workdir / "tree-reference-service.db")
         fenced.reset(self.tree_svc)
@@ -201,7 +204,7 @@ class TreeCampaign(Campaign):
 
     def round(self, n: int) -> None:
         order = f"t{n}"
-        data = {"order": order, **SHAPE, "ask": n % 3 == 1}
+        data = {"order": order, **self.shape, "ask": n % 3 == 1}
         rid = f"tree-{self.seed}-{n}-{uuid.uuid4().hex[:6]}"
         kills_before = self.report.kills
         want = self.reference_tree(data)
@@ -219,7 +222,7 @@ class TreeCampaign(Campaign):
 
     def check_tree(self, n: int, rid: str, want: Any) -> None:
         nodes = self.nodes(rid)
-        expected = 1 + SHAPE["width"] * (1 + SHAPE["leaves"])  # type: ignore[operator]
+        expected = 1 + self.shape["width"] * (1 + self.shape["leaves"])  # type: ignore[operator]
         states = {r: self.engine.state(r) for r, _ in nodes}
         unfinished = [r for r, s in states.items() if s.status != RunStatus.COMPLETED]
         output = states[rid].output
