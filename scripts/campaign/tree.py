@@ -37,7 +37,17 @@ from . import fenced
 from .child import INLINE_WAIT_ENV, agent_of
 from .rounds import RUN_FAILPOINTS, Campaign
 
-TREE_FAILPOINTS = (*RUN_FAILPOINTS, "campaign_in_lock", "campaign_in_sleep")
+# The engine's (after_send, after_recv, in_sleep: messages and timers) and the
+# workload's own (campaign_in_lock: holding the lock, its write not sent;
+# campaign_in_sleep: halfway through a leaf's inline sleep).
+TREE_FAILPOINTS = (
+    *RUN_FAILPOINTS,
+    "after_send",
+    "after_recv",
+    "in_sleep",
+    "campaign_in_lock",
+    "campaign_in_sleep",
+)
 NAPS = [0.2, 1.0]  # a leaf's sleep: inline, or long enough to suspend it
 INLINE_WAIT = 0.5  # in the campaign's processes: the 1 s naps suspend their leaf
 STUCK = 40  # unkilled steps in a row that change nothing: the round is stuck
