@@ -6,7 +6,7 @@ compared with the same tree run uncrashed.
 
 Counted, all of which must be 0: duplicated and lost effects (the outside service's
 books against the uncrashed run's), duplicated and lost messages (each branch receives
-its peers list and its sibling's token exactly once; nothing is posted twice to an
+its peers list and its sibling's two tokens exactly once; nothing is posted twice to an
 inbox, nothing posted is left unconsumed), two holders of one lock at once (a token the
 store recorded for two runs, or one the fenced service accepted from two holders), and
 final-state mismatches (a node not completed, the root's output).
@@ -248,13 +248,13 @@ class TreeCampaign(Campaign):
         self.check_fences(nodes)
 
     def check_messages(self, run_id: str, depth: int) -> None:
-        """Each branch consumed its two messages once; no inbox got one twice or kept one."""
+        """Each branch consumed its three messages once; no inbox got one twice or kept one."""
         from engine.store.base import stream_id
 
         got = [e.data for e in self.events(run_id) if e.type == "message_received"]
         ids = [d["message_id"] for d in got if d["message_id"] is not None]
         self.report.duplicated_messages += len(ids) - len(set(ids))
-        wanted = 2 if depth == 1 else 0
+        wanted = 3 if depth == 1 else 0  # a branch: its peers list and two tokens
         self.report.lost_messages += max(0, wanted - len(set(ids)))
         inbox = self.engine.store.read(stream_id("inbox:" + run_id))
         posted = Counter(r.event.message_id for r in inbox)

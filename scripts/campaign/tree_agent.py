@@ -2,7 +2,7 @@
 
     root     spawns ``width`` branches, sends each the list of its siblings ("peers"),
              gathers them, makes its own effect
-    branch   passes a token to the next sibling by message and receives one from the
+    branch   passes two tokens to the next sibling by message and receives two from the
              previous; spawns ``leaves`` leaves; takes the order's shared lock and makes
              a fenced write with its token (again under a new token if the service
              refused a stale one); gathers its leaves
@@ -125,7 +125,8 @@ def branch(
 ) -> dict[str, Any]:
     path = f"b{index}"
     peers = run.recv("peers", timeout=PATIENCE)
-    run.send(peers[(index + 1) % width], "token", f"{order}:{index}->{(index + 1) % width}")
+    for n in (1, 2):  # two on one topic: each must be consumed once, in order
+        run.send(peers[(index + 1) % width], "token", f"{order}:{index}->{(index + 1) % width}#{n}")
     kids = [
         run.spawn(
             leaf,
@@ -138,10 +139,10 @@ def branch(
         for j in range(leaves)
     ]
     _ledger(run, order, path)
-    token = run.recv("token", timeout=PATIENCE)
+    tokens = [run.recv("token", timeout=PATIENCE) for _ in (1, 2)]
     outs = run.gather(*kids)
     effect(f"{order}.{path}.done")
-    return {"branch": path, "token": token, "leaves": outs}
+    return {"branch": path, "tokens": tokens, "leaves": outs}
 
 
 @engine.agent(snapshot_every=SNAPSHOT_EVERY)
