@@ -97,18 +97,19 @@ def holders(where: str) -> tuple[int, int]:
     return int(shared), int(refused)
 
 
-def refused(where: str) -> list[str]:
-    """Each refused write, as ``op fence N < M (holder of M: RUN)``."""
+def refused(where: str) -> list[tuple[str, int, str]]:
+    """Each refused write: ``(holder, token, "op token N < M (holder of M: RUN)")``."""
     out = []
     with closing(_connect(where)) as conn:
         rows = conn.execute(
-            "SELECT id, lock, fence, op FROM fenced WHERE refused=1 ORDER BY id"
+            "SELECT id, lock, fence, holder, op FROM fenced WHERE refused=1 ORDER BY id"
         ).fetchall()
-        for at, lock, fence, op in rows:
+        for at, lock, fence, holder, op in rows:
             top = conn.execute(
                 "SELECT fence, holder FROM fenced WHERE lock=? AND refused=0 AND id<? "
                 "ORDER BY fence DESC LIMIT 1",
                 (lock, at),
             ).fetchone()
-            out.append(f"{op} fence {fence} < {top[0]} (holder of {top[0]}: {top[1]})")
+            text = f"{op} by {holder}: token {fence} < {top[0]} (holder of {top[0]}: {top[1]})"
+            out.append((holder, int(fence), text))
     return out

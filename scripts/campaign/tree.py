@@ -7,17 +7,18 @@ compared with the same tree run uncrashed.
 Counted, all of which must be 0: duplicated and lost effects (the outside service's
 books against the uncrashed run's), duplicated and lost messages (each branch receives
 its peers list and its sibling's two tokens exactly once; nothing is posted twice to an
-inbox, nothing posted is left unconsumed), two holders of one lock at once (a token the
-store recorded for two runs, or one the fenced service accepted from two holders), and
-final-state mismatches (a node not completed, the root's output).
+inbox, nothing posted is left unconsumed), two holders of one lock at once (see
+campaign/holds.py: a token given twice, live holds overlapping in time, a write refused
+to a holder that held its token throughout), and final-state mismatches (a node not
+completed, the root's output).
 
 Reported besides, and not damage: writes the fenced service refused because a higher
-token had been seen. That is the fencing pattern at work: a branch killed while holding
-the lock stays dead past the lease's ttl, a sibling takes the lock (a higher token) and
-writes, and when the killed branch is recovered its replayed block carries its recorded,
-now stale, token (replay is deterministic; docs/locks.md): the service refuses it, and
-the branch takes the lock again (a new block, a new token) and writes. No write under a
-stale token ever takes effect.
+token had been seen, from holders resumed since they took their token. That is the
+fencing pattern at work: a branch killed while holding the lock stays dead past the
+lease's ttl, a sibling takes the lock (a higher token) and writes, and when the killed
+branch is recovered its replayed block carries its recorded, now stale, token (replay
+is deterministic; docs/locks.md): the service refuses it, and the branch takes the lock
+again (a new block, a new token) and writes. No write under a stale token takes effect.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 from engine.errors import RunBusy, UsageError
 from engine.kinds import RunStatus
 
-from . import fenced
+from . import fenced, holds
 from .child import INLINE_WAIT_ENV, agent_of
 from .rounds import RUN_FAILPOINTS, Campaign
 
@@ -262,16 +263,11 @@ class TreeCampaign(Campaign):
         self.report.lost_messages += len(set(posted) - set(ids))
 
     def check_fences(self, nodes: list[tuple[str, int]]) -> None:
-        """A lock's token, as the store recorded it, belongs to one run."""
-        holders: dict[tuple[str, int], set[str]] = {}
-        for run_id, _ in nodes:
-            for e in self.events(run_id):
-                if e.type == "lock_acquired":
-                    holders.setdefault((e.data["name"], e.data["fence"]), set()).add(run_id)
-        shared = [k for k, v in holders.items() if len(v) > 1]
-        self.report.two_lock_holders += len(shared)
-        if shared:
-            self.report.anomalies.append(f"tokens given to two runs: {shared}")
+        """No token given to two runs, no two live holds of one lock at once."""
+        runs = [r for r, _ in nodes]
+        found = holds.shared_tokens(self.events, runs) + holds.overlapping_holds(self.events, runs)
+        self.report.two_lock_holders += len(found)
+        self.report.anomalies += [f"two holders: {f}" for f in found]
 
     def compare_books(self) -> None:
         """The service's books after the campaign against the uncrashed trees'."""
@@ -284,10 +280,14 @@ class TreeCampaign(Campaign):
             self.report.anomalies.append(f"effects the uncrashed trees did not make: {extra}")
         shared, refused = fenced.holders(self.tree_svc)
         self.report.two_lock_holders += shared
-        self.report.stale_writes_refused = refused
-        self.report.refused_writes = fenced.refused(self.tree_svc)
         if shared:
             self.report.anomalies.append(f"the fenced service saw {shared} tokens of two holders")
+        self.report.stale_writes_refused = refused
+        for holder, fence, text in fenced.refused(self.tree_svc):
+            self.report.refused_writes.append(text)
+            if holds.held_throughout(self.events, holder, fence):  # never down: not stale
+                self.report.two_lock_holders += 1
+                self.report.anomalies.append(f"two holders: refused while held: {text}")
 
     def run(self, kills: int, max_seconds: float | None) -> Any:
         started = time.monotonic()
