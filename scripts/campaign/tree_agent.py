@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from typing import Any
 
 from engine import Engine, failpoints
@@ -29,6 +30,7 @@ from . import fenced
 engine = Engine.open()
 QUESTION = "ship the order?"
 LOCK_TTL = float(os.environ.get("AGENTLOG_CAMPAIGN_LOCK_TTL", "3"))
+HOLD = 0.1  # seconds a branch holds the lock after its write
 SNAPSHOT_EVERY = 5  # small: snapshots happen (the in_snapshot failpoint)
 PATIENCE = 600.0  # a recv's timeout: a message that never comes fails the round
 
@@ -108,6 +110,7 @@ def _ledger(run: Any, order: str, path: str) -> int:
             out = fenced_write(
                 f"{order}:ledger", fence, run.run_id, f"{order}.{path}.ledger", attempt
             )
+            time.sleep(HOLD)  # work done holding the lock: the siblings wait for it
         if out["ok"]:
             return attempt
 
