@@ -14,18 +14,14 @@ import fcntl
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-if not os.environ.get("AGENTLOG_URL"):  # before the engine opens its store
-    where = tempfile.mkdtemp(prefix="agentlog-peers-")
-    os.environ["AGENTLOG_URL"] = f"sqlite:///{where}/peers.db"
-    os.environ.setdefault("PEERS_REGISTRY", f"{where}/registry.jsonl")
+from _store import engine_for
 
-from engine import Engine, Permanent  # after the store's URL is chosen
+from engine import Permanent
 
-engine = Engine.open()  # $AGENTLOG_URL
+engine = engine_for("peers", PEERS_REGISTRY="registry.jsonl")
 
 
 def registry() -> Path:

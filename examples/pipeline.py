@@ -19,19 +19,13 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-if not os.environ.get("AGENTLOG_URL"):  # before the engine opens its store
-    where = tempfile.mkdtemp(prefix="agentlog-pipeline-")
-    os.environ["AGENTLOG_URL"] = f"sqlite:///{where}/pipeline.db"
-    os.environ.setdefault("PIPELINE_WAREHOUSE", f"{where}/warehouse.log")
+from _store import engine_for
 
-from engine import Engine  # after the store's URL is chosen
-
-engine = Engine.open()  # $AGENTLOG_URL
+engine = engine_for("pipeline", PIPELINE_WAREHOUSE="warehouse.log")
 
 
 def warehouse() -> Path:

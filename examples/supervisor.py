@@ -12,16 +12,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from typing import Any
 
-if not os.environ.get("AGENTLOG_URL"):  # before the engine opens its store
-    where = tempfile.mkdtemp(prefix="agentlog-supervisor-")
-    os.environ["AGENTLOG_URL"] = f"sqlite:///{where}/supervisor.db"
+from _store import engine_for
 
-from engine import Engine, Supervisor  # after the store's URL is chosen
+from engine import Supervisor
 
-engine = Engine.open()  # $AGENTLOG_URL
+engine = engine_for("supervisor")
 crashes = {"flaky": 1}  # the flaky worker crashes once, in this process
 work_done: list[tuple[str, int]] = []  # every time the tool really ran
 

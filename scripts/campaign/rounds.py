@@ -30,6 +30,8 @@ class Campaign:
     """Rounds of runs on one store, each driven to its end under kills and compared with
     the same round run uncrashed; ``run`` returns the report."""
 
+    pair = 2  # rounds come in pairs (two runs share a fee): the campaign ends on a pair
+
     def __init__(
         self,
         url: str,
@@ -272,8 +274,8 @@ class Campaign:
     def run(self, kills: int, max_seconds: float | None) -> Report:
         started = time.monotonic()
         n = 0
-        while self.report.kills < kills or n % 2:  # finish a fee pair
-            if max_seconds and time.monotonic() - started > max_seconds and n % 2 == 0:
+        while self.report.kills < kills or n % self.pair:  # finish a fee pair
+            if max_seconds and time.monotonic() - started > max_seconds and n % self.pair == 0:
                 self.report.anomalies.append(
                     f"stopped after {max_seconds:.0f} s with {self.report.kills} kills"
                 )

@@ -58,6 +58,8 @@ ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
 class TreeCampaign(Campaign):
     """Rounds of trees on one store; ``run`` returns the report."""
 
+    pair = 1  # trees share nothing: the campaign may end after any round
+
     def __init__(
         self,
         url: str,
@@ -288,18 +290,3 @@ class TreeCampaign(Campaign):
             if holds.held_throughout(self.events, holder, fence):  # never down: not stale
                 self.report.two_lock_holders += 1
                 self.report.anomalies.append(f"two holders: refused while held: {text}")
-
-    def run(self, kills: int, max_seconds: float | None) -> Any:
-        started = time.monotonic()
-        n = 0
-        while self.report.kills < kills:
-            if max_seconds and time.monotonic() - started > max_seconds:
-                self.report.anomalies.append(
-                    f"stopped after {max_seconds:.0f} s with {self.report.kills} kills"
-                )
-                break
-            self.round(n)
-            n += 1
-        self.compare_books()
-        self.report.elapsed = time.monotonic() - started
-        return self.report
