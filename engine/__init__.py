@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import codec as codec  # engine.codec.register(type, encode, decode)
 from ._lazy import lazy_exports
 from .errors import (
     AgentlogError,

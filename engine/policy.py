@@ -75,6 +75,7 @@ class CircuitBreaker(msgspec.Struct, frozen=True):
 
 
 TRANSIENT, PERMANENT, INDETERMINATE = "transient", "permanent", "indeterminate"
+LOGICAL = "logical"
 # How a row's kinds are refined from the exception itself (when that tells nothing,
 # the row's own kinds stand).
 OWN = "own kind"  # our kinds say their own kind
@@ -101,6 +102,21 @@ _NOT_SENT = "no connection: nothing was sent"
 _REFUSED = "refused before anything was sent; will not pass"
 _BAD_VALUE = "raised after a send as likely as before it (response.json())"
 _STATUS = "the server's answer decides (HTTP_STATUS_TABLE)"
+
+_INVALID = "the model's answer was refused or is not valid: re-plan, never retry"
+
+
+def _model_sdk_rows(sdk: str) -> tuple[Row, ...]:
+    """The rows of a model SDK built like OpenAI's and Anthropic's (their exception names
+    are the same): connection errors, timeouts, statuses, invalid responses."""
+    return (
+        Row(f"{sdk}.APITimeoutError", INDETERMINATE, TRANSIENT, why=_WAITED),
+        Row(f"{sdk}.APIConnectionError", INDETERMINATE, TRANSIENT, why=_DROPPED),
+        Row(f"{sdk}.RateLimitError", TRANSIENT, TRANSIENT, why="rate limited (429): not served"),
+        Row(f"{sdk}.APIStatusError", INDETERMINATE, TRANSIENT, HTTP_STATUS, _STATUS),
+        Row(f"{sdk}.APIResponseValidationError", LOGICAL, LOGICAL, why=_INVALID),
+    )
+
 
 # The whole default mapping, read in MRO order: the first class along
 # type(exc).__mro__ that has a row decides. Keep each class on one row.
@@ -183,6 +199,14 @@ DEFAULT_TABLE: tuple[Row, ...] = (
     Row("aiohttp.ClientPayloadError", INDETERMINATE, TRANSIENT, why=_DROPPED),
     Row("aiohttp.ContentTypeError", INDETERMINATE, PERMANENT, HTTP_STATUS, "reply not JSON"),
     Row("aiohttp.ClientResponseError", INDETERMINATE, TRANSIENT, HTTP_STATUS, _STATUS),
+    # model SDKs (OpenAI, Anthropic; named, never imported): rate limits, overload and 5xx
+    # pass with time, 400/401/403 never do, an answer refused or malformed is logical
+    *_model_sdk_rows("openai"),
+    *_model_sdk_rows("anthropic"),
+    Row("anthropic.OverloadedError", TRANSIENT, TRANSIENT, why="overloaded (529): not served"),
+    Row("openai.LengthFinishReasonError", LOGICAL, LOGICAL, why=_INVALID),
+    Row("openai.ContentFilterFinishReasonError", LOGICAL, LOGICAL, why=_INVALID),
+    Row("pydantic_core.ValidationError", INDETERMINATE, LOGICAL, why="output failed validation"),
     # anything else
     Row("builtins.BaseException", INDETERMINATE, TRANSIENT, why=_SENT),
 )

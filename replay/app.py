@@ -9,13 +9,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from engine.errors import AgentlogError
 from engine.kinds import RunStatus
 
 from . import args, views
 from .output import Out, exit_status, result_doc, when
 
 if TYPE_CHECKING:
-    from engine import Engine, RunResult
+    from collections.abc import Sequence
+
+    from engine import Engine, RunResult, RunSummary
     from engine.runtime.catalog import Catalog
 
 STATUSES = tuple(s.value for s in RunStatus)
@@ -104,10 +107,33 @@ class Session:
         holder, until = lease
         return {"owner": holder, "lease_until": when(until), "alive": alive(holder)}
 
-    def children(self, run_id: str) -> list[tuple[str, int | None]]:
-        """Runs forked from ``run_id`` and the position each was forked at."""
-        kids = [r.run_id for r in self.engine.runs() if r.parent_run_id == run_id]
-        return [(k, self.engine.state(k).fork_position) for k in reversed(kids)]
+    def forks(self, run_id: str) -> list[tuple[str, int | None]]:
+        """Runs forked from ``run_id`` and the position each was forked at, oldest first
+        (its child runs name it as their parent too: ``agentlog tree`` shows those)."""
+        from engine.history import started
+
+        store = self.catalog.store
+        found: list[tuple[str, int | None]] = []
+        for row in store.children(run_id):
+            at = started(store, row.run_id).fork_position
+            if at is not None:
+                found.append((row.run_id, at))
+        return found
+
+    def lineage(self, runs: Sequence[RunSummary]) -> dict[str, str | None]:
+        """Run id -> "child" or "fork" for the listed runs that have a parent (their
+        ``agent_started`` tells; a run whose log cannot be read is left out)."""
+        from engine.history import started
+
+        found: dict[str, str | None] = {}
+        for r in runs:
+            if r.parent_run_id and not r.unreadable:
+                try:
+                    head = started(self.catalog.store, r.run_id)
+                except AgentlogError:
+                    continue
+                found[r.run_id] = "child" if head.fork_position is None else "fork"
+        return found
 
 
 def session(ctx: typer.Context) -> Session:

@@ -38,6 +38,8 @@ class _Reading:
     calls: list[ev.Positioned] = field(default_factory=list)  # for the uncertain calls
     last_type: str = ""
     given: dict[str, Any] = field(default_factory=dict)  # the input, once in agent_started
+    children: dict[int, str] = field(default_factory=dict)  # spawn call -> child, unfinished
+    locks: dict[str, int] = field(default_factory=dict)  # lock name -> fence, held
 
     def read(self, r: ev.Positioned) -> None:
         e = r.event
@@ -75,6 +77,36 @@ class _Reading:
                 return f"a person answered {brief(asked, 80)} with {brief(e.value, 80)}"
             case ev.Compensated():
                 return f"compensated {e.tool} (call {e.call})"
+        return self._agents(e)
+
+    def _agents(self, e: ev.Event) -> str | None:
+        """The completed-work line of an event of many agents, if any (noting the
+        children not finished and the locks held)."""
+        match e:
+            case ev.ChildSpawned() | ev.ChildRestarted():
+                self.children[e.call] = e.child_run_id
+                if isinstance(e, ev.ChildRestarted):
+                    return f"child run {e.previous_run_id} restarted ({e.strategy}): {e.reason}"
+            case ev.ChildFinished():
+                self.children.pop(e.call, None)
+                if e.status == "completed":
+                    return (
+                        f"child run {e.child_run_id} completed -> {brief(e.output, RESULT_CHARS)}"
+                    )
+                return f"child run {e.child_run_id} {e.status}: {e.error or 'no reason recorded'}"
+            case ev.SupervisorEscalated():
+                return f"the supervisor gave up on child run {e.child_run_id}: {e.reason}"
+            case ev.LockAcquired():
+                self.locks[e.name] = e.fence
+            case ev.LockReleased():
+                self.locks.pop(e.name, None)
+                return f"held lock {e.name!r} (fence {e.fence}) and released it"
+            case ev.MessageSent():
+                return f"sent message {e.topic!r} to run {e.to_run_id}"
+            case ev.MessageReceived():
+                if e.message_id is None:
+                    return f"waited for message {e.topic!r}: none came before the timeout"
+                return f"received message {e.topic!r} -> {brief(e.value, RESULT_CHARS)}"
         return None
 
 
@@ -99,11 +131,13 @@ def recovery_context(state: RunState, events: Iterable[ev.Positioned]) -> str:
         f"Resumed {plural(state.resumes, 'time')}; {plural(state.retries, 'retry', 'retries')}, "
         f"{plural(state.failures, 'failed attempt')}.",
     ]
-    if state.parent_run_id:
+    if state.parent_run_id and state.fork_position is not None:
         out.append(f"Forked from run {state.parent_run_id} at position {state.fork_position}.")
+    elif state.parent_run_id:
+        out.append(f"A child run of run {state.parent_run_id}, which waits for its output.")
     out += ["", *_plan(state)]
     out += ["", "## Completed steps and key results", *_done(seen)]
-    out += ["", "## Pending work", *_pending(state, uncertain(seen.calls))]
+    out += ["", "## Pending work", *_pending(state, uncertain(seen.calls)), *_held(state, seen)]
     out += ["", "## Last observation", f"  {state.last_observation or '(none)'}"]
     text = "\n".join(out) + "\n"
     if len(text) > MAX_CHARS:
@@ -164,7 +198,9 @@ def _pending(state: RunState, unsure: list[Effect]) -> list[str]:
         if not p.side_effect
     ]
     lines = [line for _, line in sorted(found, key=lambda pair: pair[0])]
-    if state.waiting:
+    if state.waiting and state.status == RunStatus.WAITING:
+        lines.append(f"  - waiting, holding no thread, for {state.waiting}; it resumes then.")
+    elif state.waiting:
         lines.append(f"  - waiting for a person to answer: {state.waiting}")
     if state.status == RunStatus.FAILED and state.error:
         lines.append(f"  - the run stopped on a failure: {state.error}")
@@ -176,6 +212,19 @@ def _pending(state: RunState, unsure: list[Effect]) -> list[str]:
     elif state.status == RunStatus.ABANDONED:
         lines.append("  (none: the run was abandoned and its effects compensated)")
     return lines or ["  (nothing recorded as pending; continue from the plan)"]
+
+
+def _held(state: RunState, seen: _Reading) -> list[str]:
+    """Child runs not finished and locks still held (none once the run ended)."""
+    if state.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+        return []
+    lines = [
+        f"  - child run {child} (spawn call {call}) has not finished: wait for it; "
+        "never spawn it again."
+        for call, child in sorted(seen.children.items())
+    ]
+    lines += [f"  - holds lock {name!r} (fence {fence})." for name, fence in seen.locks.items()]
+    return lines
 
 
 def _unsure_line(fx: Effect) -> str:

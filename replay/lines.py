@@ -30,12 +30,23 @@ FOREIGN = frozenset(
         ev.CircuitOpened,
         ev.CircuitHalfOpened,
         ev.CircuitClosed,
+        ev.MessagePosted,  # a run's inbox stream holds it, never the run's own
     )
 )
 LIMIT = 2**63  # positions, calls and counts stay below it (a signed 64-bit column)
 # Timestamps a datetime can show: 0001-01-01 to 9999-12-31 UTC.
 EARLIEST, LATEST = -62135596800.0, 253402300799.0
 ONE_BASED = frozenset({"call", "parent_call", "fork_position"})
+# The fields that name a run: each must be a run id (the run it names need not be here).
+RUN_IDS = (
+    "parent_run_id",
+    "run_id",
+    "child_run_id",
+    "previous_run_id",
+    "asking_run_id",
+    "to_run_id",
+    "from_run_id",
+)
 
 
 class Line(msgspec.Struct):
@@ -151,7 +162,7 @@ def _check_numbers(event: Event, where: str) -> None:
                 raise CorruptData(f"{where}: {name} {value!r} is out of range")
         elif isinstance(value, int) and not (1 if name in ONE_BASED else 0) <= value < LIMIT:
             raise CorruptData(f"{where}: {name} {value} is out of range")
-    for name in ("parent_run_id", "run_id"):
+    for name in RUN_IDS:
         value = getattr(event, name, None)
         if isinstance(value, str):
             try:

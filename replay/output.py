@@ -20,6 +20,8 @@ from engine.kinds import RunStatus
 from engine.secrets import redact
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from projections.views.runs import RunBoardRow
 from engine.state import CheckpointRef
 
@@ -40,13 +42,15 @@ _json = msgspec.json.Encoder()
 EXIT: dict[str, int] = {
     RunStatus.COMPLETED: 0,
     RunStatus.PAUSED: 3,
+    RunStatus.WAITING: 3,  # not finished: it waits (for a timer, a message or a child)
     RunStatus.FAILED: 4,
     RunStatus.ABANDONED: 4,
 }
 
 
 def exit_status(status: str) -> int:
-    """The CLI's exit status for a run left in ``status`` (0 done, 3 paused, 4 failed)."""
+    """The CLI's exit status for a run left in ``status`` (0 done, 3 paused or waiting,
+    4 failed or abandoned)."""
     return EXIT.get(status, 1)
 
 
@@ -152,6 +156,21 @@ class Out:
             buffer.flush()
         except BrokenPipeError:
             self.close_quietly()
+
+
+def rich_console(out: Out, plain_width: int) -> Console:
+    """A rich console on ``out``'s stream for the few drawn views (tables, trees): styled
+    on a terminal, plain and ``plain_width`` columns wide elsewhere."""
+    from rich.console import Console
+
+    return Console(
+        file=out.stream,
+        force_terminal=out.color,
+        no_color=not out.color,
+        width=None if out.color else plain_width,
+        highlight=False,
+        emoji=False,
+    )
 
 
 def quiet_stdout() -> None:

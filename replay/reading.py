@@ -14,7 +14,7 @@ from engine.kinds import RunStatus
 
 from . import args, views
 from .app import STATUSES, Run, Session, app, session
-from .output import board_doc, board_summary, checkpoint_docs, run_doc, state_doc
+from .output import board_doc, checkpoint_docs, run_doc, state_doc
 
 if TYPE_CHECKING:
     from engine import RunState
@@ -52,7 +52,7 @@ def runs(
         str | None,
         typer.Option(
             metavar="RUN",
-            help="Only forks of this run (an id or a unique prefix).",
+            help="Only child runs and forks of this run (an id or a unique prefix).",
             callback=args.run_id_param,
         ),
     ] = None,
@@ -74,7 +74,7 @@ def runs(
         if s.as_json:
             s.out.json_stream(run_doc(r) for r in found)
         else:
-            s.out.lines(views.run_rows(found, s.store_name))
+            s.out.lines(views.run_rows(found, s.store_name, lineage=s.lineage(found)))
         return 0
     from projections.views.runs import list_runs
 
@@ -91,7 +91,7 @@ def runs(
     if s.as_json:
         s.out.json_stream(board_doc(r) for r in rows)
     else:
-        s.out.lines(views.run_rows([board_summary(r) for r in rows], s.store_name, True))
+        s.out.lines(views.board_rows(rows, s.store_name))
     return 0
 
 
@@ -110,7 +110,7 @@ def show(ctx: typer.Context, run: Run) -> int:
     """A run's summary and current state."""
     s = session(ctx)
     state = s.engine.state(run)
-    children = s.children(state.run_id)
+    children = s.forks(state.run_id)
     owner = s.owner(state.run_id) if state.status == RunStatus.RUNNING else None
     from engine.history import standing
 

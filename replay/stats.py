@@ -85,18 +85,10 @@ def stats_cmd(
 
 
 def _print_tables(s: Session, figures: Stats) -> None:
-    from rich.console import Console
-
+    from .output import rich_console
     from .stats_tables import render
 
-    console = Console(
-        file=s.out.stream,
-        force_terminal=s.out.color,
-        no_color=not s.out.color,
-        width=None if s.out.color else 120,
-        highlight=False,
-        emoji=False,
-    )
+    console = rich_console(s.out, 120)
     for part in render(figures, s.store_name):
         console.print(part)
 

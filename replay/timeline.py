@@ -23,6 +23,7 @@ from projections.views import timeline as timeline_view
 from projections.views.timeline import Figures, tally_at
 
 from .output import Piece, brief, clock, seconds, short
+from .timeline_agents import RENDER as AGENT_LINES
 
 if TYPE_CHECKING:
     from engine import Engine
@@ -54,7 +55,7 @@ def render(s: Session, run_id: str, found: Iterable[ev.Positioned]) -> None:
     if s.as_json:
         s.out.json_stream(json_rows(found))
         return
-    s.out.lines(header(s.engine.state(run_id), s.children(run_id)))
+    s.out.lines(header(s.engine.state(run_id), s.forks(run_id)))
     s.out.lines(story(found))
 
 
@@ -68,11 +69,14 @@ def json_rows(events: Iterable[ev.Positioned]) -> Iterator[dict[str, Any]]:
 
 
 def header(state: RunState, children: list[tuple[str, int | None]]) -> list[list[Piece]]:
-    """Who the run is and where it comes from (fork lineage both ways)."""
+    """Who the run is and where it comes from (its parent, a fork's or a child's; its
+    forks)."""
     rows: list[list[Piece]] = [
         [("run ", "bold"), (state.run_id, "bold"), f"  {state.agent}  ", _status(state.status)]
     ]
-    if state.parent_run_id:
+    if state.parent_run_id and state.fork_position is None:
+        rows.append(["  child of ", (state.parent_run_id, "cyan")])
+    elif state.parent_run_id:
         rows.append(
             [
                 "  forked from ",
@@ -91,6 +95,7 @@ _STYLES: dict[str, str] = {
     RunStatus.FAILED: "red",
     RunStatus.ABANDONED: "red",
     RunStatus.PAUSED: "yellow",
+    RunStatus.WAITING: "magenta",
 }
 
 
@@ -120,7 +125,7 @@ def story(events: Iterable[ev.Positioned]) -> Iterator[list[Piece]]:
         start = at if s.figures.started_at is None else s.figures.started_at
         render = _RENDER.get(type(e))
         indent = "  " * s.depth
-        text = render(s, e, at) if render else _other(e)
+        text = render(s, e, at) if render else _other(e, at)
         if isinstance(e, ev.StepCompleted):
             indent = "  " * s.depth  # the step closed: its end line sits at its start's level
         # a fork's inherited call keeps its parent's time
@@ -148,14 +153,21 @@ def summary(f: Figures) -> list[Piece]:
 Render = Callable[[_Story, Any, float], list[Piece]]
 
 
-def _other(e: ev.Event) -> list[Piece]:
+def _other(e: ev.Event, at: float) -> list[Piece]:
+    """The line of an event of many agents (:mod:`replay.timeline_agents`), or of any
+    other event: its type and fields."""
+    agents = AGENT_LINES.get(type(e))
+    if agents is not None:
+        return agents(e, at)
     return [(f"· {e.__struct_config__.tag} ", "dim"), brief(ev.event_data(e), 120)]
 
 
 def _started(s: _Story, e: ev.AgentStarted, at: float) -> list[Piece]:
     out: list[Piece] = [("▶ started ", "bold"), e.agent, ("  input ", "dim")]
     out.append(brief(e.input, 100))
-    if e.parent_run_id:
+    if e.parent_run_id and e.fork_position is None:
+        out.append((f"  (a child of {short(e.parent_run_id)})", "cyan"))
+    elif e.parent_run_id:
         effects = f", effects: {e.effects}" if e.effects else ""
         fork = f"  (a fork of {short(e.parent_run_id)} at {e.fork_position}{effects})"
         out.append((fork, "cyan"))

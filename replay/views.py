@@ -3,8 +3,8 @@ and the outcome of run/resume/answer/abandon/rewind with what to do next."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from engine import RunResult, RunState, RunSummary
 from engine.effects import Effect
@@ -12,7 +12,10 @@ from engine.kinds import RunStatus
 from engine.secrets import redact
 from engine.state import CheckpointRef
 
-from .output import Piece, brief, clock, plural, seconds
+from .output import Piece, board_summary, brief, clock, plural, seconds
+
+if TYPE_CHECKING:
+    from projections.views.runs import RunBoardRow
 
 _STATUS_STYLE: dict[str, str] = {
     RunStatus.COMPLETED: "green",
@@ -20,14 +23,24 @@ _STATUS_STYLE: dict[str, str] = {
     RunStatus.ABANDONED: "red",
     RunStatus.PAUSED: "yellow",
     RunStatus.RUNNING: "blue",
+    RunStatus.WAITING: "magenta",
 }
+# How a run with a parent names it in the run list, by its lineage (runs view's word).
+_LINEAGE = {"child": "child of ", "fork": "fork of "}
 
 
 def status_piece(status: str, width: int = 0) -> Piece:
     return (f"{status:<{width}}", "bold " + _STATUS_STYLE.get(status, ""))
 
 
-def run_rows(runs: list[RunSummary], store: str, filtered: bool = False) -> list[list[Piece]]:
+def run_rows(
+    runs: list[RunSummary],
+    store: str,
+    filtered: bool = False,
+    lineage: Mapping[str, str | None] | None = None,
+) -> list[list[Piece]]:
+    """The run list; a run with a parent says whether it is a child or a fork of it, as
+    ``lineage`` (run id -> "child" or "fork") tells (unknown: "parent")."""
     if not runs:
         return [[(f"no runs {'match in' if filtered else 'in'} {store}", "dim")]]
     rows: list[list[Piece]] = [
@@ -40,7 +53,10 @@ def run_rows(runs: list[RunSummary], store: str, filtered: bool = False) -> list
         ]
     ]
     for r in runs:
-        parent: list[Piece] = [("  fork of " + r.parent_run_id, "cyan")] if r.parent_run_id else []
+        parent: list[Piece] = []
+        if r.parent_run_id:
+            kind = _LINEAGE.get((lineage or {}).get(r.run_id) or "", "parent ")
+            parent.append(("  " + kind + r.parent_run_id, "cyan"))
         if r.unreadable:
             parent.append(("  " + r.unreadable, "red"))
         rows.append(
@@ -53,6 +69,12 @@ def run_rows(runs: list[RunSummary], store: str, filtered: bool = False) -> list
             ]
         )
     return rows
+
+
+def board_rows(rows: Sequence[RunBoardRow], store: str) -> list[list[Piece]]:
+    """The run list from the runs view (filtered), its lineage column saying child or fork."""
+    lineage = {r.run_id: r.lineage for r in rows}
+    return run_rows([board_summary(r) for r in rows], store, True, lineage)
 
 
 def state_rows(
@@ -73,10 +95,7 @@ def state_rows(
         row("agent", state.agent),
         row("status", status_piece(state.status)),
     ]
-    if state.parent_run_id:
-        rows.append(row("forked from", (state.parent_run_id, "cyan"), f" at {state.fork_position}"))
-    for child, at in children:
-        rows.append(row("branch", (child, "cyan"), f" forked at position {at}"))
+    rows += _lineage_rows(state, children)
     rows += [
         row(
             "time",
@@ -117,6 +136,20 @@ def state_rows(
     return rows
 
 
+def _lineage_rows(state: RunState, forks: Sequence[tuple[str, int | None]]) -> list[list[Piece]]:
+    """Where the run comes from (a fork's parent, or a child's) and its forks."""
+    rows: list[list[Piece]] = []
+    label = "forked from" if state.fork_position is not None else "child of"
+    at = f" at {state.fork_position}" if state.fork_position is not None else ""
+    if state.parent_run_id:
+        rows.append([(f"{label:<12}", "bold"), (state.parent_run_id, "cyan"), at])
+    for fork, position in forks:
+        rows.append(
+            [(f"{'branch':<12}", "bold"), (fork, "cyan"), f" forked at position {position}"]
+        )
+    return rows
+
+
 def owner_row(owner: dict[str, Any] | None) -> list[Piece]:
     """Who executes a running run; a gone owner means ``agentlog recover`` will resume it."""
     label: Piece = (f"{'owner':<12}", "bold")
@@ -144,6 +177,11 @@ def result_rows(r: RunResult) -> list[list[Piece]]:
     elif r.status == RunStatus.PAUSED:
         rows.append(["waiting for an answer: ", (r.waiting or "?", "yellow")])
         rows.append([("next: ", "dim"), f"agentlog answer {r.run_id[:12]} VALUE"])
+    elif r.status == RunStatus.WAITING:
+        rows.append(["waiting for: ", (r.waiting or "?", "magenta")])
+        rows.append(
+            [("next: ", "dim"), "it resumes when that is due (`agentlog recover` wakes it)"]
+        )
     elif r.status == RunStatus.FAILED:
         rows.append(["error: ", (r.error or "?", "red")])
         rows.append([("next: ", "dim"), f"agentlog resume {r.run_id[:12]}  (re-attempts the call)"])

@@ -18,10 +18,14 @@ import types
 import urllib.error
 from email.message import Message
 from pathlib import Path
+from typing import Any
 
 import aiohttp
+import anthropic
 import httpx
 import multidict
+import openai
+import pydantic
 import pytest
 import requests
 import urllib3.exceptions as u3
@@ -41,6 +45,26 @@ from engine.policy import (
 
 T, P, I, L = "transient", "permanent", "indeterminate", "logical"  # noqa: E741
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+_REQUEST = httpx.Request("POST", "http://127.0.0.1/v1")
+
+
+def _sdk_status(cls: type[Any], status: int) -> BaseException:
+    """A model SDK's status error as its client raises it."""
+    error: BaseException = cls(
+        f"{status}", response=httpx.Response(status, request=_REQUEST), body=None
+    )
+    return error
+
+
+def _validation_error() -> BaseException:
+    """A pydantic ValidationError, as an SDK raises one for an answer that is not valid."""
+    try:
+        pydantic.TypeAdapter(int).validate_python("many")
+    except pydantic.ValidationError as e:
+        return e
+    raise AssertionError("validated")
 
 
 def _httpx_status(status: int) -> httpx.HTTPStatusError:
@@ -77,6 +101,35 @@ class MyTransient(Transient):
 
 
 # (exception, kind for a side-effecting tool, kind for a read-only tool, deciding row)
+MODEL_CASES: list[tuple[BaseException, str, str, str]] = [
+    (case, side, read, f"{sdk.__name__}.{name}")
+    for sdk in (openai, anthropic)
+    for case, side, read, name in (
+        (sdk.APITimeoutError(request=_REQUEST), I, T, "APITimeoutError"),
+        (sdk.APIConnectionError(request=_REQUEST), I, T, "APIConnectionError"),
+        (_sdk_status(sdk.RateLimitError, 429), T, T, "RateLimitError"),
+        (_sdk_status(sdk.APIStatusError, 503), T, T, "APIStatusError"),
+        (_sdk_status(sdk.BadRequestError, 400), P, P, "APIStatusError"),
+        (_sdk_status(sdk.InternalServerError, 500), I, T, "APIStatusError"),
+        (
+            sdk.APIResponseValidationError(httpx.Response(200, request=_REQUEST), None),
+            L,
+            L,
+            "APIResponseValidationError",
+        ),
+    )
+] + [
+    (_sdk_status(anthropic.OverloadedError, 529), T, T, "anthropic.OverloadedError"),
+    (openai.ContentFilterFinishReasonError(), L, L, "openai.ContentFilterFinishReasonError"),
+    (
+        openai.LengthFinishReasonError.__new__(openai.LengthFinishReasonError),
+        L,
+        L,
+        "openai.LengthFinishReasonError",
+    ),
+    (_validation_error(), I, L, "pydantic_core.ValidationError"),
+]
+
 CASES: list[tuple[BaseException, str, str, str]] = [
     # our kinds say their own kind
     (Transient("x"), T, T, "engine.errors.ToolError"),
@@ -207,6 +260,7 @@ CASES: list[tuple[BaseException, str, str, str]] = [
     (_aiohttp_status(403), P, P, "aiohttp.ClientResponseError"),
     (_aiohttp_status(500), I, T, "aiohttp.ClientResponseError"),
     (aiohttp.ClientConnectionResetError("reset"), I, T, "builtins.ConnectionResetError"),
+    *MODEL_CASES,
 ]
 
 
@@ -251,6 +305,10 @@ def test_a_side_effect_is_transient_only_when_known_unsent() -> None:
         "urllib3.exceptions.ConnectTimeoutError",
         "aiohttp.ClientConnectorError",
         "aiohttp.ConnectionTimeoutError",
+        # a model API that refused to serve (rate limited, overloaded) did nothing
+        "openai.RateLimitError",
+        "anthropic.RateLimitError",
+        "anthropic.OverloadedError",
     }
 
 
@@ -298,7 +356,11 @@ def test_classes_are_matched_by_module_and_name_not_by_name_alone() -> None:
 
 def test_the_table_never_imports_the_libraries() -> None:
     source = (Path(__file__).resolve().parent.parent / "engine" / "policy.py").read_text()
-    assert not re.search(r"^\s*(import|from)\s+(httpx|requests|aiohttp|urllib3)", source, re.M)
+    assert not re.search(
+        r"^\s*(import|from)\s+(httpx|requests|aiohttp|urllib3|openai|anthropic|pydantic)",
+        source,
+        re.M,
+    )
 
 
 @pytest.mark.parametrize("side_effect", [True, False])

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from . import children, locks, mailbox, timers
+from . import children, locks, mailbox, streams, timers
 from .context import RunContext
 from .defs import AgentDef
 
@@ -42,6 +42,20 @@ class AgentRun(RunContext):
         """The next message on ``topic`` sent to this run (consumed once); None when
         ``timeout`` seconds pass first. Waits durably."""
         return mailbox.recv(self, topic, timeout)
+
+    def stream(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        assemble: Callable[[list[Any]], Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The chunks of the model call ``fn(*args, **kwargs)`` as they come (``for`` a
+        generator, ``async for`` an async generator); the assembled value (text joined,
+        or ``assemble(chunks)``) is recorded, and a replay yields it as one chunk."""
+        return streams.stream(self, name, fn, args, kwargs, assemble)
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` durably: a crash or restart sleeps only what remains."""

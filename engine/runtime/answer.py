@@ -1,28 +1,50 @@
-"""Answer the question a paused run waits on, then continue the run."""
+"""Answer the question a paused run waits on, then continue the run.
+
+A parent paused by a child's question is answered through the run that asked (its
+deepest paused descendant); that run continues, and each parent waiting on it in turn
+(``children.after_run``), so the answer returns the parent's result.
+"""
 
 from __future__ import annotations
 
 from .. import events as ev
 from ..errors import UsageError
+from ..history import rebuild
 from ..kinds import RunStatus
+from . import children
 from .calls import check_uncertain_answer
+from .childwake import asking_run
 from .defs import normalize
 from .driver import Driver, resume
-from .repository import RunRepository
+from .repository import RunRepository, result_of
 from .results import RunResult
 
 
 def answer(runs: RunRepository, driver: Driver, run_id: str, value: object) -> RunResult:
     """Record ``value`` as the answer to the run's pending question, then resume the run.
+    For a run paused by a child's question, the descendant that asked is answered and
+    the runs up to ``run_id`` continue; the result is ``run_id``'s.
 
     Refuses a run that is not waiting, an unclear answer to "did the effect happen?", and
     code that no longer replays the run's log; in each case nothing is recorded."""
     rid = runs.resolve(run_id)
+    target = asking_run(runs.store, rid)
+    result = _answer(runs, driver, target, value)
+    if target == rid:
+        return result
+    driver.host.signals.notify()
+    children.after_run(driver.host, runs.store, result)  # up the tree to ``rid``
+    return result_of(rebuild(runs.store, rid))
+
+
+def _answer(runs: RunRepository, driver: Driver, rid: str, value: object) -> RunResult:
     with runs.held(rid):
         run = runs.load(rid, "be answered")
         state = run.state
         if state.status != RunStatus.PAUSED or state.waiting is None:
             raise UsageError(f"run {rid} is not waiting for an answer (it is {state.status})")
+        if state.waiting_on is not None:  # the child's question moved on meanwhile
+            raise UsageError(f"run {rid} waits on {state.waiting}: answer the run that asks")
         asked = [r.event for r in run.recorded if isinstance(r.event, ev.HumanInputRequested)]
         value = normalize(value, "the answer")
         if asked[-1].reason == "uncertain":

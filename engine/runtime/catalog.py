@@ -16,6 +16,8 @@ from ..errors import RunNotFound
 from ..history import check_run_id
 from ..store import Store, open_store
 from .results import RunSummary
+from .runtree import MAX_DEPTH, RunNode
+from .runtree import tree as run_tree
 
 
 class Catalog:
@@ -60,6 +62,13 @@ class Catalog:
     def runs(self, status: str | None = None) -> list[RunSummary]:
         """Summaries of runs, newest first (a damaged index row as an unreadable one)."""
         return [RunSummary.of(r) for r in self.store.runs(status)]
+
+    def tree(self, run_id: str, depth: int = MAX_DEPTH) -> RunNode:
+        """The run tree of ``run_id`` (an id or a unique prefix): the run and the child
+        runs below it (forks are not children), each with its status, current step and
+        what it waits on, down to ``depth`` levels. A forged parent chain that loops is
+        ``CorruptData``."""
+        return run_tree(self.store, self.resolve(run_id), depth)
 
     def stats(
         self,

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from .. import codec, observe
 from .. import events as ev
-from .. import observe
 from ..errors import NonDeterminismError, Paused, RunInterrupt
 from ..history import RunWriter
 from ..kinds import RunStatus
@@ -29,6 +29,9 @@ from .callstate import CallState
 from .defs import AgentDef, args_hash, normalize
 from .host import Host
 from .journal import Journal
+
+# A run in one of these has no execution left that may write to it.
+_OVER = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED})
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "agentlog_run", default=None
@@ -72,6 +75,7 @@ class _Decision:
     name: str
     ahash: str
     entry: CallState | None
+    returns: Any = None  # the decision function's declared result type (engine.codec)
 
     @property
     def replayed(self) -> bool:
@@ -80,7 +84,11 @@ class _Decision:
     @property
     def value(self) -> Any:
         assert self.entry is not None and isinstance(self.entry.outcome, ev.LlmDecided)
-        return self.entry.outcome.value
+        return self.typed(self.entry.outcome.value)
+
+    def typed(self, value: Any, live: bool = False) -> Any:
+        """``value`` as the decision function declares it returns."""
+        return codec.typed(value, self.returns, f"decision {self.name!r}", live=live)
 
 
 class RunContext:
@@ -204,6 +212,19 @@ class RunContext:
             self.record(event)
             return True
 
+    def record_unless_over(self, event: ev.Event) -> bool:
+        """Record ``event`` unless this execution is over (ended, or it finished or failed
+        the run); False when nothing was written. Unlike :meth:`record_while_running`, a
+        run resumed from a pause, a wait or a failure records (its resume marker goes
+        first): a parent's wait for its child, which may outlive its run (a cancelled
+        ``await``)."""
+        with self._lock:
+            over = self.writer.state.status in _OVER and not self._resume_marker
+            if self.ended or self.verify or over:
+                return False
+            self.record(event)
+            return True
+
     def defer(self, event: ev.Event) -> None:
         """Record ``event`` with the run's next commit (a self-resolving outcome)."""
         with self._lock:
@@ -250,7 +271,7 @@ class RunContext:
 
     def decide(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call ``fn`` once and record its value; replays return the recorded value."""
-        d = self._decision(name, args, kwargs)
+        d = self._decision(name, args, kwargs, codec.returns(fn))
         if inspect.iscoroutinefunction(fn):
             return self._decide_async(d, fn, args, kwargs)
         if d.replayed:
@@ -269,13 +290,15 @@ class RunContext:
 
     # The parts of a decision sync and async share: everything but calling ``fn``.
 
-    def _decision(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Decision:
+    def _decision(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], returns: Any = None
+    ) -> _Decision:
         """Take the decision's identity and check it against the log (before any await)."""
         call = self.next_call()
         given = normalize([args, kwargs], f"decision {name!r} arguments")
         ahash = args_hash(name, given, self.hash_key)
         redact(given, seen=self.seen)  # secret-named arguments: masked in messages and logs
-        return _Decision(call, name, ahash, self.recorded(call, "decide", name, ahash))
+        return _Decision(call, name, ahash, self.recorded(call, "decide", name, ahash), returns)
 
     def _deciding(self, d: _Decision) -> float:
         """About to call the decision's function live: when it started."""
@@ -285,6 +308,7 @@ class RunContext:
     def _decided(self, d: _Decision, raw: Any, started: float) -> Any:
         # Secret-named entries are redacted live too: the agent sees what a replay gives it.
         value = redact(normalize(raw, f"decision {d.name!r}"), seen=self.seen)
+        result = d.typed(value, live=True)  # a value that does not fit: nothing recorded
         self.record(
             ev.LlmDecided(
                 at=ev.now(),
@@ -296,7 +320,7 @@ class RunContext:
             )
         )
         self.log.info("decided", call=d.call, name=d.name)
-        return value
+        return result
 
     def plan(self, steps: Sequence[str]) -> None:
         """Record the pending work that timelines and the recovery context show."""

@@ -14,6 +14,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 
+from .. import codec
 from ..errors import UsageError
 from ..history import DEFAULT_SNAPSHOT_EVERY
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
@@ -75,8 +76,18 @@ def _dispatch(
     if ctx is None:
         return fn(*args, **kwargs)
     if not tool.is_async:
-        return calls.call_tool(ctx, tool, args, kwargs)
+        return typed_call(ctx, tool, args, kwargs)
     return _submit(ctx, tool, args, kwargs)
+
+
+def typed_call(
+    ctx: RunContext, tool: ToolDef, args: tuple[Any, ...], kwargs: dict[str, Any], **how: Any
+) -> Any:
+    """The durable call of ``tool``, its result as the type the tool declares (live and
+    replayed alike; ``engine.codec``). An outcome that is not the tool's own value (a
+    person's word on an uncertain effect, a fallback's) comes back as it was recorded."""
+    result = calls.call_tool(ctx, tool, args, kwargs, **how)
+    return codec.typed(result, tool.returns, f"result of tool {tool.name}", lenient=True)
 
 
 def _submit(
@@ -89,7 +100,7 @@ def _submit(
     loop = asyncio.get_running_loop()
     work = functools.partial(
         contextvars.copy_context().run,
-        calls.call_tool,
+        typed_call,
         ctx,
         tool,
         args,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 import msgspec
 
+from .. import codec
 from ..errors import UsageError
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
 from ..secrets import WORDS, Seen, folded, redact, replay_key
@@ -25,7 +26,7 @@ from ..supervision import Supervisor
 
 DEFAULT_REDACT = WORDS  # CONTRACT's secret words, folded
 _json = msgspec.json.Encoder(order="deterministic")
-_packer = msgspec.msgpack.Encoder()
+_packer = msgspec.msgpack.Encoder(enc_hook=codec.enc_hook)  # typed values: engine.codec
 
 # An agent's parameters and result; an unparameterised ``AgentDef`` means any. Type
 # parameter defaults (PEP 696) are for the type checker only: Python 3.11's typing
@@ -80,9 +81,11 @@ class ToolDef:
     is_async: bool = False
     signature: inspect.Signature | None = None
     version: str = ""
+    returns: Any = None  # the declared result type its durable calls give back
 
     def __post_init__(self) -> None:
         self.redact = frozenset(folded(n) for n in self.redact)
+        self.returns = codec.returns(self.fn)
         self.signature = inspect.signature(self.fn)
         self.version = code_version(self.fn)
         self.takes_key = "idempotency_key" in self.signature.parameters

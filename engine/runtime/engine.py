@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
-from .. import events as ev
 from .. import observe
 from ..errors import AgentlogError, RunBusy, UsageError
 from ..history import (
@@ -30,13 +29,14 @@ from ..history import (
 )
 from ..kinds import Effects, RunStatus
 from ..policy import describe
-from ..secrets import key_check, refuse_secret_input, replay_key
+from ..secrets import refuse_secret_input
 from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
 from ..supervision import Supervisor
 from . import adoption, children, declare, wakeups
 from .answer import answer as answer_run
 from .catalog import Catalog
+from .childstart import agent_started
 from .config import EngineConfig
 from .context import current
 from .declare import ToolOptions
@@ -198,7 +198,10 @@ class Engine(Catalog):
         """Start ``agent`` with ``input`` as a new run (or, for an existing ``run_id``,
         continue it: a run id never runs twice)."""
         if current() is not None:
-            raise UsageError("engine.run inside a run: start child runs from outside")
+            raise UsageError(
+                "engine.run inside a run: start a child run with run.spawn(agent, ...) "
+                "(or run.call(agent, ...) to wait for its output)"
+            )
         a = agent if isinstance(agent, AgentDef) else self.agent(agent)
         rid = uuid.uuid4().hex if run_id is None else check_run_id(run_id)
         data = normalize(input, "the run's input")
@@ -208,14 +211,7 @@ class Engine(Catalog):
             if run_id is not None and self.store.last_position(run_stream(rid)) > 0:
                 return self.resume(rid)
             writer = RunWriter(self.store, RunState(run_id=rid), snapshot_every=a.snapshot_every)
-            started = ev.AgentStarted(
-                at=ev.now(),
-                agent=a.name,
-                import_path=a.import_path,
-                input=data,
-                code_version=a.version,
-                key_check=key_check(replay_key()),
-            )
+            started = agent_started(a, data)
             writer.append(started)
             result = self._driver.drive(a, writer, Journal(), data, check=started.key_check)
         return self._after(result)

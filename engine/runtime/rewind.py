@@ -22,8 +22,17 @@ from .repository import LoadedRun, RunRepository
 from .results import RunResult
 from .saga import CannotUndo, Saga, Step, undo_takes_key
 
-# Events that belong to the parent's life, not to the calls a fork inherits.
-_LIFECYCLE = (ev.AgentStarted, ev.AgentResumed, ev.AgentFinished, ev.AgentFailed, ev.AgentAbandoned)
+# Events that belong to the parent's life, not to the calls a fork inherits (a pause on
+# a child's question, a wait on a child or a timer: the fork waits again for itself).
+_LIFECYCLE = (
+    ev.AgentStarted,
+    ev.AgentResumed,
+    ev.AgentFinished,
+    ev.AgentFailed,
+    ev.AgentAbandoned,
+    ev.ChildPaused,
+    ev.RunWaiting,
+)
 
 
 def rewind(

@@ -227,6 +227,11 @@ class Store(RunIndex, LeaseStore):
         with self._translated():
             return self._events.run_ids(prefix)
 
+    def children(self, parent_run_id: str) -> list[RunRow]:
+        """Rows of the runs whose parent is ``parent_run_id`` (children and forks), oldest first."""
+        with self._translated():
+            return self._events.children(parent_run_id)
+
     # --- owner leases (operational state beside the log, not history) --------------
 
     def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:

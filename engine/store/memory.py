@@ -172,6 +172,12 @@ class MemoryEventRecorder(MemoryAggregateRecorder, RunRecorder):
         with self.changed:
             return sorted(k for k in self._runs if k.startswith(prefix))[:10]
 
+    def children(self, parent_run_id: str) -> list[RunRow]:
+        with self.changed:
+            rows = [r for r in self._runs.values() if r.parent_run_id == parent_run_id]
+        rows.sort(key=lambda r: (r.started_at, r.run_id))
+        return rows
+
 
 class MemorySubscription(Subscription[ApplicationRecorder]):
     """Notifications after ``gt`` as they are recorded; blocks until one comes or the

@@ -64,6 +64,11 @@ class RunIndex(ABC):
     def indexed_position(self, run_id: str) -> int | None:
         """The last position the index recorded for ``run_id`` (None: not indexed)."""
 
+    @abstractmethod
+    def children(self, parent_run_id: str) -> list[RunRow]:
+        """Rows whose ``parent_run_id`` is this run (its child runs and its forks: only a
+        run's ``agent_started`` tells them apart), oldest first (by start time, then id)."""
+
 
 class LeaseStore(ABC):
     """Owner leases: which owner may execute a run, until when."""

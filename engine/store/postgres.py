@@ -73,6 +73,12 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
                 "CREATE INDEX IF NOT EXISTS agentlog_runs_started ON {0}.agentlog_runs (started_at)"
             ).format(schema)
         )
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE INDEX IF NOT EXISTS agentlog_runs_parent "
+                "ON {0}.agentlog_runs (parent_run_id)"
+            ).format(schema)
+        )
         self._select_runs = SQL("SELECT " + _RUN_COLUMNS + " FROM {0}.agentlog_runs").format(schema)
         self._count_stream = SQL(
             "SELECT COUNT(*) AS n FROM {0}.{1} WHERE originator_id = %s"
@@ -143,6 +149,13 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
             curs.execute(self._select_position, (run_id,))
             row = curs.fetchone()
             return None if row is None else int(row["position"])
+
+    def children(self, parent_run_id: str) -> list[RunRow]:
+        order = ' ORDER BY started_at, run_id COLLATE "C"'
+        sql = self._select_runs + SQL(" WHERE parent_run_id = %s" + order)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(sql, (parent_run_id,))
+            return [RunRow(**row) for row in curs.fetchall()]
 
     def run_ids(self, prefix: str) -> list[str]:
         # starts_with compares the text itself: no LIKE wildcards or escapes to get wrong.

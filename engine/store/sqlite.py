@@ -36,6 +36,7 @@ RUNS_DDL = (
     "started_at REAL NOT NULL, updated_at REAL NOT NULL, parent_run_id TEXT, "
     "position INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX IF NOT EXISTS agentlog_runs_started ON agentlog_runs (started_at)",
+    "CREATE INDEX IF NOT EXISTS agentlog_runs_parent ON agentlog_runs (parent_run_id)",
 )
 LEASES_DDL = (
     "CREATE TABLE IF NOT EXISTS agentlog_leases ("
@@ -129,6 +130,12 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
             c.execute("SELECT position FROM agentlog_runs WHERE run_id=?", (run_id,))
             row = c.fetchone()
             return None if row is None else int(row[0])
+
+    def children(self, parent_run_id: str) -> list[RunRow]:
+        sql = "SELECT * FROM agentlog_runs WHERE parent_run_id=? ORDER BY started_at, run_id"
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(sql, (parent_run_id,))
+            return [RunRow(*tuple(row)) for row in c.fetchall()]
 
     def run_ids(self, prefix: str) -> list[str]:
         # GLOB, not LIKE: LIKE ignores ASCII case, and ids are case-sensitive everywhere else.
