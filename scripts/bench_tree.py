@@ -45,6 +45,7 @@ DEFAULT_PG = os.environ.get(
 DOC = ROOT / "docs" / "bench_tree.md"
 BEGIN, END = "<!-- bench_tree:begin -->", "<!-- bench_tree:end -->"
 HANG = 1800.0  # seconds: a round that takes longer is broken, not slow
+SHARES = "resumed_by_each_recoverer"
 PATH = os.pathsep.join((str(ROOT), str(HERE.parent)))  # campaign.scale_agent imports
 
 
@@ -98,14 +99,16 @@ def start_and_kill(url: str, run_id: str, children: int, calls: int, kill_at: in
         eng.close()
 
 
-def recover_until_done(url: str, run_id: str, processes: int) -> tuple[float, int]:
+def recover_until_done(url: str, run_id: str, processes: int) -> tuple[float, int, list[int]]:
     """Batches of ``processes`` concurrent ``agentlog recover`` until the parent is
-    done: ``(seconds, batches)``. A recoverer that fails (exit 1 or 2) stops the round."""
+    done: ``(seconds, batches, runs each recoverer resumed)``. A recoverer that fails
+    (exit 1 or 2) stops the round."""
     env = {**os.environ, "AGENTLOG_URL": url, "PYTHONPATH": PATH}
     cmd = [sys.executable, "-m", "replay", "recover", "--json"]
     eng = Engine.open(url)
     started = time.monotonic()
     batches = 0
+    resumed = [0] * processes
     try:
         while eng.state(run_id).status != "completed":
             if time.monotonic() - started > HANG or batches >= 50:
@@ -113,15 +116,16 @@ def recover_until_done(url: str, run_id: str, processes: int) -> tuple[float, in
             batches += 1
             procs = [
                 subprocess.Popen(
-                    cmd, env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                    cmd, env=env, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE
                 )
                 for _ in range(processes)
             ]
-            for p in procs:
-                _, err = p.communicate()
+            for n, p in enumerate(procs):
+                out, err = p.communicate()
                 if p.returncode in (1, 2):
                     raise RuntimeError(f"recover exited {p.returncode}: {err[-2000:].decode()}")
-        return time.monotonic() - started, batches
+                resumed[n] += len(json.loads(out or b"[]"))
+        return time.monotonic() - started, batches, resumed
     finally:
         eng.close()
 
@@ -134,7 +138,7 @@ def one_round(a: argparse.Namespace) -> dict[str, Any]:
         start_and_kill(url, run_id, children, calls, a.kill_at or (children + 1) // 2)
         eng = Engine.open(url)
         before = _events(eng, _tree(eng, run_id))
-        seconds, batches = recover_until_done(url, run_id, a.processes)
+        seconds, batches, resumed = recover_until_done(url, run_id, a.processes)
         ids = _tree(eng, run_id)
         total = _events(eng, ids)
         done = sum(eng.state(r).status == "completed" for r in ids[1:])
@@ -148,6 +152,7 @@ def one_round(a: argparse.Namespace) -> dict[str, Any]:
             "events_total": total,
             "events_recovered": total - before,
             "events_before_kill": before,
+            "resumed_by_each_recoverer": resumed,
         }
     finally:
         _drop(base, schema)
@@ -157,7 +162,7 @@ def one_round(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def summary(rounds: list[dict[str, Any]], a: argparse.Namespace) -> str:
-    med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+    med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0] if k != SHARES}
     rate_rec = statistics.median(r["events_recovered"] / r["seconds"] for r in rounds)
     rate_all = statistics.median(r["events_total"] / r["seconds"] for r in rounds)
     pg = _pg_version(a.url)
@@ -169,19 +174,21 @@ def summary(rounds: list[dict[str, Any]], a: argparse.Namespace) -> str:
         f"Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC  ",
         f"Machine: {os.cpu_count()} cores (shared VM); Python {sys.version.split()[0]}; {pg}",
         "",
-        "| round | recover time (s) | batches of recoverers | events before the kill "
-        "| events written by recovery | tree events | recovered ev/s | tree ev/s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| round | recover time (s) | batches of recoverers | runs each resumed "
+        "| events before the kill | events written by recovery | tree events "
+        "| recovered ev/s | tree ev/s |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for n, r in enumerate(rounds, 1):
         lines.append(
-            f"| {n} | {r['seconds']:.1f} | {r['batches']} | {r['events_before_kill']:,} "
+            f"| {n} | {r['seconds']:.1f} | {r['batches']} "
+            f"| {' + '.join(map(str, r[SHARES]))} | {r['events_before_kill']:,} "
             f"| {r['events_recovered']:,} | {r['events_total']:,} "
             f"| {r['events_recovered'] / r['seconds']:,.0f} "
             f"| {r['events_total'] / r['seconds']:,.0f} |"
         )
     lines += [
-        f"| **median** | **{med['seconds']:.1f}** | {med['batches']:g} "
+        f"| **median** | **{med['seconds']:.1f}** | {med['batches']:g} | "
         f"| {med['events_before_kill']:,.0f} | {med['events_recovered']:,.0f} "
         f"| {med['events_total']:,.0f} | **{rate_rec:,.0f}** | {rate_all:,.0f} |",
     ]
