@@ -17,12 +17,22 @@ import typer
 from engine import observe
 from engine.errors import AgentlogError
 
-from . import commands, projecting, reading, stats, tree
+from . import commands, locking, projecting, reading, stats, tree
 from .app import app
 from .args import check_argv
 from .output import printable, quiet_stdout
 
-__all__ = ["app", "commands", "main", "projecting", "reading", "run_cli", "stats", "tree"]
+__all__ = [
+    "app",
+    "commands",
+    "locking",
+    "main",
+    "projecting",
+    "reading",
+    "run_cli",
+    "stats",
+    "tree",
+]
 
 # Commands whose output has one form only: --json changes nothing there.
 NO_JSON = frozenset({"demo", "export", "metrics"})

@@ -1,6 +1,7 @@
 """The commands that move runs: demo, run, resume, recover, answer, abandon, rewind."""
 
 import importlib
+import math
 import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -8,10 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from engine.errors import UsageError
-from engine.kinds import Effects
+from engine.kinds import Effects, RunStatus
 
 from . import args, views
-from .app import Run, app, session
+from .app import Run, Session, app, session
 from .output import exit_status, result_doc
 
 if TYPE_CHECKING:
@@ -58,35 +59,83 @@ def resume(ctx: typer.Context, run: Run) -> int:
     return s.result(s.engine.resume(run))
 
 
-# recover's exit status is the worst of its runs': unexpected > refused > failed > paused > done
+# recover's exit status is the worst of its runs': unexpected > refused > failed > paused >
+# done (completed, or waiting again: what it waits on is not due yet)
 _WORST_FIRST = (1, 2, 4, 3, 0)
 
 
 @app.command()
-def recover(ctx: typer.Context) -> int:
-    """Resume every run whose owner died; a run that cannot be resumed (a damaged log,
-    changed code, an agent that no longer imports) is reported and the rest go on.
+def recover(
+    ctx: typer.Context,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", help="Keep recovering, pass after pass, until Ctrl-C."),
+    ] = False,
+    interval: Annotated[
+        str | None,
+        typer.Option(
+            "--interval",
+            metavar="SECONDS",
+            help="With --watch: the pause between two passes (default 1).",
+            show_default=False,
+        ),
+    ] = None,
+) -> int:
+    """Resume every run whose owner died, and every waiting run that is due (its timer
+    passed, its message came, its child moved); a run that cannot be resumed (a damaged
+    log, changed code, an agent that no longer imports) is reported and the rest go on.
 
     Exits with the worst of the runs' statuses, in this order: 1 unexpected error,
-    2 could not be resumed, 4 failed or abandoned, 3 paused, 0 completed (or nothing to do).
+    2 could not be resumed, 4 failed or abandoned, 3 paused, 0 completed or waiting again
+    (or nothing to do). With --watch it runs until SIGINT or SIGTERM and exits 0.
     """
     s = session(ctx)
+    if watch:
+        from .watching import watch as watch_recover
+
+        return watch_recover(s, _interval(interval))
+    if interval is not None:
+        raise UsageError("--interval goes with --watch")
     results = s.engine.recover()
     if s.as_json:
-        s.out.json([{**result_doc(r), "not_resumed": r.not_resumed} for r in results])
+        s.out.json([recovered_doc(r) for r in results])
     elif not results:
-        s.out.line(("no runs needed recovery (no running run has a dead owner)", "dim"))
+        s.out.line(("no runs needed recovery (no crashed run, no waiting run due)", "dim"))
     for r in results if not s.as_json else ():
-        s.out.lines(views.result_rows(r))
-        if r.not_resumed is not None:
-            s.out.line("  ", (r.error or "not resumed", "red"))
+        recovered_lines(s, r)
     codes = {_recover_status(r) for r in results}
     return next((code for code in _WORST_FIRST if code in codes), 0)
+
+
+def recovered_doc(r: "RunResult") -> dict[str, Any]:
+    return {**result_doc(r), "not_resumed": r.not_resumed}
+
+
+def recovered_lines(s: Session, r: "RunResult") -> None:
+    """A recovered run as people read it."""
+    s.out.lines(views.result_rows(r))
+    if r.not_resumed is not None:
+        s.out.line("  ", (r.error or "not resumed", "red"))
+
+
+def _interval(text: str | None) -> float:
+    """--interval's seconds: a finite number above zero (default 1)."""
+    if text is None:
+        return 1.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise UsageError(f"--interval takes seconds above zero, not {args.shown(text)}")
+    return seconds
 
 
 def _recover_status(r: "RunResult") -> int:
     if r.not_resumed is not None:
         return 1 if r.not_resumed == "unexpected" else 2
+    if r.status == RunStatus.WAITING:
+        return 0
     return exit_status(r.status)
 
 

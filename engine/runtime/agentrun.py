@@ -40,7 +40,8 @@ class AgentRun(RunContext):
 
     def recv(self, topic: str, timeout: float | None = None) -> Any:
         """The next message on ``topic`` sent to this run (consumed once); None when
-        ``timeout`` seconds pass first. Waits durably."""
+        ``timeout`` seconds pass first. Waits durably (in an async agent,
+        ``await run.recv(...)``)."""
         return mailbox.recv(self, topic, timeout)
 
     def stream(
@@ -57,6 +58,7 @@ class AgentRun(RunContext):
         or ``assemble(chunks)``) is recorded, and a replay yields it as one chunk."""
         return streams.stream(self, name, fn, args, kwargs, assemble)
 
-    def sleep(self, seconds: float) -> None:
-        """Wait ``seconds`` durably: a crash or restart sleeps only what remains."""
-        timers.sleep(self, seconds)
+    def sleep(self, seconds: float) -> Any:
+        """Wait ``seconds`` durably: a crash or restart sleeps only what remains (in an
+        async agent, ``await run.sleep(...)``)."""
+        return timers.sleep(self, seconds)

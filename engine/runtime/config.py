@@ -6,11 +6,13 @@ afterwards; nothing reads a setting from a module global.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..errors import UsageError
 from .leases import LEASE_TTL
 
 
@@ -29,3 +31,11 @@ class EngineConfig:
     # it resolves itself on resume.
     defer_outcomes: bool = True
     lease_ttl: float = LEASE_TTL  # seconds a run's lease lasts without a heartbeat
+    # How long run.sleep and run.recv wait holding their thread; a longer wait suspends
+    # the run (status waiting, no thread held) until recover finds it due.
+    inline_wait: float = 5.0
+
+    def __post_init__(self) -> None:
+        wait = self.inline_wait
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < math.inf:
+            raise UsageError(f"inline_wait must be a finite number of seconds >= 0: {wait!r}")

@@ -1,10 +1,8 @@
-"""The run context: the ``run`` object agents receive, and the call sequence behind it.
+"""The run context (the base of the ``run`` agents receive) and its call sequence.
 
-Every durable call takes the next call identity. On re-execution a call whose identity
-has a recorded outcome returns it; a call that does not match the log raises
-``NonDeterminismError`` before anything is written. The first write of a resumed run
-carries its ``agent_resumed`` marker, so a replay that diverges leaves the log untouched.
-"""
+Every durable call takes the next call identity; re-executed, a recorded one returns its
+outcome and one that does not match the log raises ``NonDeterminismError`` before any
+write. A resumed run's first write carries ``agent_resumed``."""
 
 from __future__ import annotations
 
@@ -204,8 +202,7 @@ class RunContext:
 
     def record_while_running(self, event: ev.Event) -> bool:
         """Record ``event`` if this execution still runs the run; False (nothing written)
-        once it ended, finished, paused or failed. The check and the append hold the lock
-        every append takes, so the run cannot end between them."""
+        once it ended, finished, paused or failed (checked under the append's lock)."""
         with self._lock:
             if self.ended or self.verify or self.writer.state.status != RunStatus.RUNNING:
                 return False
@@ -213,11 +210,9 @@ class RunContext:
             return True
 
     def record_unless_over(self, event: ev.Event) -> bool:
-        """Record ``event`` unless this execution is over (ended, or it finished or failed
-        the run); False when nothing was written. Unlike :meth:`record_while_running`, a
-        run resumed from a pause, a wait or a failure records (its resume marker goes
-        first): a parent's wait for its child, which may outlive its run (a cancelled
-        ``await``)."""
+        """Record ``event`` unless this execution is over (False: nothing written); unlike
+        :meth:`record_while_running`, a run resumed from a pause, wait or failure records
+        (a parent's wait for its child, which may outlive its run)."""
         with self._lock:
             over = self.writer.state.status in _OVER and not self._resume_marker
             if self.ended or self.verify or over:

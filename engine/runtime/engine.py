@@ -24,6 +24,7 @@ from ..history import (
     check_run_id,
     checkpoints,
     read_events,
+    rebuild,
     run_stream,
     state_at,
 )
@@ -33,7 +34,7 @@ from ..secrets import refuse_secret_input
 from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
 from ..supervision import Supervisor
-from . import adoption, children, declare, wakeups
+from . import adoption, children, declare, locks, wakeups
 from .answer import answer as answer_run
 from .catalog import Catalog
 from .childstart import agent_started
@@ -48,6 +49,7 @@ from .driver import verify as verify_run
 from .guards import Guards
 from .journal import Journal
 from .leases import Leases, new_owner
+from .lockkeeper import LockKeeper
 from .registry import Registry
 from .repository import RunRepository
 from .results import EventView, RunResult
@@ -88,6 +90,7 @@ class Engine(Catalog):
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._signals = Signals()
+        self.lock_keeper = LockKeeper()  # renews the cross-agent locks its runs hold
 
     @property
     def signals(self) -> Signals:
@@ -258,36 +261,72 @@ class Engine(Catalog):
         """A run's execution ended (``result``): tell this process's waiters, and continue
         the parent that waits on it."""
         self._signals.notify()
+        locks.after_run(self, self.store, result)  # a run that ended frees its locks
         children.after_run(self, self.store, result)
+        wakeups.after_run(self, self.store, result)
         return result
 
     def recover(self) -> list[RunResult]:
-        """Resume every run whose owner died (lease expired, or its process is gone).
+        """Resume every run whose owner died (lease expired, or its process is gone), and
+        every waiting or paused run that is due: its timer or receive deadline passed, a
+        message it waits for was posted, or the child it waits on moved. A run not due
+        is left alone (nothing is written).
 
         A run that cannot be resumed (a damaged log, changed code, an agent that no longer
         imports, an unexpected error) does not stop the others: its result keeps the run's
         status, says why in ``error`` and sets ``not_resumed`` ("refused" or "unexpected").
         An imported run nobody adopted is skipped: it has no owner, and it is not code.
         """
-        results = []
+        results: list[RunResult] = []
         for row in self.store.runs(RunStatus.RUNNING):
-            if self.leases.dead_holder(self.store, row.run_id) is None:
-                continue  # a live owner is executing it
-            try:
-                if adoption.imported(self.store, row.run_id):
-                    continue
-                results.append(self.resume(row.run_id))
-            except RunBusy:
-                continue  # another recoverer took it first
-            except Exception as e:
-                why = "refused" if isinstance(e, AgentlogError) else "unexpected"
-                message = f"not resumed: {describe(e)}"
-                logger = observe.get(run_id=row.run_id)
-                logger.error("recover_skipped_run", reason=why, error=message)
-                results.append(
-                    RunResult(row.run_id, RunStatus.RUNNING, error=message, not_resumed=why)
-                )
+            if self.leases.dead_holder(self.store, row.run_id) is not None:
+                self._recovered(row.run_id, self._resumed_orphan, results)
+        for status in (RunStatus.WAITING, RunStatus.PAUSED):
+            for row in self.store.runs(status):
+                self._recovered(row.run_id, self._resumed_due, results)
         return results
+
+    def _recovered(
+        self, run_id: str, how: Callable[[str], RunResult | None], results: list[RunResult]
+    ) -> None:
+        """Recover ``run_id`` by ``how``; its result (if it ran) or why it could not."""
+        try:
+            result = how(run_id)
+        except RunBusy:
+            return  # a live owner (another recoverer) took it first
+        except Exception as e:
+            why = "refused" if isinstance(e, AgentlogError) else "unexpected"
+            message = f"not resumed: {describe(e)}"
+            observe.get(run_id=run_id).error("recover_skipped_run", reason=why, error=message)
+            status = RunStatus.RUNNING
+            with contextlib.suppress(Exception):
+                status = rebuild(self.store, run_id).status
+            result = RunResult(run_id, status, error=message, not_resumed=why)
+        if result is not None:
+            results.append(result)
+
+    def _resumed_orphan(self, run_id: str) -> RunResult | None:
+        """Resume the running run whose owner died (not an imported one)."""
+        if adoption.imported(self.store, run_id):
+            return None
+        return self.resume(run_id)
+
+    def _resumed_due(self, run_id: str) -> RunResult | None:
+        """Resume the waiting or paused run ``run_id`` if it is due: looked at, then looked
+        at again holding its lease (another recoverer may have just resumed it)."""
+        if not self._due(run_id):
+            return None
+        with self.leases.hold(self.store, run_id):
+            if not self._due(run_id):
+                return None
+            result = resume_run(self._runs, self._driver, run_id)
+        return self._after(result)
+
+    def _due(self, run_id: str) -> bool:
+        state = rebuild(self.store, run_id)
+        if state.imported or state.status not in (RunStatus.WAITING, RunStatus.PAUSED):
+            return False
+        return wakeups.due(self.store, state, time.time())
 
     def answer(self, run_id: str, value: Any) -> RunResult:
         """Answer the question a paused run waits on, and continue it."""

@@ -14,6 +14,7 @@ from ..store import Store
 from .config import EngineConfig
 from .guards import Guards
 from .leases import Leases
+from .lockkeeper import LockKeeper
 from .signals import Signals
 
 
@@ -44,6 +45,11 @@ class Host(Protocol):
     @property
     def signals(self) -> Signals:
         """News, within this process, that runs changed (waiters wake at once)."""
+        ...
+
+    @property
+    def lock_keeper(self) -> LockKeeper:
+        """The heartbeat of the cross-agent locks this host's runs hold."""
         ...
 
     def start(self, run_id: str) -> None:

@@ -1,12 +1,131 @@
-"""Durable timers. (Placeholder of the session's first phase.)"""
+"""Durable timers: ``run.sleep`` and the deadline of a ``run.recv``.
+
+A timer is call N with a ``timer_set`` event recording its wake-up time (epoch seconds),
+written once: a re-execution keeps the recorded time, so after a crash the run sleeps
+only what remains. A wait no longer than ``EngineConfig.inline_wait`` is waited out
+holding the thread; a longer one records ``run_waiting`` and stops the run (status
+``waiting``, no thread held) until ``recover`` finds it due.
+
+In an ``async def`` agent (its event loop running in this thread) ``run.sleep`` and
+``run.recv`` return awaitables: ``await run.sleep(5)`` waits on the loop instead of
+blocking it, so the agent's other tasks go on. The call's identity is taken, and its
+timer recorded, when it is called, not when it is awaited.
+
+Failpoint ``in_sleep``: the timer is recorded and the run is sleeping inline.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Generator
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from .. import events as ev
+from .. import failpoints
+from ..errors import Suspended, UsageError
+from ..kinds import RunStatus
+from ..state import waiting_text
 
 if TYPE_CHECKING:
+    from .callstate import CallState
     from .context import RunContext
 
 
-def sleep(ctx: RunContext, seconds: float) -> None:
-    raise NotImplementedError
+class Ready:
+    """An awaitable that is already done: ``await`` gives ``value`` at once."""
+
+    def __init__(self, value: Any = None) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.value
+        yield  # a generator: __await__ must return an iterator
+
+
+def in_loop(ctx: RunContext) -> bool:
+    """Whether ``ctx`` runs an async agent on an event loop in this thread: its waits
+    are awaitables then, never a blocked loop."""
+    if not ctx.agent.is_async:
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def passed(ctx: RunContext, call: int) -> bool:
+    """Whether the log records calls after ``call``: the wait there ended (whatever the
+    clock says now), so a re-execution goes straight on."""
+    return ctx.journal.last_call > call
+
+
+def check_seconds(value: object, what: str) -> float:
+    """``value`` as seconds to wait: a finite number, zero or more; else UsageError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UsageError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"{what} must be a finite number of seconds, zero or more: {value!r}")
+    return float(value)
+
+
+def deadline(
+    ctx: RunContext,
+    call: int,
+    entry: CallState | None,
+    seconds: float,
+    purpose: str = "sleep",
+    topic: str | None = None,
+) -> float:
+    """The wake-up time of timer ``call``: the recorded one, else now + ``seconds``,
+    recorded (``timer_set``) before anything waits on it."""
+    if entry is not None and entry.until is not None:
+        return entry.until
+    at = ev.now()
+    until = at + seconds
+    ctx.record(ev.TimerSet(at=at, call=call, until=until, purpose=purpose, topic=topic))
+    return until
+
+
+def suspend(
+    ctx: RunContext, call: int, reason: str, until: float | None, topic: str | None = None
+) -> NoReturn:
+    """Stop the run until ``until`` (or a message on ``topic``): ``run_waiting`` is
+    recorded, unless the run's log already ends waiting on exactly this (a run resumed
+    before it was due writes nothing), then Suspended."""
+    waiting = ev.RunWaiting(at=ev.now(), call=call, reason=reason, until=until, topic=topic)
+    state = ctx.writer.state
+    on = "timer" if reason == "timer" else f"message:{topic}"
+    same = state.status == RunStatus.WAITING and state.waiting_on == on and state.wake_at == until
+    if not same:
+        ctx.record(waiting)
+    raise Suspended(waiting_text(waiting))
+
+
+def sleep(ctx: RunContext, seconds: float) -> Awaitable[None] | None:
+    """``run.sleep``: wait ``seconds`` durably (see the module's docstring)."""
+    seconds = check_seconds(seconds, "run.sleep")
+    call = ctx.next_call()
+    entry = ctx.recorded(call, "sleep", "")
+    if entry is not None and (ctx.verify or passed(ctx, call)):
+        return Ready() if in_loop(ctx) else None
+    if entry is None:
+        ctx.live(call, "sleep")
+    until = deadline(ctx, call, entry, seconds)
+    remaining = until - time.time()
+    if remaining > ctx.config.inline_wait:
+        suspend(ctx, call, "timer", until)
+    if in_loop(ctx):
+        return _slept_async(remaining)
+    if remaining > 0:
+        failpoints.hit("in_sleep")
+        time.sleep(remaining)
+    return None
+
+
+async def _slept_async(remaining: float) -> None:
+    if remaining > 0:
+        failpoints.hit("in_sleep")
+        await asyncio.sleep(remaining)

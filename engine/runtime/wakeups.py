@@ -3,10 +3,20 @@ has passed, a message it waits for was posted, or the child a parent waits on mo
 
 from __future__ import annotations
 
+import time
+from typing import TYPE_CHECKING
+
+from .. import observe
+from ..history import rebuild
 from ..kinds import RunStatus
+from ..policy import describe
 from ..state import RunState
 from ..store import Store
 from . import children, mailbox
+
+if TYPE_CHECKING:
+    from .host import Host
+    from .results import RunResult
 
 
 def due(store: Store, state: RunState, now: float) -> bool:
@@ -19,3 +29,17 @@ def due(store: Store, state: RunState, now: float) -> bool:
     if state.wake_at is not None and state.wake_at <= now:
         return True
     return on.startswith("message:") and mailbox.message_due(store, state)
+
+
+def after_run(host: Host, store: Store, result: RunResult) -> None:
+    """A run's execution ended (``result``) and its lease is let go: if it suspended and
+    is due already (a message posted while it was suspending, whose sender's wake-up
+    found it still held), wake it. Every suspension is looked at again after its lease
+    is let go, and every post is followed by a wake-up: no message is left unseen."""
+    if result.status != RunStatus.WAITING:
+        return
+    try:
+        if due(store, rebuild(store, result.run_id), time.time()):
+            host.wake(result.run_id)
+    except Exception as e:  # recover looks again; the run's own result stands
+        observe.get(run_id=result.run_id).warning("wake_check_failed", error=describe(e))

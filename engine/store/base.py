@@ -36,7 +36,8 @@ from .codec import (
     encode_event,
     encode_snapshot,
 )
-from .ports import LeaseStore, RunIndex, RunRecorder, RunRow, ViewStore
+from .locking import Locks
+from .ports import LeaseStore, LockStore, RunIndex, RunRecorder, RunRow, ViewStore
 from .views import Views
 
 BLOB_THRESHOLD = 256 * 1024
@@ -95,6 +96,7 @@ class Store(RunIndex, LeaseStore):
         leases: LeaseStore,
         views: ViewStore,
         *,
+        locks: LockStore,
         close: Callable[[], None] = lambda: None,
         blob_threshold: int = BLOB_THRESHOLD,
         max_payload: int = MAX_PAYLOAD,
@@ -113,6 +115,7 @@ class Store(RunIndex, LeaseStore):
         self.rows = rows or ClearRows()
         # Projections' tables and tracking rows, in the same database as the log.
         self.views = Views(name, views, self.rows, self._translated)
+        self.locks = Locks(locks, self._translated)  # cross-agent locks, fencing tokens
 
     @property
     def encrypted(self) -> bool:
@@ -352,6 +355,8 @@ def open_tables(
     aggregates: Callable[..., AggregateRecorder],
     leases: LeaseStore,
     views: Callable[[Any, Any], ViewStore],
+    *,
+    locks: LockStore,
     **options: Any,
 ) -> Store:
     """The SQL backends' one constructor: agentlog's events, snapshots and blobs tables
@@ -364,9 +369,10 @@ def open_tables(
             aggregates(datastore, events_table_name=TABLES[2]),
         )
         view_store = views(datastore, recorders[0])
-        for r in (*recorders, leases, view_store):
+        for r in (*recorders, leases, view_store, locks):
             cast(_Tables, r).create_table()
-        return Store(name, *recorders, leases, view_store, close=datastore.close, **options)
+        close = datastore.close
+        return Store(name, *recorders, leases, view_store, locks=locks, close=close, **options)
     except BaseException:
         datastore.close()
         raise

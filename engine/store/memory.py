@@ -25,7 +25,7 @@ from eventsourcing.persistence import (
 
 from .base import Store
 from .memory_views import MemoryViews
-from .ports import LeaseStore, RunRecorder, RunRow
+from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
 
 
 class MemoryAggregateRecorder(AggregateRecorder):
@@ -243,6 +243,61 @@ class MemoryLeases(LeaseStore):
             return self.held.get(run_id)
 
 
+class MemoryLocks(LockStore):
+    """Cross-agent locks in a dict under a lock: name -> [holder, fence, expires_at]."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.rows: dict[str, tuple[str | None, int, float]] = {}
+
+    def acquire(
+        self, name: str, holder: str, until: float, now: float, keep_fence: int = 0
+    ) -> int | None:
+        with self.lock:
+            row = self.rows.get(name)
+            free = row is None or row[0] in (None, holder) or row[2] < now
+            if keep_fence:  # still this holder's, or free since it was released
+                if row is None or row[1] != keep_fence or row[0] not in (None, holder):
+                    return None
+                fence = keep_fence
+            elif free:
+                fence = 1 if row is None else row[1] + 1
+            else:
+                return None
+            self.rows[name] = (holder, fence, until)
+            return fence
+
+    def renew(self, name: str, holder: str, fence: int, until: float) -> bool:
+        with self.lock:
+            if self.rows.get(name, (None, 0, 0.0))[:2] != (holder, fence):
+                return False
+            self.rows[name] = (holder, fence, until)
+            return True
+
+    def release(self, name: str, holder: str, fence: int) -> bool:
+        with self.lock:
+            row = self.rows.get(name)
+            if row is None or row[:2] != (holder, fence):
+                return False
+            self.rows[name] = (None, fence, row[2])
+            return True
+
+    def release_all(self, holder: str) -> list[str]:
+        with self.lock:
+            names = sorted(n for n, row in self.rows.items() if row[0] == holder)
+            for n in names:
+                self.rows[n] = (None, *self.rows[n][1:])
+            return names
+
+    def held(self, now: float) -> list[LockRow]:
+        with self.lock:
+            return [
+                LockRow(n, h, f, e)
+                for n, (h, f, e) in sorted(self.rows.items())
+                if h is not None and e >= now
+            ]
+
+
 def open_memory(name: str, **options: Any) -> Store:
     events = MemoryEventRecorder()
     return Store(
@@ -252,5 +307,6 @@ def open_memory(name: str, **options: Any) -> Store:
         MemoryAggregateRecorder(),
         MemoryLeases(),
         MemoryViews(events),
+        locks=MemoryLocks(),
         **options,
     )

@@ -4,7 +4,8 @@
 global order) plus the :class:`RunIndex`, written in the same commit as the events, as
 eventsourcing's ``ProcessRecorder`` adds tracking records to an application recorder.
 Snapshots and blobs are plain ``AggregateRecorder`` rows of bytes. :class:`LeaseStore`
-holds owner leases, operational state beside the log. Backends raise eventsourcing's
+holds owner leases, operational state beside the log, and :class:`LockStore` the
+cross-agent locks with their fencing tokens. Backends raise eventsourcing's
 ``PersistenceError`` family; the :class:`~engine.store.base.Store` facade translates it.
 """
 
@@ -86,6 +87,49 @@ class LeaseStore(ABC):
     @abstractmethod
     def lease(self, run_id: str) -> tuple[str, float] | None:
         """``(owner, expires_at)`` of the run's lease, if it has one."""
+
+
+class LockRow(msgspec.Struct, frozen=True):
+    """A cross-agent lock held now: its name, the run holding it, its fencing token and
+    when it expires (epoch seconds) unless renewed."""
+
+    name: str
+    holder: str
+    fence: int
+    expires_at: float
+
+
+class LockStore(ABC):
+    """Cross-agent locks (``agentlog_locks``): one row per name, never deleted, so its
+    fencing token increases strictly across all of the name's holders. A holder is a run
+    id; an expired lock is free to take."""
+
+    @abstractmethod
+    def acquire(
+        self, name: str, holder: str, until: float, now: float, keep_fence: int = 0
+    ) -> int | None:
+        """Take ``name`` for ``holder`` until ``until`` if it is free, expired at ``now``
+        or ``holder``'s: its new fence (the last one + 1). With ``keep_fence``, take it
+        only if its fence is still that one (nobody took it since) and it is still
+        ``holder``'s or free, and keep the fence.
+        None: not taken. Atomic against every other writer."""
+
+    @abstractmethod
+    def renew(self, name: str, holder: str, fence: int, until: float) -> bool:
+        """Extend the hold of ``holder`` with ``fence`` to ``until``; False if that hold
+        is gone (released, or another took the lock after it expired)."""
+
+    @abstractmethod
+    def release(self, name: str, holder: str, fence: int) -> bool:
+        """Free ``name`` if ``holder`` holds it with ``fence``; whether it did."""
+
+    @abstractmethod
+    def release_all(self, holder: str) -> list[str]:
+        """Free every lock ``holder`` holds; the names freed."""
+
+    @abstractmethod
+    def held(self, now: float) -> list[LockRow]:
+        """The locks held and not expired at ``now``, by name."""
 
 
 class RunRecorder(ApplicationRecorder, RunIndex):

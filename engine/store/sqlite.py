@@ -27,7 +27,7 @@ from eventsourcing.sqlite import (
 
 from ..errors import StoreUnavailable
 from .base import Store, open_tables
-from .ports import LeaseStore, RunRecorder, RunRow
+from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
 from .sqlite_views import SQLiteViews
 
 RUNS_DDL = (
@@ -51,6 +51,21 @@ UPSERT_RUN = (
     "INSERT INTO agentlog_runs VALUES (?,?,?,?,?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
     "agent=excluded.agent, status=excluded.status, updated_at=excluded.updated_at, "
     "position=excluded.position"
+)
+LOCKS_DDL = (
+    "CREATE TABLE IF NOT EXISTS agentlog_locks (name TEXT PRIMARY KEY, holder TEXT, "
+    "fence INTEGER NOT NULL, expires_at REAL NOT NULL, acquired_at REAL NOT NULL)"
+)
+# One statement each: the write lock is taken at the statement, and the WHERE decides.
+ACQUIRE_LOCK = (
+    "INSERT INTO agentlog_locks VALUES (?,?,1,?,?) ON CONFLICT (name) DO UPDATE SET "
+    "holder=excluded.holder, fence=agentlog_locks.fence+1, expires_at=excluded.expires_at, "
+    "acquired_at=excluded.acquired_at WHERE agentlog_locks.holder IS NULL "
+    "OR agentlog_locks.holder=excluded.holder OR agentlog_locks.expires_at < ? RETURNING fence"
+)
+KEEP_LOCK = (
+    "UPDATE agentlog_locks SET holder=?, expires_at=? WHERE name=? AND fence=? "
+    "AND (holder IS NULL OR holder=?) RETURNING fence"
 )
 SYNC_MODES = ("FULL", "NORMAL", "EXTRA", "OFF")
 # Writers queue for SQLite's one write lock: wait for it (sqlite3's busy timeout) and for
@@ -172,6 +187,48 @@ class SQLiteLeases(SQLiteRecorder, LeaseStore):
             return (row[0], row[1]) if row else None
 
 
+class SQLiteLocks(SQLiteRecorder, LockStore):
+    """Cross-agent locks in the ``agentlog_locks`` table."""
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [LOCKS_DDL]
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(sql, params)
+            return [row[0] for row in c.fetchall()]
+
+    def acquire(
+        self, name: str, holder: str, until: float, now: float, keep_fence: int = 0
+    ) -> int | None:
+        if keep_fence:
+            rows = self._write(KEEP_LOCK, (holder, until, name, keep_fence, holder))
+        else:
+            rows = self._write(ACQUIRE_LOCK, (name, holder, until, now, now))
+        return int(rows[0]) if rows else None
+
+    def renew(self, name: str, holder: str, fence: int, until: float) -> bool:
+        sql = "UPDATE agentlog_locks SET expires_at=? WHERE name=? AND holder=? AND fence=? "
+        return bool(self._write(sql + "RETURNING fence", (until, name, holder, fence)))
+
+    def release(self, name: str, holder: str, fence: int) -> bool:
+        sql = "UPDATE agentlog_locks SET holder=NULL WHERE name=? AND holder=? AND fence=? "
+        return bool(self._write(sql + "RETURNING fence", (name, holder, fence)))
+
+    def release_all(self, holder: str) -> list[str]:
+        sql = "UPDATE agentlog_locks SET holder=NULL WHERE holder=? RETURNING name"
+        return sorted(self._write(sql, (holder,)))
+
+    def held(self, now: float) -> list[LockRow]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT name, holder, fence, expires_at FROM agentlog_locks "
+                "WHERE holder IS NOT NULL AND expires_at >= ? ORDER BY name",
+                (now,),
+            )
+            return [LockRow(*tuple(row)) for row in c.fetchall()]
+
+
 def open_sqlite(
     name: str, path: str, synchronous: str = "FULL", *, create: bool = True, **options: Any
 ) -> Store:
@@ -202,6 +259,7 @@ def open_sqlite(
             SQLiteAggregateRecorder,
             SQLiteLeases(datastore),
             SQLiteViews,
+            locks=SQLiteLocks(datastore),
             **options,
         )
     except Exception as e:  # eventsourcing wraps sqlite3 errors in its own types
