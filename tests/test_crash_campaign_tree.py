@@ -20,7 +20,11 @@ from conftest import backends
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "crash_campaign.py"
-POINTS = {"after_intent", "after_tool", "after_outcome", "campaign_in_lock"}
+POINTS = {  # the engine's, the messages' and timers', and the workload's own
+    *("after_intent", "after_tool", "after_outcome", "in_snapshot"),
+    *("after_send", "after_recv", "in_sleep"),
+    *("campaign_in_lock", "campaign_in_sleep"),
+}
 ZEROS = (
     "duplicated_effects",
     "lost_effects",
@@ -42,7 +46,8 @@ def _campaign(*args: str) -> subprocess.CompletedProcess[str]:
 def test_tree_campaign_of_20_kills_leaves_no_damage(store_url: str, tmp_path: Path) -> None:
     """20+ kills of trees: every tree completes as its uncrashed twin did, every count
     of damage is 0, the kills reached every failpoint named above and interrupted roots,
-    children and grandchildren, and the trees were continued by all three recoverers."""
+    children, grandchildren, a lock's holder and a sleeper, and the trees were continued
+    by all three recoverers."""
     seed = int(os.environ.get("AGENTLOG_CAMPAIGN_SEED") or random.randrange(1 << 30))
     store = "postgres" if store_url.startswith("postgres") else "sqlite"
     p = _campaign(
@@ -59,7 +64,8 @@ def test_tree_campaign_of_20_kills_leaves_no_damage(store_url: str, tmp_path: Pa
         assert report[count] == 0, f"{count}: {context}"
     assert report["anomalies"] == [], context
     assert set(report["kills_by"]) >= POINTS | {"timer"}, context
-    assert set(report["kills_interrupting"]) >= {"root", "child", "grandchild"}, context
+    interrupted = set(report["kills_interrupting"])
+    assert interrupted >= {"root", "child", "grandchild", "holding_lock", "sleeping"}, context
     assert report["completed"] == report["rounds"] > 0, context
     for step in ("recover-all", "cli-recover", "resume"):
         assert report["launches_by"].get(step, 0) > 0, f"{step}: {context}"
