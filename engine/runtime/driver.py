@@ -159,12 +159,15 @@ def resume(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
 
 def start(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
     """Execute a recorded run that has not ended: a child just spawned (its log holds
-    only ``agent_started``: no resume is recorded) or one whose owner died."""
+    only ``agent_started``: no resume is recorded), one a supervisor restarted (its
+    restart wrote the resume marker), or one whose owner died."""
     with runs.held(run_id):
         run = runs.load(run_id, "be started")
         if run.state.status in ENDED:
             return result_of(run.state)
-        return driver.execute(run, resumed=run.state.position > 1)
+        # A run whose log ends in a resume marker (a supervisor's restart) has one.
+        marked = isinstance(run.recorded[-1].event, ev.AgentResumed)
+        return driver.execute(run, resumed=run.state.position > 1 and not marked)
 
 
 def verify(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:

@@ -93,6 +93,16 @@ class Leases:
         if holder is not None:
             raise LeaseLost(f"run {run_id} was taken over by {holder}; this owner stops")
 
+    def stop(self, run_id: str, by: str) -> bool:
+        """Tell the thread of this engine executing ``run_id`` to stop at its next durable
+        call, as if ``by`` had taken its lease (it writes nothing more); False when no
+        thread of this engine holds it."""
+        with self._lock:
+            if run_id not in self._held:
+                return False
+            self._lost[run_id] = by
+            return True
+
     def dead_holder(self, store: LeaseStore, run_id: str) -> str | None:
         """The run's lease holder if it is known to be dead or expired, '' if none."""
         lease = store.lease(run_id)

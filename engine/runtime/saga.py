@@ -4,12 +4,17 @@
 uncertain effects to settle first and which to undo. :class:`Saga` executes: it asks
 verifiers, runs compensations and records each in the run. :func:`abandon` is the
 lifecycle operation built on both; an effect nobody can undo safely stops it for a person.
+A run's tree is abandoned children first (each with its own subtree, latest started
+first), so every run's descendants are undone before it; a child still executing is
+stopped first (:class:`Stopping`), which is also how a supervisor replaces its children.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -17,18 +22,19 @@ import msgspec
 from .. import events as ev
 from .. import failpoints
 from ..effects import Effect, Outcome, effects
-from ..errors import UsageError
-from ..history import RunWriter
+from ..errors import RunBusy, UsageError
+from ..history import RunWriter, rebuild
 from ..kinds import ENDED, FailureKind, RunStatus, Source
 from ..policy import describe
 from ..store import Append, Recorded
 from . import ledger, registry
 from .defs import ToolDef, normalize
-from .repository import RunRepository
+from .repository import LoadedRun, RunRepository
 from .results import RunResult
 
 UNDO_UNKNOWN = FailureKind.UNDO_UNKNOWN  # the kind of a failure that stops an abandon
 
+STOP_PATIENCE = 30.0  # seconds an abandon waits for a child this process executes to stop
 Step = tuple[Effect, ToolDef]  # an effect, and the tool whose compensation undoes it
 
 
@@ -206,24 +212,108 @@ def undo_takes_key(effect: Effect, tool: ToolDef) -> bool:
     return takes_key
 
 
-def abandon(runs: RunRepository, run_id: str) -> RunResult:
-    """Stop the run for good, undoing its committed side effects in reverse order. An
-    effect that cannot be undone safely fails the run, naming it; abandon again retries."""
+def abandon(runs: RunRepository, run_id: str, stopping: Stopping | None = None) -> RunResult:
+    """Stop the run for good: first its unfinished children, each with its own subtree
+    (latest spawned first, so the deepest undo first), then its own committed side
+    effects in reverse order. An effect that cannot be undone safely, in it or in a
+    child, fails the run naming it; abandon again retries. A child executing in this
+    process is told to stop (and waited for, ``stopping.seconds`` at most); one a live
+    owner elsewhere executes is RunBusy, naming it."""
     rid = runs.resolve(run_id)
     with runs.held(rid):
-        run = runs.load(rid, "be abandoned")
-        if run.state.status == RunStatus.COMPLETED:
-            raise UsageError(f"run {rid} has completed; there is nothing to abandon")
-        if run.state.status == RunStatus.ABANDONED:
-            return RunResult(rid, RunStatus.ABANDONED, error=run.state.error)
-        agent = run.agent
+        return abandon_held(runs, rid, stopping or Stopping())
 
-        def tool_of(name: str) -> ToolDef | None:
-            return registry.tool_for(agent, name)
 
-        todo = plan(effects(run.recorded), 2 + run.started.inherited, tool_of)
-        stopped = Saga(run.writer).execute(todo, flagged(run.recorded))
-        if stopped is not None:
-            return stopped
-        run.writer.append(ev.AgentAbandoned(at=ev.now(), reason="abandoned by request"))
-        return RunResult(rid, RunStatus.ABANDONED)
+def abandon_held(
+    runs: RunRepository, rid: str, stopping: Stopping, completed_too: bool = False
+) -> RunResult:
+    """Abandon the run ``rid``, whose lease the caller holds, and its subtree. With
+    ``completed_too`` a completed run's effects are undone as well (it stays completed:
+    a supervisor restarting a child whose result its parent has not taken)."""
+    run = runs.load(rid, "be abandoned")
+    status, parent = run.state.status, run.state.parent_run_id
+    if status == RunStatus.COMPLETED and not completed_too:
+        raise UsageError(f"run {rid} has completed; there is nothing to abandon")
+    if status == RunStatus.ABANDONED:
+        return RunResult(rid, RunStatus.ABANDONED, error=run.state.error, parent_run_id=parent)
+    stopped = _abandon_children(runs, run, stopping)
+    if stopped is not None:
+        return stopped
+    agent = run.agent
+
+    def tool_of(name: str) -> ToolDef | None:
+        return registry.tool_for(agent, name)
+
+    todo = plan(effects(run.recorded), 2 + run.started.inherited, tool_of)
+    stopped = Saga(run.writer).execute(todo, flagged(run.recorded))
+    if stopped is not None:
+        return msgspec.structs.replace(stopped, parent_run_id=parent)
+    if status == RunStatus.COMPLETED:
+        return RunResult(rid, RunStatus.COMPLETED, run.state.output, parent_run_id=parent)
+    run.writer.append(ev.AgentAbandoned(at=ev.now(), reason="abandoned by request"))
+    return RunResult(rid, RunStatus.ABANDONED, parent_run_id=parent)
+
+
+def children(recorded: Iterable[Recorded]) -> list[str]:
+    """The child runs a run's log names (spawned, or started by a restart), in the
+    order it started them."""
+    found: dict[str, None] = {}
+    for r in recorded:
+        if isinstance(r.event, ev.ChildSpawned | ev.ChildRestarted):
+            found.setdefault(r.event.child_run_id, None)
+    return list(found)
+
+
+def _abandon_children(runs: RunRepository, run: LoadedRun, stopping: Stopping) -> RunResult | None:
+    """Abandon the run's unfinished children, latest started first, each with its own
+    subtree; the first that cannot be undone stops it, and the run fails naming it."""
+    for child in reversed(children(run.recorded)):
+        if rebuild(runs.store, child).status in ENDED:
+            continue
+        with stopped(runs, child, stopping):
+            result = abandon_held(runs, child, stopping)
+        if result.status == RunStatus.FAILED:
+            message = f"abandoning its child {child} stopped: {result.error}"
+            run.writer.append(ev.AgentFailed(at=ev.now(), error=message))
+            parent = run.state.parent_run_id
+            return RunResult(run.run_id, RunStatus.FAILED, error=message, parent_run_id=parent)
+    return None
+
+
+def _go_on() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """How to take a child run out of the hands of whoever executes it: a thread of this
+    engine is told to stop (``why``) at its next durable call and waited for, ``seconds``
+    at most; a live owner elsewhere is waited for too if ``elsewhere``, else RunBusy.
+    ``check`` runs between tries (a caller that must stop raises there)."""
+
+    seconds: float = STOP_PATIENCE
+    elsewhere: bool = False
+    why: str = "the abandon of its parent"
+    check: Callable[[], None] = _go_on
+
+
+@contextlib.contextmanager
+def stopped(runs: RunRepository, rid: str, stopping: Stopping) -> Iterator[None]:
+    """Hold the lease of the child run ``rid`` for the block, once it is stopped (see
+    :class:`Stopping`); RunBusy naming it when it cannot be."""
+    deadline, delay = time.monotonic() + stopping.seconds, 0.01
+    while True:
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(runs.held(rid))
+        except RunBusy as busy:
+            here = runs.leases.stop(rid, stopping.why)
+            if time.monotonic() >= deadline or not (here or stopping.elsewhere):
+                raise RunBusy(f"child run {rid} cannot be stopped: {busy}") from None
+            stopping.check()
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+            continue
+        with stack:
+            yield
+        return
