@@ -74,6 +74,11 @@ def test_one_for_all_through_gather(eng: Engine, tmp_path: Path) -> None:
     assert (result.status, result.output) == (RunStatus.COMPLETED, ["a", "b", "c"])
     assert counter.get("b") == 2
     assert "b#1" in books.undone()
+    # The gather's handle on c, replaced by the restart, waits on the new run: each output
+    # the parent took comes from a run whose effects still stand, never a compensated one.
+    finished = [e.data for e in eng.events(result.run_id) if e.type == "child_finished"]
+    for done in (d for d in finished if d["status"] == "completed"):
+        assert "compensated" not in [e.type for e in eng.events(done["child_run_id"])], done
 
 
 @STORES

@@ -82,6 +82,9 @@ def _wait(w: Waited) -> ev.ChildFinished:
         if ctx.ended:
             raise _stopped(ctx)
         ctx.host.leases.check(ctx.run_id)
+        # A supervisor's restart in this execution may have replaced the child a handle
+        # names (a sibling restarted with the failed one): wait on the run doing its work.
+        w.run_id = supervisor.current(ctx, w.call, w.run_id)
         state = _child_state(w)
         if state.status in SETTLED:
             done = _finished(w, state)

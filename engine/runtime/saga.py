@@ -272,6 +272,8 @@ def _abandon_children(runs: RunRepository, run: LoadedRun, stopping: Stopping) -
             continue
         with stopped(runs, child, stopping):
             result = abandon_held(runs, child, stopping)
+        if result.status == RunStatus.ABANDONED:  # the top run's are freed by Engine._after
+            runs.store.locks.release_all(child)
         if result.status == RunStatus.FAILED:
             message = f"abandoning its child {child} stopped: {result.error}"
             run.writer.append(ev.AgentFailed(at=ev.now(), error=message))
