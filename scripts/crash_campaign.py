@@ -25,6 +25,17 @@ mismatches (status, output, the service's books) must all be 0.
     python scripts/crash_campaign.py --kills 300 --agent async --recover-share 0.5
     python scripts/crash_campaign.py --kills 200 --store postgres --url postgresql://...
 
+``--workload tree`` runs trees of runs instead (campaign/tree.py): a root, its
+branches and their leaves (child runs) with business-keyed effects, a lock around a
+write that an outside service checks by its fencing token, messages between sibling
+branches and durable sleeps; kills land in roots, children and grandchildren, inside
+the lock and inside a sleep (failpoints ``campaign_in_lock`` and ``campaign_in_sleep``
+besides the engine's), and trees are continued by ``engine.recover()``, ``agentlog
+recover`` and ``resume`` in fresh processes. Duplicated and lost messages and two
+holders of one lock are counted too.
+
+    python scripts/crash_campaign.py --workload tree --kills 1000 --store postgres
+
 The seed is printed at start (stderr) and in the report; ``--seed N`` or
 ``AGENTLOG_CAMPAIGN_SEED=N`` repeats a campaign's choices.
 
@@ -52,6 +63,7 @@ from campaign.child import child  # noqa: E402 - the package imports engine: ROO
 from campaign.launchers import zygote  # noqa: E402
 from campaign.report import Report  # noqa: E402
 from campaign.rounds import Campaign  # noqa: E402
+from campaign.tree import TreeCampaign  # noqa: E402
 
 SEED_ENV = "AGENTLOG_CAMPAIGN_SEED"  # fixes the seed when --seed is not given
 DEFAULT_PG = os.environ.get(
@@ -115,6 +127,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="the campaign agent: sync, async (gathered async tools), or mix (pairs alternate)",
     )
     p.add_argument(
+        "--workload",
+        choices=("flat", "tree"),
+        default="flat",
+        help="flat: one run at a time (--agent); tree: run trees (root, branches, leaves) "
+        "with locks, messages and sleeps",
+    )
+    p.add_argument(
+        "--tree-shape",
+        default="3,2,2",
+        help="the tree workload's WIDTH,LEAVES,OPS: branches, leaves per branch, effects per "
+        "leaf before its sleep",
+    )
+    p.add_argument(
         "--recover-share",
         type=float,
         default=0.3,
@@ -137,7 +162,19 @@ def usage_error(a: argparse.Namespace) -> str | None:
         return "--recover-share must be between 0 and 1"
     if a.kills < 1 or a.ops < 1:
         return "--kills and --ops must be positive"
+    if tree_shape(a.tree_shape) is None:
+        return f"--tree-shape is WIDTH,LEAVES,OPS, positive, WIDTH 2 or more: {a.tree_shape!r}"
     return None
+
+
+def tree_shape(text: str) -> tuple[int, int, int] | None:
+    """``WIDTH,LEAVES,OPS`` as three positive integers (a branch needs a sibling: WIDTH
+    at least 2), or None."""
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        return None
+    width, leaves, ops = (int(p) for p in parts)
+    return (width, leaves, ops) if width >= 2 and leaves >= 1 and ops >= 1 else None
 
 
 def store_url(a: argparse.Namespace, seed: int, workdir: Path) -> tuple[str, bool]:
@@ -154,7 +191,15 @@ def run(a: argparse.Namespace, seed: int) -> Report:
     workdir = Path(a.workdir or tempfile.mkdtemp(prefix="agentlog-campaign-"))
     workdir.mkdir(parents=True, exist_ok=True)
     url, fresh_schema = store_url(a, seed, workdir)
-    campaign = Campaign(url, workdir, seed, a.ops, a.verbose, a.launcher, a.agent, a.recover_share)
+    campaign: Campaign
+    if a.workload == "tree":
+        shape = tree_shape(a.tree_shape)
+        assert shape is not None  # usage_error said so
+        campaign = TreeCampaign(url, workdir, seed, a.verbose, a.launcher, a.recover_share, shape)
+    else:
+        campaign = Campaign(
+            url, workdir, seed, a.ops, a.verbose, a.launcher, a.agent, a.recover_share
+        )
     try:
         return campaign.run(a.kills, a.max_seconds)
     finally:

@@ -169,6 +169,9 @@ def qualified(fn: Callable[..., Any]) -> tuple[str, str]:
     path = module
     if module == "__main__":
         module, path = main_module_path(sys.modules.get("__main__"))
+    elif module.startswith("__agentlog_script_"):  # a script registry._load_script loaded
+        path = os.path.abspath(getattr(sys.modules.get(module), "__file__", "") or "")
+        module = "__main__"
     return f"{module}:{qualname}", path
 
 

@@ -3,37 +3,82 @@ its own that the campaign may kill."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import sys
 from typing import Any
 
 NOT_RECOVERED = 5  # a recover child's exit code when it did not take the run over
+INLINE_WAIT_ENV = "AGENTLOG_CAMPAIGN_INLINE_WAIT"  # a sleep longer than this suspends
 
 
 def agent_module(kind: str) -> Any:
-    """The campaign agent's module: ``sync`` or ``async``."""
+    """The campaign agent's module: ``sync``, ``async`` or ``tree``."""
     if kind == "async":
         from tests.agents import async_campaign_agent
 
         return async_campaign_agent
+    if kind == "tree":
+        from . import tree_agent
+
+        return tree_agent
     from tests.agents import campaign_agent
 
     return campaign_agent
 
 
 def agent_of(kind: str) -> Any:
-    module = agent_module(kind)
-    return module.async_campaign if kind == "async" else module.campaign
+    """The agent a round of ``kind`` starts."""
+    names = {"async": "async_campaign", "tree": "root"}
+    return getattr(agent_module(kind), names.get(kind, "campaign"))
+
+
+def open_engine(url: str) -> Any:
+    """An engine on ``url``; with ``$AGENTLOG_CAMPAIGN_INLINE_WAIT`` set, sleeps longer
+    than that suspend the run (a durable wait that recover ends) instead of waiting."""
+    from engine import Engine, EngineConfig
+
+    wait = os.environ.get(INLINE_WAIT_ENV)
+    if wait and "inline_wait" in getattr(EngineConfig, "__dataclass_fields__", {}):
+        return Engine.open(url, config=EngineConfig(inline_wait=float(wait)))  # type: ignore[call-arg]
+    return Engine.open(url)
+
+
+def _recover_all(engine: Any) -> int:
+    """``engine.recover()``: every run whose owner died, and every waiting run now due."""
+    results = engine.recover()
+    print(json.dumps([{"run_id": r.run_id, "status": r.status} for r in results]))
+    return 0
+
+
+def _cli_recover(url: str) -> int:
+    """``agentlog recover``, the command (in this process): 3 (a run paused) is fine;
+    on anything else its report goes to stderr, where the campaign reads the last line."""
+    from replay.cli import run_cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = run_cli(["recover", "--url", url])
+    if code in (0, 3):
+        return 0
+    sys.stderr.write(out.getvalue())
+    return code
 
 
 def child(argv: list[str]) -> int:
     """``run URL RID JSON AGENT`` | ``resume URL RID`` | ``recover URL RID`` |
-    ``answer URL RID VALUE`` | ``abandon URL RID``. Only ``run`` imports the agent; the
-    others find it through the import path the run recorded. ``recover`` exits
-    NOT_RECOVERED if ``engine.recover()`` did not take the run over."""
-    from engine import Engine
-
+    ``answer URL RID VALUE`` | ``abandon URL RID`` | ``recover-all URL -`` |
+    ``cli-recover URL -``. Only ``run`` imports the agent; the others find it through
+    the import path the run recorded. ``recover`` exits NOT_RECOVERED if
+    ``engine.recover()`` did not take the run over."""
     cmd, url, rid = argv[:3]
-    engine = Engine.open(url)
+    if cmd == "cli-recover":
+        return _cli_recover(url)
+    engine = open_engine(url)
+    if cmd == "recover-all":
+        return _recover_all(engine)
     if cmd == "run":
         agent = agent_of(argv[4] if len(argv) > 4 else "sync")
         r = engine.run(agent, run_id=rid, **json.loads(argv[3]))

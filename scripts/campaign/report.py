@@ -26,8 +26,16 @@ class Report:
     duplicated_effects: int = 0
     lost_effects: int = 0
     final_state_mismatches: int = 0
+    # The tree workload's: messages, locks, and where the kills landed.
+    duplicated_messages: int = 0
+    lost_messages: int = 0
+    two_lock_holders: int = 0
+    stale_writes_refused: int = 0  # fencing at work (not damage): see campaign/tree.py
+    refused_writes: list[str] = field(default_factory=list)
+    kills_interrupting: Counter[str] = field(default_factory=Counter)
     anomalies: list[str] = field(default_factory=list)
     elapsed: float = 0.0
+    tree: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -45,8 +53,19 @@ class Report:
             "duplicated_effects": self.duplicated_effects,
             "lost_effects": self.lost_effects,
             "final_state_mismatches": self.final_state_mismatches,
+            **(self._tree() if self.tree else {}),
             "anomalies": self.anomalies,
             "elapsed_seconds": round(self.elapsed, 1),
+        }
+
+    def _tree(self) -> dict[str, Any]:
+        return {
+            "duplicated_messages": self.duplicated_messages,
+            "lost_messages": self.lost_messages,
+            "two_lock_holders": self.two_lock_holders,
+            "stale_writes_refused": self.stale_writes_refused,
+            "refused_writes": self.refused_writes,
+            "kills_interrupting": dict(sorted(self.kills_interrupting.items())),
         }
 
     @property
@@ -55,6 +74,9 @@ class Report:
             self.duplicated_effects
             or self.lost_effects
             or self.final_state_mismatches
+            or self.duplicated_messages
+            or self.lost_messages
+            or self.two_lock_holders
             or self.anomalies
         )
 
