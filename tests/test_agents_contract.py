@@ -377,3 +377,20 @@ def test_a_cli_run_that_pauses_lets_running_children_finish_before_exiting(
     payer = next(r for r in eng.runs() if r.agent.endswith(":payer"))
     assert eng.state(payer.run_id).status == "completed"
     eng.close()
+
+
+@all_backends
+def test_abandon_of_a_forged_loop_of_parents_is_one_clear_error(eng: Engine) -> None:
+    """Rows forged so that two runs are each other's child: abandon says the tree loops
+    (CorruptData), never recursing until Python gives up."""
+    from engine import CorruptData
+    from engine import events as ev
+    from engine.history import RunWriter
+    from engine.state import RunState
+
+    for me, other in (("loop-a", "loop-b"), ("loop-b", "loop-a")):
+        writer = RunWriter(eng.store, RunState(run_id=me))
+        writer.append(ev.AgentStarted(at=1.0, agent="m:a", import_path="m", parent_run_id=other))
+        writer.append(ev.ChildSpawned(at=2.0, call=1, child_run_id=other, agent="m:a"))
+    with pytest.raises(CorruptData, match="loops"):
+        eng.abandon("loop-a")

@@ -22,7 +22,7 @@ import msgspec
 from .. import events as ev
 from .. import failpoints
 from ..effects import Effect, Outcome, effects
-from ..errors import RunBusy, UsageError
+from ..errors import CorruptData, RunBusy, UsageError
 from ..history import RunWriter, rebuild
 from ..kinds import ENDED, FailureKind, RunStatus, Source
 from ..policy import describe
@@ -228,7 +228,11 @@ def abandon(runs: RunRepository, run_id: str, stopping: Stopping | None = None) 
 
 
 def abandon_held(
-    runs: RunRepository, rid: str, stopping: Stopping, completed_too: bool = False
+    runs: RunRepository,
+    rid: str,
+    stopping: Stopping,
+    completed_too: bool = False,
+    above: frozenset[str] = frozenset(),
 ) -> RunResult:
     """Abandon the run ``rid``, whose lease the caller holds, and its subtree. With
     ``completed_too`` a completed run's effects are undone as well (it stays completed:
@@ -239,7 +243,7 @@ def abandon_held(
         raise UsageError(f"run {rid} has completed; there is nothing to abandon")
     if status == RunStatus.ABANDONED:
         return RunResult(rid, RunStatus.ABANDONED, error=run.state.error, parent_run_id=parent)
-    stopped = _abandon_children(runs, run, stopping)
+    stopped = _abandon_children(runs, run, stopping, above | {rid})
     if stopped is not None:
         return stopped
     agent = run.agent
@@ -271,7 +275,9 @@ def children(recorded: Iterable[Recorded]) -> list[str]:
     return list(found)
 
 
-def _abandon_children(runs: RunRepository, run: LoadedRun, stopping: Stopping) -> RunResult | None:
+def _abandon_children(
+    runs: RunRepository, run: LoadedRun, stopping: Stopping, above: frozenset[str]
+) -> RunResult | None:
     """Abandon the run's unfinished children, latest started first, each with its own
     subtree; the first that cannot be undone stops it, and the run fails naming it."""
     for child in reversed(children(run.recorded)):
@@ -280,8 +286,10 @@ def _abandon_children(runs: RunRepository, run: LoadedRun, stopping: Stopping) -
         # to abandon (the parent may still wait on them).
         if state.status in ENDED or state.parent_run_id != run.run_id:
             continue
+        if child in above:  # forged rows: a run its own ancestor
+            raise CorruptData(f"run {run.run_id}: its run tree loops (through {child})")
         with stopped(runs, child, stopping):
-            result = abandon_held(runs, child, stopping)
+            result = abandon_held(runs, child, stopping, above=above)
         if result.status == RunStatus.FAILED:
             message = f"abandoning its child {child} stopped: {result.error}"
             run.writer.append(ev.AgentFailed(at=ev.now(), error=message))
