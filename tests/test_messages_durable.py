@@ -94,11 +94,13 @@ def test_bad_topics_and_timeouts_are_one_clear_error(eng: Engine) -> None:
     def bad(run: Any, what: str) -> Any:
         if what == "topic":
             return run.recv("")
+        if what == "control":
+            return run.recv("go\x00")
         if what == "timeout":
             return run.recv("go", timeout=float("nan"))
         return run.send("not a run id!", "go", 1)
 
-    for what in ("topic", "timeout", "to"):
+    for what in ("topic", "control", "timeout", "to"):
         r = eng.run(bad, what=what)
         assert r.status == "failed", what
         assert r.error is not None and "UsageError" in r.error, r.error

@@ -69,9 +69,9 @@ def posted(store: Store, run_id: str, after: int = 0) -> list[tuple[int, ev.Mess
 
 
 def check_topic(topic: object) -> str:
-    if not isinstance(topic, str) or not 0 < len(topic) <= TOPIC_LIMIT:
+    if not isinstance(topic, str) or not 0 < len(topic) <= TOPIC_LIMIT or not topic.isprintable():
         shown = repr(topic)[:40]
-        raise UsageError(f"a message topic is a string of 1 to {TOPIC_LIMIT} characters: {shown}")
+        raise UsageError(f"a message topic is 1 to {TOPIC_LIMIT} printable characters: {shown}")
     return topic
 
 

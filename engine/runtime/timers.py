@@ -62,12 +62,17 @@ def passed(ctx: RunContext, call: int) -> bool:
     return ctx.journal.last_call > call
 
 
+MAX_WAIT = 10 * 365 * 86400.0  # a wait past this is a mistake (and past datetime's range)
+
+
 def check_seconds(value: object, what: str) -> float:
     """``value`` as seconds to wait: a finite number, zero or more; else UsageError."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise UsageError(f"{what} must be a number of seconds, not {type(value).__name__}")
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"{what} must be a finite number of seconds, zero or more: {value!r}")
+    if not math.isfinite(value) or not 0 <= value <= MAX_WAIT:
+        raise UsageError(
+            f"{what} must be a number of seconds from 0 to {MAX_WAIT:.0f} (ten years): {value!r}"
+        )
     return float(value)
 
 
