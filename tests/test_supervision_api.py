@@ -1,34 +1,21 @@
 """Supervision and tree abandon through the public run API (``run.spawn``,
 ``child.result()``, ``run.gather``, ``run.call``) on SQLite files and PostgreSQL: the
 same stories as test_supervision_restart and test_abandon_tree, told as users write
-them. Skipped while ``run.spawn`` is the first phase's placeholder (its wait is the
-children module's)."""
+them."""
 
 from __future__ import annotations
 
-import inspect
 import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from conftest import backends
 from test_supervision_kit import Books, Counter, booking, events_of, fetcher, settle
 
 from engine import Engine, Supervisor
 from engine.kinds import RunStatus
-from engine.runtime import children
 
 STORES = backends("sqlite", "postgres")
-
-
-def _placeholder() -> bool:
-    return "NotImplementedError" in inspect.getsource(children.spawn)
-
-
-pytestmark = pytest.mark.skipif(
-    _placeholder(), reason="run.spawn is a placeholder here (engine/runtime/children.py)"
-)
 
 
 @STORES
