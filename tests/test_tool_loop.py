@@ -2,10 +2,11 @@
 real subprocess) on a SQLite file and on PostgreSQL, SIGKILLed mid-loop and finished by
 a resume in a new process: the refund reaches the outside payments service once, the
 scripted model is not asked again for a turn the log already holds, and the answer is
-right."""
+right. In this process too (memory, SQLite, PostgreSQL): the loop, and a rewind of it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -15,8 +16,10 @@ import time
 import uuid
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
-from conftest import backends
+import pytest
+from conftest import all_backends, backends
 
 from engine import Engine
 
@@ -129,3 +132,41 @@ def test_killed_while_the_model_thinks_resume_asks_only_the_unrecorded_turn_agai
     assert _payments(tmp_path) == ["refund:o-18"]
     assert _calls(env) == ["turn 1", "turn 2", "turn 3", "turn 3"]
     _check_finished(store_url, run_id, order)
+
+
+def _example_module(monkeypatch: pytest.MonkeyPatch, url: str, tmp: Path) -> Any:
+    """examples/tool_loop.py imported in this process, on the store ``url``."""
+    monkeypatch.setenv("AGENTLOG_URL", url)
+    monkeypatch.setenv("TOOL_LOOP_PAYMENTS", str(tmp / "payments.log"))
+    monkeypatch.setenv("TOOL_LOOP_CALLS", str(tmp / "calls.log"))
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    name = f"tool_loop_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(name, SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@all_backends
+def test_the_loop_in_process_and_a_rewind_to_before_its_second_turn(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop's agent run in this process answers after three model turns; rewound to
+    just before the second turn, the fork takes turn one from the log, asks the model
+    for turns two and three again, and reuses the parent's refund (one request)."""
+    mod = _example_module(monkeypatch, store_url, tmp_path)
+    eng = mod.engine
+    try:
+        r = eng.run(mod.assistant, question="Please refund order o-17 now.")
+        assert r.output == {"answer": ANSWERS["o-17"], "turns": 3}, r.error
+        decided = [e.position for e in eng.events(r.run_id) if e.type == "llm_decided"]
+        fork = eng.rewind(r.run_id, to=decided[1] - 1)
+        assert fork.status == "completed", fork.error
+        assert fork.output == r.output
+    finally:
+        eng.close()
+    assert _payments(tmp_path) == ["refund:o-17"]
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert calls == ["turn 1", "turn 2", "turn 3", "turn 2", "turn 3"]
