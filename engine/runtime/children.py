@@ -62,8 +62,8 @@ class Child:
         return str(rebuild(self.ctx.store, self.run_id).status)
 
     def result(self) -> Any:
-        """The child's output once it ends (ChildFailed if it failed or was abandoned).
-        A child that asks a person pauses the parent; one that sleeps or waits for a
+        """The child's output once it ends, as the type its agent declares it returns
+        (ChildFailed if it failed or was abandoned). A child that asks a person pauses the parent; one that sleeps or waits for a
         message suspends it: the child's end continues it from here."""
         return settle(self._waited)
 
