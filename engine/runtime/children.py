@@ -63,8 +63,9 @@ class Child:
 
     def result(self) -> Any:
         """The child's output once it ends, as the type its agent declares it returns
-        (ChildFailed if it failed or was abandoned). A child that asks a person pauses the parent; one that sleeps or waits for a
-        message suspends it: the child's end continues it from here."""
+        (ChildFailed if it failed or was abandoned). A child that asks a person pauses
+        the parent; one that sleeps or waits for a message suspends it: the child's end
+        continues it from here."""
         return settle(self._waited)
 
     def __await__(self) -> Generator[Any, None, Any]:
