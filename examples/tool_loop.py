@@ -6,8 +6,10 @@ and round again until the model answers without tool calls.
     AGENTLOG_URL=postgresql://... python examples/tool_loop.py
 
 The model here is scripted (deterministic, no network, no key); the comment above
-``call_model`` says how to put a real client in its place. Every model turn is a recorded
-decision, so a resumed run does not ask the model again for a turn it already has. The
+``chat`` says how to put a real client in its place. ``chat`` is an ``@engine.model``:
+every model turn is a recorded decision, retried under its policy (the script's first
+request gets a 429 once), and a resumed run does not ask the model again for a turn it
+already has. The
 refund is a side effect under a business key (``refund:ORDER``), sent to an outside
 "payments service" (a file with a line per request it receives), so a crash anywhere,
 even between the request and its record, ends with one refund.
@@ -32,7 +34,7 @@ from typing import Any
 
 from _store import engine_for
 
-from engine import Permanent
+from engine import Permanent, RetryPolicy
 
 engine = engine_for("tool_loop", TOOL_LOOP_PAYMENTS="payments.log", TOOL_LOOP_CALLS="calls.log")
 MAX_TURNS = 8
@@ -126,21 +128,24 @@ SCHEMAS = [
 
 
 # --- the model -------------------------------------------------------------------------
-# A real client instead of the script (pip install openai; OPENAI_API_KEY set):
+# A real client instead of the script (pip install openai; OPENAI_API_KEY set): the same
+# decorator, this body.
 #
 #     from openai import OpenAI
-#     client = OpenAI()
+#     client = OpenAI(max_retries=0)  # the decision's RetryPolicy retries 429s and 5xx
 #
-#     def call_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
+#     @engine.model(retry=RetryPolicy(max_attempts=5), timeout=60)
+#     def chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
 #         resp = client.chat.completions.create(
 #             model="gpt-4o-mini", messages=messages, tools=SCHEMAS
 #         )
-#         return resp.choices[0].message.model_dump(exclude_none=True)
+#         return resp.model_dump(exclude_none=True)
 #
-# The decision records the assistant message; a resumed run gets it back from the log
-# and does not call the model for that turn again. (Returning the SDK's message itself,
-# declared ``-> ChatCompletionMessage``, works as well: engine.codec records a pydantic
-# model and gives it back as one; append ``.model_dump(exclude_none=True)`` then.)
+# Each call inside a run is a recorded decision (``llm_decided``, with the response's
+# ``usage`` as its tokens); a resumed run gets the response back from the log and does
+# not call the model for that turn again. (Returning the SDK's response itself, declared
+# ``-> ChatCompletion``, works as well: engine.codec records a pydantic model and gives
+# it back as one; append ``resp.choices[0].message.model_dump(exclude_none=True)``.)
 
 
 def _tool_call(id: str, name: str, **arguments: Any) -> dict[str, Any]:
@@ -153,30 +158,57 @@ def _results(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {m["tool_call_id"]: json.loads(m["content"]) for m in messages if m["role"] == "tool"}
 
 
-def call_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The scripted model: the turn follows from the messages so far. Every call is
+def _response(turn: int, messages: list[dict[str, Any]], message: dict[str, Any]) -> Any:
+    """``message`` as a chat completion (the shape ``resp.model_dump()`` gives)."""
+    done = "tool_calls" if message.get("tool_calls") else "stop"
+    choice = {"index": 0, "message": message, "finish_reason": done}
+    used = {"prompt_tokens": 30 * len(messages), "completion_tokens": 25}
+    return {"id": f"chatcmpl-{turn}", "choices": [choice], "usage": used}
+
+
+def _rate_limited(counted: Path) -> None:
+    """The scripted model's first request is refused once with HTTP 429, as a busy API
+    refuses it (the error a real client raises: ``httpx.HTTPStatusError``)."""
+    try:
+        import httpx  # installed with any model SDK (openai, anthropic)
+    except ImportError:
+        return
+    if any(line.endswith("429") for line in _lines(counted)):
+        return
+    _append(counted, "turn 1: 429")
+    request = httpx.Request("POST", "https://api.example.com/v1/chat/completions")
+    response = httpx.Response(429, request=request, headers={"retry-after": "0"})
+    raise httpx.HTTPStatusError("429 Too Many Requests", request=request, response=response)
+
+
+@engine.model(retry=RetryPolicy(max_attempts=5))
+def chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The scripted model: the turn follows from the messages so far. Every request is
     counted outside the log (``TOOL_LOOP_CALLS``), so a test sees what was asked twice."""
     turn = 1 + sum(m["role"] == "assistant" for m in messages)
-    _append(_file("TOOL_LOOP_CALLS", "calls.log"), f"turn {turn}")
+    counted = _file("TOOL_LOOP_CALLS", "calls.log")
+    if turn == 1:
+        _rate_limited(counted)
+    _append(counted, f"turn {turn}")
     results = _results(messages)
     if turn == 1:
         order = next(w for w in messages[-1]["content"].split() if w.startswith("o-"))
         calls = [_tool_call("call_1", "lookup_order", order_id=order)]
-        return {"role": "assistant", "content": None, "tool_calls": calls}
+        return _response(turn, messages, {"role": "assistant", "tool_calls": calls})
     if turn == 2:
         order = results["call_1"]
         calls = [
             _tool_call("call_2", "issue_refund", order_id=order["order_id"], cents=order["cents"]),
             _tool_call("call_3", "get_balance", customer=order["customer"]),
         ]
-        return {"role": "assistant", "content": None, "tool_calls": calls}
+        return _response(turn, messages, {"role": "assistant", "tool_calls": calls})
     _gate("answer")
     refund, balance = results["call_2"], results["call_3"]
     text = (
         f"Refunded {refund['cents'] / 100:.2f} for order {refund['order_id']}; "
         f"your store credit is now {balance['cents'] / 100:.2f}."
     )
-    return {"role": "assistant", "content": text}
+    return _response(turn, messages, {"role": "assistant", "content": text})
 
 
 # --- the agent -------------------------------------------------------------------------
@@ -199,7 +231,8 @@ def assistant(run: Any, question: str) -> dict[str, Any]:
         {"role": "user", "content": question},
     ]
     for turn in range(1, MAX_TURNS + 1):
-        reply = run.decide("model", call_model, messages)  # recorded: once per turn
+        resp = chat(messages)  # a recorded decision: the model is asked once per turn
+        reply = resp["choices"][0]["message"]
         messages.append(reply)
         if not reply.get("tool_calls"):
             return {"answer": reply["content"], "turns": turn}
@@ -215,7 +248,7 @@ def main() -> int:
     result = engine.run(assistant, run_id=run_id, question=question)
     print(f"tool_loop {result.run_id}: {result.status}")
     for e in engine.events(result.run_id):
-        if e.type in ("llm_decided", "tool_succeeded"):
+        if e.type in ("llm_decided", "tool_succeeded", "tool_failed", "retry_scheduled"):
             print(f"  {e.type:15} {e.data.get('name') or e.data.get('tool')}")
     print(result.output["answer"] if result.output else result.error)
     engine.close()

@@ -1,8 +1,8 @@
 """examples/tool_loop.py, an OpenAI-style tool-calling loop, run as the script it is (a
 real subprocess) on a SQLite file and on PostgreSQL, SIGKILLed mid-loop and finished by
 a resume in a new process: the refund reaches the outside payments service once, the
-scripted model is not asked again for a turn the log already holds, and the answer is
-right. In this process too (memory, SQLite, PostgreSQL): the loop, and a rewind of it."""
+scripted model (an ``@engine.model`` whose first request gets a 429, retried) is not
+asked again for a turn the log already holds, and the answer is right. In this process too (memory, SQLite, PostgreSQL): the loop, and a rewind of it."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ ANSWERS = {
     "o-17": "Refunded 12.50 for order o-17; your store credit is now 37.50.",
     "o-18": "Refunded 9.90 for order o-18; your store credit is now 34.90.",
 }
+TOKENS = [(60, 25), (120, 25), (210, 25)]  # the scripted model's usage, turn by turn
+FIRST = ["turn 1: 429", "turn 1"]  # the model's first request is refused once (429)
 
 
 def _env(url: str, tmp: Path, order: str, **extra: str) -> dict[str, str]:
@@ -73,14 +75,23 @@ def _calls(env: dict[str, str]) -> list[str]:
 
 
 def _check_finished(url: str, run_id: str, order: str) -> None:
-    """The run completed with the right answer after three recorded model turns, and
-    the refund's outcome is recorded once."""
+    """The run completed with the right answer after three recorded model turns (each
+    with the tokens its response reported), the first one's 429 retried once, and the
+    refund's outcome recorded once."""
     with closing(Engine.open(url)) as engine:
         state = engine.state(run_id)
         assert state.status == "completed", (state.status, state.error)
         assert state.output == {"answer": ANSWERS[order], "turns": 3}
         events = engine.events(run_id)
-        assert [e.data["name"] for e in events if e.type == "llm_decided"] == ["model"] * 3
+        decided = [e.data for e in events if e.type == "llm_decided"]
+        assert [d["name"] for d in decided] == ["chat"] * 3
+        assert [(d["tokens_in"], d["tokens_out"]) for d in decided] == TOKENS
+        failed = [e.data for e in events if e.type == "tool_failed"]
+        assert [(f["tool"], f["kind"], f["decision"]) for f in failed] == [
+            ("chat", "transient", True)
+        ]
+        assert "429" in failed[0]["message"]
+        assert [e.type for e in events].count("retry_scheduled") == 1
         refunds = [e for e in events if e.type == "tool_succeeded" and "refund" in str(e.data)]
         assert len(refunds) == 1, [e.data for e in refunds]
 
@@ -99,13 +110,13 @@ def test_killed_after_the_refund_was_sent_resume_sends_nothing_twice(
     gate.mkdir()
     _killed(env, run_id, order, gate, "refund")
     assert _payments(tmp_path) == ["refund:o-17"]
-    assert _calls(env) == ["turn 1", "turn 2"]
+    assert _calls(env) == [*FIRST, "turn 2"]
     with closing(Engine.open(store_url)) as engine:
         assert engine.state(run_id).status == "running"  # its process died mid-loop
     p = _run(env, "-m", "replay", "resume", run_id)
     assert p.returncode == 0, p.stdout + p.stderr
     assert _payments(tmp_path) == ["refund:o-17"]  # verified, not sent again
-    assert _calls(env) == ["turn 1", "turn 2", "turn 3"]
+    assert _calls(env) == [*FIRST, "turn 2", "turn 3"]
     _check_finished(store_url, run_id, order)
     p = _run(env, "-m", "replay", "verify", run_id)
     assert p.returncode == 0, p.stdout + p.stderr  # the log replays against the code
@@ -125,12 +136,12 @@ def test_killed_while_the_model_thinks_resume_asks_only_the_unrecorded_turn_agai
     env = _env(store_url, tmp_path, order)
     _killed(env, run_id, order, gate, "answer")
     assert _payments(tmp_path) == ["refund:o-18"]
-    assert _calls(env) == ["turn 1", "turn 2", "turn 3"]
+    assert _calls(env) == [*FIRST, "turn 2", "turn 3"]
     p = _run(env, str(SCRIPT), run_id, order)
     assert p.returncode == 0, p.stdout + p.stderr
     assert ANSWERS[order] in p.stdout
     assert _payments(tmp_path) == ["refund:o-18"]
-    assert _calls(env) == ["turn 1", "turn 2", "turn 3", "turn 3"]
+    assert _calls(env) == [*FIRST, "turn 2", "turn 3", "turn 3"]
     _check_finished(store_url, run_id, order)
 
 
@@ -169,4 +180,4 @@ def test_the_loop_in_process_and_a_rewind_to_before_its_second_turn(
         eng.close()
     assert _payments(tmp_path) == ["refund:o-17"]
     calls = (tmp_path / "calls.log").read_text().splitlines()
-    assert calls == ["turn 1", "turn 2", "turn 3", "turn 2", "turn 3"]
+    assert calls == [*FIRST, "turn 2", "turn 3", "turn 2", "turn 3"]
