@@ -2,7 +2,8 @@
 real subprocess) on a SQLite file and on PostgreSQL, SIGKILLed mid-loop and finished by
 a resume in a new process: the refund reaches the outside payments service once, the
 scripted model (an ``@engine.model`` whose first request gets a 429, retried) is not
-asked again for a turn the log already holds, and the answer is right. In this process too (memory, SQLite, PostgreSQL): the loop, and a rewind of it."""
+asked again for a turn the log already holds, and the answer is right. In this process
+too (memory, SQLite, PostgreSQL): the loop, and a rewind of it."""
 
 from __future__ import annotations
 
