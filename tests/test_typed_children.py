@@ -308,3 +308,17 @@ def test_a_childs_typed_question_answered_through_its_parent(eng: Engine) -> Non
     assert eng.state(r.run_id).status == "paused"
     done = eng.answer(r.run_id, "2026-02-28")
     assert (done.status, done.output) == ("completed", "2026-03-01")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=outputs)
+def test_property_live_and_replayed_answers_are_equal_and_of_one_type(value: Any) -> None:
+    eng = Engine("memory://")
+    asks, seen = _asking(eng, type(value))
+    r = eng.run(asks)
+    assert eng.answer(r.run_id, value).status == "paused"
+    assert eng.answer(r.run_id, "ok").status == "completed"
+    eng.close()
+    assert len(seen) >= 2
+    for got in seen:
+        assert got == value and type(got) is type(value)
