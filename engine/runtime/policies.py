@@ -77,9 +77,10 @@ def breaker(then: Next, call: Call, state: CallState) -> Outcome:
 
 
 def latency(then: Next, call: Call, state: CallState) -> Outcome:
-    """A returned attempt's duration joins the tool's latency (adaptive timeouts)."""
+    """A returned attempt's duration joins the tool's latency (its adaptive timeout: a
+    tool with a fixed one or none keeps no latency)."""
     out = then(call, state)
-    if isinstance(out, Returned):
+    if isinstance(out, Returned) and call.tool.timeout == "adaptive":
         call.ctx.guards.latency(call.tool.name)[0].add(out.duration)
     return out
 
