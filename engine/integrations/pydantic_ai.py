@@ -1,0 +1,290 @@
+"""A pydantic-ai ``Agent`` made durable on an agentlog run (``agentlog[pydantic-ai]``).
+
+:class:`DurableAgent` wraps an agent the way pydantic-ai's own durable integrations
+(Temporal, DBOS, Prefect) do: its model is wrapped so that each model request is a
+recorded decision (``llm_decided``, with the response's usage), and its toolsets so that
+each tool call is a durable tool call of the engine, with its policies; the tools named in
+``side_effects`` get an intent and an idempotency key. Inside a run (an ``@engine.agent``)
+a replay returns the recorded responses and tool results without calling the model or the
+tools again; outside one, it is the plain pydantic-ai agent.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter
+from pydantic_ai.agent import AbstractAgent, AgentRun, WrapperAgent
+from pydantic_ai.durable_exec import CallToolResult
+from pydantic_ai.durable_exec._toolset import unwrap_tool_call_result, wrap_tool_call_result
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.models import (
+    CompletedStreamedResponse,
+    Model,
+    ModelRequestParameters,
+    StreamedResponse,
+)
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tool_manager import ToolManager
+from pydantic_ai.tools import RunContext as ToolContext
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+
+from ..errors import UsageError
+from ..runtime.context import RunContext, current
+
+if TYPE_CHECKING:
+    from ..runtime.declare import ToolOptions
+    from ..runtime.engine import Engine
+
+__all__ = ["DurableAgent", "DurableModel", "DurableToolset"]
+
+_RESPONSE: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
+_RESULT: TypeAdapter[Any] = TypeAdapter(CallToolResult)
+# What of a message the model sees and a replay reproduces (timestamps and pydantic-ai's
+# run ids differ from one execution to the next and are left out of the comparison).
+_COMPARED = ("part_kind", "content", "tool_name", "args", "tool_call_id")
+# The policy options run.decide takes for a model request.
+_MODEL_OPTIONS = frozenset({"retry", "timeout", "breaker", "classify"})
+
+
+# --- model requests: recorded decisions ------------------------------------------------
+
+
+def recorded_response(response: ModelResponse) -> dict[str, Any]:
+    """``response`` as a decision records it: pydantic-ai's own JSON form, and its usage
+    where the engine reads a decision's token counts."""
+    usage: dict[str, Any] = {
+        "input_tokens": response.usage.input_tokens,
+        "output_tokens": response.usage.output_tokens,
+    }
+    cost = getattr(response.usage, "cost", None)
+    if cost is not None:
+        usage["cost"] = float(cost)
+    return {"response": _RESPONSE.dump_python(response, mode="json"), "usage": usage}
+
+
+def restored_response(value: Mapping[str, Any]) -> ModelResponse:
+    """The :class:`ModelResponse` a recorded decision holds (equal to the one recorded)."""
+    return _RESPONSE.validate_python(value["response"])
+
+
+def conversation_digest(messages: Sequence[ModelMessage]) -> str:
+    """What the model was asked, as the decision's argument: a replay that sends it
+    something else at the same turn diverges instead of reusing an unrelated answer."""
+    dumped = ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
+    kept = [[{k: p[k] for k in _COMPARED if k in p} for p in m["parts"]] for m in dumped]
+    blob = json.dumps(kept, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+class DurableModel(WrapperModel):
+    """A model whose requests, inside a run, are decisions named ``decision`` (policies:
+    ``options``, as ``run.decide`` takes them); outside a run, the wrapped model's."""
+
+    def __init__(self, wrapped: Model, decision: str, options: Mapping[str, Any]) -> None:
+        super().__init__(wrapped)
+        self.decision = decision
+        self.options = dict(options)
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        run = current()
+        if run is None:
+            return await super().request(messages, model_settings, model_request_parameters)
+
+        async def model_request(conversation: str) -> dict[str, Any]:
+            response = await self.wrapped.request(
+                messages, model_settings, model_request_parameters
+            )
+            return recorded_response(response)
+
+        return await self._decide(run, model_request, messages)
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: ToolContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        """Inside a run, the stream is read to its end in the decision and the recorded
+        response is given back as a completed stream (live and on replay alike)."""
+        run = current()
+        if run is None:
+            async with super().request_stream(
+                messages, model_settings, model_request_parameters, run_context
+            ) as streamed:
+                yield streamed
+            return
+
+        async def model_stream(conversation: str) -> dict[str, Any]:
+            async with self.wrapped.request_stream(
+                messages, model_settings, model_request_parameters, run_context
+            ) as streamed:
+                async for _ in streamed:
+                    pass
+            return recorded_response(streamed.get())
+
+        response = await self._decide(run, model_stream, messages)
+        yield CompletedStreamedResponse(response, model_request_parameters)
+
+    async def _decide(
+        self,
+        run: RunContext,
+        fn: Callable[[str], Any],
+        messages: Sequence[ModelMessage],
+    ) -> ModelResponse:
+        value = await run.decide(self.decision, fn, conversation_digest(messages), **self.options)
+        return restored_response(value)
+
+
+# --- tool calls: durable calls ---------------------------------------------------------
+
+# The call a durable tool's body makes: pydantic-ai's toolset, run context and tool (not
+# data, so not arguments: they reach the body, which runs on the agent's loop, this way).
+_calling: contextvars.ContextVar[tuple[AbstractToolset[Any], ToolContext[Any], ToolsetTool[Any]]]
+_calling = contextvars.ContextVar("agentlog_pydantic_ai_tool")
+
+
+@dataclass
+class ToolCalls:
+    """The engine's durable tools standing for one agent's pydantic-ai tools, made on
+    first call: ``{prefix}.{tool}``, with ``defaults`` and the tool's own ``options``."""
+
+    engine: Engine
+    prefix: str
+    defaults: ToolOptions
+    options: Mapping[str, ToolOptions]
+    made: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    def durable(self, name: str) -> Callable[..., Any]:
+        tool = self.made.get(name)
+        if tool is None:
+            options: ToolOptions = {**self.defaults, **self.options.get(name, {})}
+            options["name"] = f"{self.prefix}.{name}"
+            tool = self.made[name] = self.engine.tool(_body(name), **options)
+        return tool
+
+
+def _body(name: str) -> Callable[..., Any]:
+    """The durable tool's function: the pydantic-ai tool call, its result (or the
+    control flow it raised: a retry prompt, a deferral) recorded as data."""
+
+    async def call_tool(**tool_args: Any) -> Any:
+        toolset, ctx, tool = _calling.get()
+        result = await wrap_tool_call_result(toolset.call_tool(name, tool_args, ctx, tool))
+        return _RESULT.dump_python(result, mode="json")
+
+    call_tool.__qualname__ = f"pydantic_ai_tool.{name}"
+    return call_tool
+
+
+@dataclass
+class DurableToolset(WrapperToolset[Any]):
+    """A toolset whose tool calls, inside a run, are durable calls (``calls``)."""
+
+    calls: ToolCalls | None = None
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: ToolContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if current() is None or self.calls is None:
+            return await super().call_tool(name, tool_args, ctx, tool)
+        token = _calling.set((self.wrapped, ctx, tool))
+        try:
+            value = await self.calls.durable(name)(**tool_args)
+        finally:
+            _calling.reset(token)
+        return unwrap_tool_call_result(_RESULT.validate_python(value))
+
+
+# --- the agent -------------------------------------------------------------------------
+
+
+class DurableAgent(WrapperAgent[Any, Any]):
+    """``agent`` made durable on ``engine``'s runs.
+
+    Inside an ``@engine.agent``, ``run``, ``run_sync``, ``run_stream`` and ``iter`` record
+    every model request as a decision named ``{name}.model`` (``model_options``: its
+    ``retry``/``timeout``/``breaker``/``classify``) and make every tool call a durable call
+    of the tool ``{name}.{tool}`` (``retry``, ``timeout``, ``breaker``, ``classify`` for every
+    tool; ``tools={"t": {...}}``: a tool's own ``@engine.tool`` options; ``side_effects``: the
+    same, for tools that have effects, which get an intent and a key). Tool calls run one
+    at a time inside a run, so their order is the same on replay. ``name`` (default: the
+    agent's) is part of what the log records: keep it stable.
+    """
+
+    def __init__(
+        self,
+        agent: AbstractAgent[Any, Any],
+        engine: Engine,
+        *,
+        name: str | None = None,
+        tools: Mapping[str, ToolOptions] | None = None,
+        side_effects: Mapping[str, ToolOptions] | None = None,
+        model_options: Mapping[str, Any] | None = None,
+        **tool_defaults: Any,
+    ) -> None:
+        super().__init__(agent)
+        self._durable_name = name or agent.name
+        if not self._durable_name:
+            raise UsageError("DurableAgent needs a name: Agent(name=...) or name=")
+        if not isinstance(agent.model, Model):
+            raise UsageError("DurableAgent needs an agent whose model is a Model instance")
+        unknown = set(model_options or {}) - _MODEL_OPTIONS
+        if unknown:
+            raise UsageError(f"model_options takes {sorted(_MODEL_OPTIONS)}, not {sorted(unknown)}")
+        per_tool: dict[str, ToolOptions] = {k: dict(v) for k, v in (tools or {}).items()}  # type: ignore[misc]
+        for tool, options in (side_effects or {}).items():
+            per_tool[tool] = {**per_tool.get(tool, {}), **options, "side_effect": True}
+        self._calls = ToolCalls(engine, self._durable_name, tool_defaults, per_tool)  # type: ignore[arg-type]
+        self._model = DurableModel(agent.model, f"{self._durable_name}.model", model_options or {})
+        self._toolsets = [DurableToolset(t, calls=self._calls) for t in agent.toolsets]
+
+    @property
+    def name(self) -> str | None:
+        return self._durable_name
+
+    @name.setter
+    def name(self, value: str | None) -> None:
+        raise UsageError("a DurableAgent's name is recorded in the log: it cannot change")
+
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    @contextmanager
+    def _durable(self, kwargs: Mapping[str, Any]) -> Iterator[None]:
+        """Inside a run: the wrapped agent with the durable model and toolsets, its tool
+        calls one at a time."""
+        if kwargs.get("model") is not None:
+            raise UsageError("inside a run, a DurableAgent's model cannot be replaced per call")
+        if kwargs.get("toolsets"):
+            raise UsageError("inside a run, a DurableAgent takes no extra toolsets per call")
+        with (
+            self.wrapped.override(model=self._model, toolsets=self._toolsets, tools=[]),
+            ToolManager.parallel_execution_mode("sequential"),
+        ):
+            yield
+
+    @asynccontextmanager
+    async def iter(self, *args: Any, **kwargs: Any) -> AsyncIterator[AgentRun[Any, Any]]:  # type: ignore[override]
+        if current() is None:
+            async with self.wrapped.iter(*args, **kwargs) as plain:
+                yield plain
+            return
+        with self._durable(kwargs):
+            async with self.wrapped.iter(*args, **kwargs) as durable:
+                yield durable
