@@ -50,6 +50,8 @@ _RESULT: TypeAdapter[Any] = TypeAdapter(CallToolResult)
 # What of a message the model sees and a replay reproduces (timestamps and pydantic-ai's
 # run ids differ from one execution to the next and are left out of the comparison).
 _COMPARED = ("part_kind", "content", "tool_name", "args", "tool_call_id")
+# The recorded kinds of a tool call that returned (pydantic-ai's CallToolResult).
+_RETURNED = frozenset({"tool_return", "tool_content_result"})
 # The policy options run.decide takes for a model request.
 _MODEL_OPTIONS = frozenset({"retry", "timeout", "breaker", "classify"})
 
@@ -138,7 +140,7 @@ class DurableModel(WrapperModel):
             return recorded_response(streamed.get())
 
         response = await self._decide(run, model_stream, messages)
-        yield CompletedStreamedResponse(response, model_request_parameters)
+        yield CompletedStreamedResponse(response, model_request_parameters=model_request_parameters)
 
     async def _decide(
         self,
@@ -174,8 +176,39 @@ class ToolCalls:
         if tool is None:
             options: ToolOptions = {**self.defaults, **self.options.get(name, {})}
             options["name"] = f"{self.prefix}.{name}"
+            _speak_plainly(options)
             tool = self.made[name] = self.engine.tool(_body(name), **options)
         return tool
+
+
+def _speak_plainly(options: ToolOptions) -> None:
+    """A tool's ``verify`` returns, and its ``compensate`` takes, the tool's own result;
+    the log holds it as pydantic-ai records a tool call's (``CallToolResult``)."""
+    verify, compensate = options.get("verify"), options.get("compensate")
+    if verify is not None:
+        options["verify"] = lambda key: _as_recorded(verify(key))
+    if compensate is not None:
+        options["compensate"] = _undo(compensate)
+
+
+def _as_recorded(value: Any) -> Any:
+    """A tool's result as its durable call records it (None: no result)."""
+    if value is None:
+        return None
+    result = _RESULT.validate_python({"kind": "tool_return", "result": value})
+    return _RESULT.dump_python(result, mode="json")
+
+
+def _undo(compensate: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``compensate`` of what the tool returned; nothing to undo for a call that raised
+    control flow (a retry prompt, a deferral)."""
+
+    def undo(recorded: Any) -> Any:
+        if isinstance(recorded, dict) and recorded.get("kind") in _RETURNED:
+            return compensate(unwrap_tool_call_result(_RESULT.validate_python(recorded)))
+        return None
+
+    return undo
 
 
 def _body(name: str) -> Callable[..., Any]:
@@ -280,7 +313,7 @@ class DurableAgent(WrapperAgent[Any, Any]):
             yield
 
     @asynccontextmanager
-    async def iter(self, *args: Any, **kwargs: Any) -> AsyncIterator[AgentRun[Any, Any]]:  # type: ignore[override]
+    async def iter(self, *args: Any, **kwargs: Any) -> AsyncIterator[AgentRun[Any, Any]]:
         if current() is None:
             async with self.wrapped.iter(*args, **kwargs) as plain:
                 yield plain

@@ -1,0 +1,98 @@
+"""A pydantic-ai agent made durable (engine.integrations.pydantic_ai), for tests that
+SIGKILL its process. Its scripted model charges two orders, one a turn, then answers; it
+counts its calls in ``$PAI_DIR/model.log`` and kills its own process on call number
+``$PAI_KILL_AT_MODEL``. The ``charge`` tool is a side effect that writes a row of
+``$PAI_DIR/effects.db``, under the business key ``charge:<order>``, which its verifier
+looks up. Counts live outside the log, so a test sees what really ran.
+
+``python -m tests.agents.pai_agents URL RUN_ID`` starts a run; a resumer finds the agent
+through the import path the run recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from engine import Engine
+from engine.integrations.pydantic_ai import DurableAgent
+
+ORDERS = ["o1", "o2"]
+registry = Engine.open("memory://")  # defines the agent and its tools; runs use their own
+
+
+def _dir() -> Path:
+    return Path(os.environ["PAI_DIR"])
+
+
+def _effects() -> sqlite3.Connection:
+    db = sqlite3.connect(_dir() / "effects.db")
+    db.execute("CREATE TABLE IF NOT EXISTS charges (key TEXT, receipt TEXT)")
+    return db
+
+
+def model_calls() -> int:
+    log = _dir() / "model.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def charges() -> list[str]:
+    with _effects() as db:
+        return [k for (k,) in db.execute("SELECT key FROM charges ORDER BY key")]
+
+
+def _model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    with open(_dir() / "model.log", "a") as log:
+        log.write("call\n")
+    if model_calls() == int(os.environ.get("PAI_KILL_AT_MODEL", "0")):
+        os.kill(os.getpid(), signal.SIGKILL)
+    done = sum(1 for m in messages for p in m.parts if p.part_kind == "tool-return")
+    if done < len(ORDERS):
+        call = ToolCallPart("charge", {"order": ORDERS[done]}, tool_call_id=f"c{done}")
+        return ModelResponse(parts=[call])
+    return ModelResponse(parts=[TextPart(f"charged {done} orders")])
+
+
+shop = Agent(FunctionModel(_model), name="pai_shop")
+
+
+@shop.tool_plain
+def charge(order: str) -> str:
+    receipt = f"receipt-{order}"
+    with _effects() as db:
+        db.execute("INSERT INTO charges VALUES (?, ?)", (f"charge:{order}", receipt))
+    return receipt
+
+
+def _charged(key: str) -> Any:
+    """The verifier: the receipt if the charge landed, else None."""
+    with _effects() as db:
+        row = db.execute("SELECT receipt FROM charges WHERE key = ?", (key,)).fetchone()
+    return None if row is None else row[0]
+
+
+durable = DurableAgent(
+    shop,
+    registry,
+    side_effects={"charge": {"key": lambda order: f"charge:{order}", "verify": _charged}},
+)
+
+
+@registry.agent
+def pai_shop(run: Any, prompt: str) -> str:
+    return durable.run_sync(prompt).output
+
+
+if __name__ == "__main__":
+    url, run_id = sys.argv[1:3]
+    r = Engine.open(url).run(pai_shop, run_id=run_id, prompt="charge the orders")
+    print(json.dumps({"run_id": r.run_id, "status": r.status, "output": r.output}))

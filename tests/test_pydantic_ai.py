@@ -1,0 +1,283 @@
+"""pydantic-ai on agentlog (engine.integrations.pydantic_ai): inside a run, every model
+request of a ``DurableAgent`` is a recorded decision and every tool call a durable call; a
+replay returns the recorded responses, tool results and typed outputs without calling the
+model or the tools. Offline: pydantic-ai's ``FunctionModel`` and ``TestModel``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from conftest import all_backends
+from pydantic import BaseModel
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+
+from engine import Engine, NonDeterminismError, RetryPolicy
+from engine.integrations.pydantic_ai import (
+    DurableAgent,
+    DurableModel,
+    recorded_response,
+    restored_response,
+)
+
+
+class Invoice(BaseModel):
+    order: str
+    total: float
+    lines: list[str]
+
+
+def _events(eng: Engine, run_id: str, kind: str) -> list[dict[str, Any]]:
+    return [e.data for e in eng.events(run_id) if e.type == kind]
+
+
+def _charging_model(calls: Counter[str]) -> FunctionModel:
+    """Asks for the ``charge`` tool, then answers with what it returned."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls["model"] += 1
+        returned = [
+            p.content
+            for m in messages
+            for p in getattr(m, "parts", [])
+            if getattr(p, "part_kind", "") == "tool-return"
+        ]
+        if not returned:
+            return ModelResponse(parts=[ToolCallPart("charge", {"order": "o1", "amount": 5})])
+        return ModelResponse(parts=[TextPart(f"charged: {returned[-1]}")])
+
+    return FunctionModel(model)
+
+
+def _charging_agent(calls: Counter[str], name: str = "shop") -> Agent[None, str]:
+    agent: Agent[None, str] = Agent(_charging_model(calls), name=name)
+
+    @agent.tool_plain
+    def charge(order: str, amount: int) -> str:
+        calls["charge"] += 1
+        return f"receipt-{order}-{amount}"
+
+    return agent
+
+
+@all_backends
+def test_model_requests_are_decisions_and_tool_calls_durable_calls(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+    durable = DurableAgent(_charging_agent(calls), eng)
+    outputs: list[str] = []
+
+    @eng.agent
+    def shop(run: Any, prompt: str) -> str:
+        outputs.append(durable.run_sync(prompt).output)
+        run.ask("ship it?")
+        return outputs[-1]
+
+    r = eng.run(shop, prompt="charge o1")
+    assert r.status == "paused", r.error
+    decided = _events(eng, r.run_id, "llm_decided")
+    assert [d["name"] for d in decided] == ["shop.model", "shop.model"]
+    assert decided[0]["value"]["usage"]["input_tokens"] > 0
+    invoked = _events(eng, r.run_id, "tool_invoked")
+    assert [(t["tool"], t["args"]) for t in invoked] == [
+        ("shop.charge", {"tool_args": {"order": "o1", "amount": 5}})
+    ]
+    assert calls == Counter(model=2, charge=1)
+
+    done = eng.answer(r.run_id, "yes")  # replays the whole pydantic-ai run
+    assert (done.status, done.output) == ("completed", "charged: receipt-o1-5"), done.error
+    assert len(outputs) > 1 and set(outputs) == {"charged: receipt-o1-5"}
+    assert calls == Counter(model=2, charge=1)  # nothing called again
+    assert len(_events(eng, r.run_id, "llm_decided")) == 2
+
+
+@all_backends
+def test_side_effect_tools_get_an_intent_and_the_key_given(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+    durable = DurableAgent(
+        _charging_agent(calls),
+        eng,
+        side_effects={"charge": {"key": lambda order, amount: f"charge:{order}"}},
+    )
+
+    @eng.agent
+    def shop(run: Any) -> str:
+        return durable.run_sync("charge o1").output
+
+    r = eng.run(shop)
+    assert r.status == "completed", r.error
+    (intent,) = _events(eng, r.run_id, "tool_invoked")
+    assert (intent["side_effect"], intent["key"]) == (True, "charge:o1")
+    assert calls["charge"] == 1
+
+
+@all_backends
+def test_a_typed_output_round_trips_through_replay(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls["model"] += 1
+        args = {"order": "o7", "total": 12.5, "lines": ["tea", "cake"]}
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args)])
+
+    agent = Agent(FunctionModel(model), name="billing", output_type=Invoice)
+    durable = DurableAgent(agent, eng)
+    outputs: list[Any] = []
+
+    @eng.agent
+    def bill(run: Any) -> dict[str, Any]:
+        outputs.append(durable.run_sync("bill o7").output)
+        run.ask("send?")
+        return outputs[-1].model_dump()
+
+    r = eng.run(bill)
+    assert r.status == "paused", r.error
+    done = eng.answer(r.run_id, "y")
+    assert done.status == "completed", done.error
+    live, replayed = outputs[0], outputs[-1]
+    assert type(live) is type(replayed) is Invoice
+    assert live == replayed == Invoice(order="o7", total=12.5, lines=["tea", "cake"])
+    assert calls["model"] == 1
+
+
+@all_backends
+def test_a_streamed_run_round_trips_through_replay(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        calls["model"] += 1
+        for chunk in ["Hel", "lo, ", "world"]:
+            yield chunk
+
+    agent = Agent(FunctionModel(stream_function=stream), name="writer")
+    durable = DurableAgent(agent, eng)
+    texts: list[str] = []
+
+    @eng.agent
+    async def write(run: Any) -> str:
+        async with durable.run_stream("greet") as result:
+            texts.append(await result.get_output())
+        run.ask("publish?")
+        return texts[-1]
+
+    r = eng.run(write)
+    assert r.status == "paused", r.error
+    done = eng.answer(r.run_id, "y")
+    assert (done.status, done.output) == ("completed", "Hello, world"), done.error
+    assert len(texts) > 1 and set(texts) == {"Hello, world"}
+    assert calls["model"] == 1
+    (decided,) = _events(eng, r.run_id, "llm_decided")
+    assert decided["value"]["response"]["parts"][0]["content"] == "Hello, world"
+
+
+def test_a_replayed_model_response_equals_the_live_one() -> None:
+    model = TestModel(custom_output_text="forty-two")
+    agent = Agent(model, name="t")
+    live = agent.run_sync("q").all_messages()[-1]
+    assert isinstance(live, ModelResponse)
+    again = restored_response(recorded_response(live))
+    assert again == live and type(again) is ModelResponse
+
+
+@all_backends
+def test_a_model_retry_a_tool_raises_is_recorded_and_replayed(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+    agent = Agent(TestModel(), name="picky")
+
+    @agent.tool_plain
+    def lookup(x: int) -> str:
+        calls["lookup"] += 1
+        if calls["lookup"] == 1:
+            raise ModelRetry("try again with another x")
+        return "found"
+
+    durable = DurableAgent(agent, eng)
+    outputs: list[str] = []
+
+    @eng.agent
+    def ask_twice(run: Any) -> str:
+        outputs.append(durable.run_sync("look").output)
+        run.ask("ok?")
+        return outputs[-1]
+
+    r = eng.run(ask_twice)
+    assert r.status == "paused", r.error
+    results = [t["result"]["kind"] for t in _events(eng, r.run_id, "tool_succeeded")]
+    assert results == ["model_retry", "tool_return"]
+    done = eng.answer(r.run_id, "y")
+    assert done.status == "completed", done.error
+    assert len(set(outputs)) == 1 and calls["lookup"] == 2
+
+
+@all_backends
+def test_tool_calls_take_the_retry_policy(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+    agent = Agent(TestModel(), name="flaky")
+
+    @agent.tool_plain
+    def fetch(x: int) -> str:
+        calls["fetch"] += 1
+        if calls["fetch"] < 3:
+            raise ConnectionError("reset by peer")
+        return "page"
+
+    durable = DurableAgent(agent, eng, retry=RetryPolicy(max_attempts=3, initial=0.0))
+
+    @eng.agent
+    def crawl(run: Any) -> str:
+        return durable.run_sync("fetch").output
+
+    r = eng.run(crawl)
+    assert r.status == "completed", r.error
+    assert calls["fetch"] == 3
+    (done,) = _events(eng, r.run_id, "tool_succeeded")
+    assert done["attempt"] == 3
+
+
+@all_backends
+def test_a_different_prompt_at_a_recorded_turn_is_a_divergence(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+    durable = DurableAgent(_charging_agent(calls), eng)
+    prompts = iter(["charge o1", "refund o1"])
+
+    @eng.agent
+    def shop(run: Any) -> str:
+        out = durable.run_sync(next(prompts)).output
+        run.ask("ok?")
+        return out
+
+    r = eng.run(shop)
+    assert r.status == "paused", r.error
+    with pytest.raises(NonDeterminismError, match=r"shop\.model"):
+        eng.answer(r.run_id, "y")
+    assert calls["model"] == 2  # the recorded answer was not reused for another prompt
+
+
+def test_outside_a_run_it_is_the_plain_agent(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+    plain = _charging_agent(calls).run_sync("charge o1").output
+    durable = DurableAgent(_charging_agent(calls), eng)
+    assert durable.run_sync("charge o1").output == plain
+    assert isinstance(durable.model, DurableModel)
+    assert calls == Counter(model=4, charge=2)
+
+
+def test_importing_engine_does_not_import_pydantic_ai() -> None:
+    code = "import sys, engine; engine.Engine; import engine.integrations\n"
+    code += "assert 'pydantic_ai' not in sys.modules, 'pydantic_ai loaded'"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+def test_an_agent_without_a_name_is_refused(eng: Engine) -> None:
+    from engine.errors import UsageError
+
+    with pytest.raises(UsageError, match="needs a name"):
+        DurableAgent(Agent(TestModel()), eng)
