@@ -177,6 +177,71 @@ def test_a_streamed_run_round_trips_through_replay(eng: Engine) -> None:
     assert decided["value"]["response"]["parts"][0]["content"] == "Hello, world"
 
 
+@all_backends
+def test_a_streamed_run_reaches_the_agent_live_and_replays_whole(eng: Engine) -> None:
+    """Live, each chunk reaches the agent before the model makes the next; replayed,
+    the recorded text comes as one chunk."""
+    order: list[str] = []
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        for chunk in ["Hel", "lo, ", "world"]:
+            order.append(f"model {chunk}")
+            yield chunk
+
+    durable = DurableAgent(Agent(FunctionModel(stream_function=stream), name="live"), eng)
+    received: list[list[str]] = []
+
+    @eng.agent
+    async def write(run: Any) -> str:
+        deltas = []
+        async with durable.run_stream("greet") as result:
+            async for delta in result.stream_text(delta=True, debounce_by=None):
+                order.append(f"agent {delta}")
+                deltas.append(delta)
+        received.append(deltas)
+        run.ask("publish?")
+        return "".join(deltas)
+
+    r = eng.run(write)
+    assert r.status == "paused", r.error
+    assert received == [["Hel", "lo, ", "world"]]
+    assert order.index("agent Hel") < order.index("model world")  # not buffered
+    done = eng.answer(r.run_id, "y")
+    assert (done.status, done.output) == ("completed", "Hello, world"), done.error
+    assert received[-1] == ["Hello, world"]
+    assert [o for o in order if o.startswith("model")] == ["model Hel", "model lo, ", "model world"]
+    (decided,) = _events(eng, r.run_id, "llm_decided")
+    assert decided["value"]["response"]["parts"][0]["content"] == "Hello, world"
+
+
+@all_backends
+def test_a_stream_whose_reader_fails_records_nothing(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        calls["model"] += 1
+        for chunk in ["Hel", "lo"]:
+            yield chunk
+
+    durable = DurableAgent(Agent(FunctionModel(stream_function=stream), name="flaky"), eng)
+    failing = [True]
+
+    @eng.agent
+    async def write(run: Any) -> str:
+        async with durable.run_stream("greet") as result:
+            async for delta in result.stream_text(delta=True, debounce_by=None):
+                if failing.pop() if failing else False:
+                    raise ConnectionError(f"lost the reader at {delta!r}")
+            return await result.get_output()
+
+    r = eng.run(write)
+    assert r.status == "failed" and "lost the reader" in (r.error or ""), r
+    assert _events(eng, r.run_id, "llm_decided") == []
+    again = eng.resume(r.run_id)
+    assert (again.status, again.output) == ("completed", "Hello"), again.error
+    assert calls["model"] == 2 and len(_events(eng, r.run_id, "llm_decided")) == 1
+
+
 def test_a_replayed_model_response_equals_the_live_one() -> None:
     model = TestModel(custom_output_text="forty-two")
     agent = Agent(model, name="t")

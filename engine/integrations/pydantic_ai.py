@@ -11,10 +11,11 @@ tools again; outside one, it is the plain pydantic-ai agent.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ from pydantic_ai.tools import RunContext as ToolContext
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
 from ..errors import UsageError
+from ..runtime import streams
 from ..runtime.context import RunContext, current
 
 if TYPE_CHECKING:
@@ -121,8 +123,9 @@ class DurableModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: ToolContext[Any] | None = None,
     ) -> AsyncIterator[StreamedResponse]:
-        """Inside a run, the stream is read to its end in the decision and the recorded
-        response is given back as a completed stream (live and on replay alike)."""
+        """Inside a run, a stream the log has not recorded reaches pydantic-ai live, and
+        the response it made of it is recorded when it is done with it (``run.stream``);
+        a replay gives the recorded response back as a completed stream."""
         run = current()
         if run is None:
             async with super().request_stream(
@@ -130,17 +133,42 @@ class DurableModel(WrapperModel):
             ) as streamed:
                 yield streamed
             return
+        opened = self._opener(messages, model_settings, model_request_parameters, run_context)
+        digest = conversation_digest(messages)
+        chunks = streams.stream(run, self.decision, opened, (digest,), {}, _streamed_response)
+        assert isinstance(chunks, AsyncGenerator)
+        first = await anext(chunks)
+        if isinstance(first, StreamedResponse):
+            try:
+                yield first
+            except BaseException:
+                await _abandon(chunks)  # nothing recorded: resumed, the model is asked again
+                raise
+        else:
+            yield CompletedStreamedResponse(
+                restored_response(first), model_request_parameters=model_request_parameters
+            )
+        async for _ in chunks:  # the end of the stream: its response is recorded
+            pass
 
-        async def model_stream(conversation: str) -> dict[str, Any]:
+    def _opener(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: ToolContext[Any] | None,
+    ) -> Callable[[str], AsyncIterator[Any]]:
+        """The stream's two chunks: the wrapped model's stream (which pydantic-ai reads
+        outside this generator), then, once it is done with it, the response as recorded."""
+
+        async def model_stream(conversation: str) -> AsyncIterator[Any]:
             async with self.wrapped.request_stream(
                 messages, model_settings, model_request_parameters, run_context
             ) as streamed:
-                async for _ in streamed:
-                    pass
-            return recorded_response(streamed.get())
+                yield streamed
+                yield recorded_response(streamed.get())
 
-        response = await self._decide(run, model_stream, messages)
-        yield CompletedStreamedResponse(response, model_request_parameters=model_request_parameters)
+        return model_stream
 
     async def _decide(
         self,
@@ -150,6 +178,22 @@ class DurableModel(WrapperModel):
     ) -> ModelResponse:
         value = await run.decide(self.decision, fn, conversation_digest(messages), **self.options)
         return restored_response(value)
+
+
+def _streamed_response(chunks: list[Any]) -> Any:
+    """A stream's recorded value: the response pydantic-ai made of it (of what it had read,
+    if it stopped reading early)."""
+    last = chunks[-1]
+    return last if isinstance(last, dict) else recorded_response(last.get())
+
+
+class _Abandoned(Exception):
+    """Thrown into a model stream whose reader failed: the stream ends, unrecorded."""
+
+
+async def _abandon(chunks: AsyncGenerator[Any]) -> None:
+    with contextlib.suppress(_Abandoned, StopAsyncIteration):
+        await chunks.athrow(_Abandoned())
 
 
 # --- tool calls: durable calls ---------------------------------------------------------
