@@ -99,6 +99,26 @@ def test_model_requests_are_decisions_and_tool_calls_durable_calls(eng: Engine) 
 
 
 @all_backends
+def test_an_async_agent_awaits_run_and_replays_it(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+    durable = DurableAgent(_charging_agent(calls), eng)
+    outputs: list[str] = []
+
+    @eng.agent
+    async def shop(run: Any) -> str:
+        outputs.append((await durable.run("charge o1")).output)
+        run.ask("ship it?")
+        return outputs[-1]
+
+    r = eng.run(shop)
+    assert r.status == "paused", r.error
+    assert [t["tool"] for t in _events(eng, r.run_id, "tool_succeeded")] == ["shop.charge"]
+    done = eng.answer(r.run_id, "yes")
+    assert (done.status, done.output) == ("completed", "charged: receipt-o1-5"), done.error
+    assert calls == Counter(model=2, charge=1)
+
+
+@all_backends
 def test_side_effect_tools_get_an_intent_and_the_key_given(eng: Engine) -> None:
     calls: Counter[str] = Counter()
     durable = DurableAgent(
