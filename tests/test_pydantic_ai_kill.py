@@ -18,13 +18,15 @@ STORES = pytest.mark.parametrize(
 )
 
 
-def _start(store_url: str, env: dict[str, str]) -> None:
-    p = python("-m", "tests.agents.pai_agents", store_url, "pai1", env=env)
+def _start(store_url: str, env: dict[str, str], *agent: str) -> None:
+    p = python("-m", "tests.agents.pai_agents", store_url, "pai1", *agent, env=env)
     assert p.returncode == -9, p.stdout + p.stderr[-3000:]
 
 
-def _resume(store_url: str, env: dict[str, str]) -> dict[str, object]:
-    p = python("-c", RESUME, store_url, "resume", "pai1", env=env)
+def _resume(
+    store_url: str, env: dict[str, str], how: str = "resume", *args: str
+) -> dict[str, object]:
+    p = python("-c", RESUME, store_url, how, "pai1", *args, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     return dict(json.loads(p.stdout.splitlines()[-1]))
 
@@ -59,4 +61,23 @@ def test_killed_after_a_charge_landed_resumes_without_charging_again(
     r = _resume(store_url, {"PAI_DIR": str(tmp_path)})
     assert (r["status"], r["output"]) == ("completed", "charged 2 orders"), r
     assert pai_agents.model_calls() == 3  # only the turn after the kill
+    assert pai_agents.charges() == ["charge:o1", "charge:o2"]
+
+
+@STORES
+def test_an_uncertain_charge_without_a_verifier_is_asked_of_a_person(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No verifier: the resumed run pauses on the charge whose outcome is unknown (sends
+    nothing); answered "done", it goes on without charging again."""
+    monkeypatch.setenv("PAI_DIR", str(tmp_path))
+    env = {"PAI_DIR": str(tmp_path), "AGENTLOG_FAILPOINTS": "after_tool:1"}
+    _start(store_url, env, "unverified")
+    assert (pai_agents.model_calls(), pai_agents.charges()) == (1, ["charge:o1"])
+
+    r = _resume(store_url, {"PAI_DIR": str(tmp_path)})
+    assert r["status"] == "paused" and "charge" in str(r["waiting"]), r
+    r = _resume(store_url, {"PAI_DIR": str(tmp_path)}, "answer", "done")
+    assert (r["status"], r["output"]) == ("completed", "charged 2 orders"), r
+    assert pai_agents.model_calls() == 3
     assert pai_agents.charges() == ["charge:o1", "charge:o2"]

@@ -5,8 +5,8 @@ counts its calls in ``$PAI_DIR/model.log`` and kills its own process on call num
 ``$PAI_DIR/effects.db``, under the business key ``charge:<order>``, which its verifier
 looks up. Counts live outside the log, so a test sees what really ran.
 
-``python -m tests.agents.pai_agents URL RUN_ID`` starts a run; a resumer finds the agent
-through the import path the run recorded.
+``python -m tests.agents.pai_agents URL RUN_ID [unverified]`` starts a run; a resumer
+finds the agent through the import path the run recorded.
 """
 
 from __future__ import annotations
@@ -85,6 +85,8 @@ durable = DurableAgent(
     registry,
     side_effects={"charge": {"key": lambda order: f"charge:{order}", "verify": _charged}},
 )
+# No verifier: an uncertain charge is asked of a person, never re-sent.
+unverified = DurableAgent(shop, registry, name="pai_shop_unverified", side_effects={"charge": {}})
 
 
 @registry.agent
@@ -92,7 +94,13 @@ def pai_shop(run: Any, prompt: str) -> str:
     return durable.run_sync(prompt).output
 
 
+@registry.agent
+def pai_shop_unverified(run: Any, prompt: str) -> str:
+    return unverified.run_sync(prompt).output
+
+
 if __name__ == "__main__":
     url, run_id = sys.argv[1:3]
-    r = Engine.open(url).run(pai_shop, run_id=run_id, prompt="charge the orders")
+    agent = pai_shop_unverified if sys.argv[3:] == ["unverified"] else pai_shop
+    r = Engine.open(url).run(agent, run_id=run_id, prompt="charge the orders")
     print(json.dumps({"run_id": r.run_id, "status": r.status, "output": r.output}))
