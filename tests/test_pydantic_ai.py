@@ -361,8 +361,13 @@ def test_importing_engine_does_not_import_pydantic_ai() -> None:
     assert p.returncode == 0, p.stderr
 
 
-def test_an_agent_without_a_name_is_refused(eng: Engine) -> None:
+def test_an_agent_without_a_name_or_with_a_misspelt_option_is_refused(eng: Engine) -> None:
     from engine.errors import UsageError
 
     with pytest.raises(UsageError, match="needs a name"):
         DurableAgent(Agent(TestModel()), eng)
+    agent = _charging_agent(Counter())
+    with pytest.raises(UsageError, match=r"tool 'charge'.*\['kee'\]"):
+        DurableAgent(agent, eng, side_effects={"charge": {"kee": lambda order: order}})
+    with pytest.raises(UsageError, match=r"model_options.*\['retries'\]"):
+        DurableAgent(agent, eng, model_options={"retries": 3})

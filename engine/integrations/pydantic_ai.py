@@ -18,7 +18,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import TypeAdapter
 from pydantic_ai.agent import AbstractAgent, AgentRun, WrapperAgent
@@ -38,11 +38,12 @@ from pydantic_ai.tools import RunContext as ToolContext
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
 from ..errors import UsageError
+from ..policy import CircuitBreaker, Classifier, RetryPolicy
 from ..runtime import streams
 from ..runtime.context import RunContext, current
+from ..runtime.declare import ToolOptions
 
 if TYPE_CHECKING:
-    from ..runtime.declare import ToolOptions
     from ..runtime.engine import Engine
 
 __all__ = ["DurableAgent", "DurableModel", "DurableToolset"]
@@ -54,8 +55,9 @@ _RESULT: TypeAdapter[Any] = TypeAdapter(CallToolResult)
 _COMPARED = ("part_kind", "content", "tool_name", "args", "tool_call_id")
 # The recorded kinds of a tool call that returned (pydantic-ai's CallToolResult).
 _RETURNED = frozenset({"tool_return", "tool_content_result"})
-# The policy options run.decide takes for a model request.
+# The policy options run.decide takes for a model request, and @engine.tool for a tool.
 _MODEL_OPTIONS = frozenset({"retry", "timeout", "breaker", "classify"})
+_TOOL_OPTIONS = ToolOptions.__optional_keys__ - {"name"}
 
 
 # --- model requests: recorded decisions ------------------------------------------------
@@ -211,18 +213,25 @@ class ToolCalls:
 
     engine: Engine
     prefix: str
-    defaults: ToolOptions
-    options: Mapping[str, ToolOptions]
+    defaults: Mapping[str, Any]
+    options: Mapping[str, Mapping[str, Any]]
     made: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
     def durable(self, name: str) -> Callable[..., Any]:
         tool = self.made.get(name)
         if tool is None:
-            options: ToolOptions = {**self.defaults, **self.options.get(name, {})}
+            options = cast("ToolOptions", {**self.defaults, **self.options.get(name, {})})
             options["name"] = f"{self.prefix}.{name}"
             _speak_plainly(options)
             tool = self.made[name] = self.engine.tool(_body(name), **options)
         return tool
+
+
+def _check_options(what: str, given: Mapping[str, Any], known: frozenset[str]) -> None:
+    """A misspelt option is refused when the agent is wrapped, not at its first call."""
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise UsageError(f"{what} take {sorted(known)}, not {unknown}")
 
 
 def _speak_plainly(options: ToolOptions) -> None:
@@ -309,10 +318,13 @@ class DurableAgent(WrapperAgent[Any, Any]):
         engine: Engine,
         *,
         name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | Literal["adaptive"] | None = None,
+        breaker: CircuitBreaker | None = None,
+        classify: Classifier | None = None,
         tools: Mapping[str, ToolOptions] | None = None,
         side_effects: Mapping[str, ToolOptions] | None = None,
         model_options: Mapping[str, Any] | None = None,
-        **tool_defaults: Any,
     ) -> None:
         super().__init__(agent)
         self._durable_name = name or agent.name
@@ -320,13 +332,15 @@ class DurableAgent(WrapperAgent[Any, Any]):
             raise UsageError("DurableAgent needs a name: Agent(name=...) or name=")
         if not isinstance(agent.model, Model):
             raise UsageError("DurableAgent needs an agent whose model is a Model instance")
-        unknown = set(model_options or {}) - _MODEL_OPTIONS
-        if unknown:
-            raise UsageError(f"model_options takes {sorted(_MODEL_OPTIONS)}, not {sorted(unknown)}")
-        per_tool: dict[str, ToolOptions] = {k: dict(v) for k, v in (tools or {}).items()}  # type: ignore[misc]
-        for tool, options in (side_effects or {}).items():
-            per_tool[tool] = {**per_tool.get(tool, {}), **options, "side_effect": True}
-        self._calls = ToolCalls(engine, self._durable_name, tool_defaults, per_tool)  # type: ignore[arg-type]
+        _check_options("model_options", model_options or {}, _MODEL_OPTIONS)
+        defaults = {"retry": retry, "timeout": timeout, "breaker": breaker, "classify": classify}
+        per_tool: dict[str, dict[str, Any]] = {t: dict(o) for t, o in (tools or {}).items()}
+        for tool, effect in (side_effects or {}).items():
+            per_tool[tool] = {**per_tool.get(tool, {}), **effect, "side_effect": True}
+        for tool, options in per_tool.items():
+            _check_options(f"the options of tool {tool!r}", options, _TOOL_OPTIONS)
+        given = {k: v for k, v in defaults.items() if v is not None}
+        self._calls = ToolCalls(engine, self._durable_name, given, per_tool)
         self._model = DurableModel(agent.model, f"{self._durable_name}.model", model_options or {})
         self._toolsets = [DurableToolset(t, calls=self._calls) for t in agent.toolsets]
 
