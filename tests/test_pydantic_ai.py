@@ -371,3 +371,8 @@ def test_an_agent_without_a_name_or_with_a_misspelt_option_is_refused(eng: Engin
         DurableAgent(agent, eng, side_effects={"charge": {"kee": lambda order: order}})
     with pytest.raises(UsageError, match=r"model_options.*\['retries'\]"):
         DurableAgent(agent, eng, model_options={"retries": 3})
+    durable = DurableAgent(agent, eng)
+    with pytest.raises(UsageError, match="cannot override model"), durable.override(model="test"):
+        pass
+    with durable.override(instructions="be brief"):
+        assert durable.run_sync("charge o1").output == "charged: receipt-o1-5"

@@ -357,6 +357,19 @@ class DurableAgent(WrapperAgent[Any, Any]):
         return self._model
 
     @contextmanager
+    def override(self, **changes: Any) -> Iterator[None]:
+        """As pydantic-ai's, except for the model and tools, which the log's decisions and
+        calls stand for: a DurableAgent keeps those it wrapped."""
+        fixed = sorted(k for k in ("model", "toolsets", "tools") if k in changes)
+        if fixed:
+            raise UsageError(
+                f"a DurableAgent cannot override {', '.join(fixed)}: wrap an agent built "
+                "with the ones you want"
+            )
+        with self.wrapped.override(**changes):
+            yield
+
+    @contextmanager
     def _durable(self, kwargs: Mapping[str, Any]) -> Iterator[None]:
         """Inside a run: the wrapped agent with the durable model and toolsets, its tool
         calls one at a time."""
