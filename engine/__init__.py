@@ -12,6 +12,7 @@ from . import codec as codec  # engine.codec.register(type, encode, decode)
 from ._lazy import lazy_exports
 from .errors import (
     AgentlogError,
+    BudgetExhausted,
     ChildFailed,
     ConcurrencyError,
     CorruptData,
@@ -24,6 +25,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from .budget import Budget, Usage
     from .policy import CircuitBreaker, RetryPolicy
     from .runtime import Engine, EventView, RunResult, RunSummary
     from .runtime.config import EngineConfig
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 
 # name -> the module (relative to this package) that defines it, loaded on first access
 _LAZY = {
+    "Budget": ".budget",
+    "Usage": ".budget",
     "CircuitBreaker": ".policy",
     "Engine": ".runtime.engine",
     "EngineConfig": ".runtime.config",
@@ -45,6 +49,8 @@ _LAZY = {
 
 __all__ = [
     "AgentlogError",
+    "Budget",
+    "BudgetExhausted",
     "ChildFailed",
     "CircuitBreaker",
     "ConcurrencyError",
@@ -63,6 +69,7 @@ __all__ = [
     "RunSummary",
     "Supervisor",
     "Transient",
+    "Usage",
 ]
 
 

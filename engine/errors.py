@@ -103,6 +103,11 @@ class Logical(ToolError):
     kind = FailureKind.LOGICAL
 
 
+class BudgetExhausted(Permanent):
+    """The run spent its model-call budget (``@engine.agent(budget=Budget(...))``): it
+    fails here, and a resume, counting from the log, fails here again."""
+
+
 class ChildFailed(AgentlogError):
     """A child run failed (or was abandoned): ``run_id`` names it, ``error`` says why.
     A supervised parent restarts the child instead, until its restart intensity."""

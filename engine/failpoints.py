@@ -2,7 +2,8 @@
 time (default the first) execution reaches a named point. Used by the crash campaign.
 
 Points: ``after_intent`` (intent committed, tool not run), ``after_tool`` (tool returned,
-outcome not committed), ``in_snapshot`` (events committed, snapshot being written),
+outcome not committed), ``after_decision`` (a model call returned, its decision not
+recorded), ``in_snapshot`` (events committed, snapshot being written),
 ``after_outcome`` (outcome committed), ``in_compensation`` (an undo ran, not recorded),
 ``in_view_batch`` (a projection's batch folded, not committed), ``in_view_commit`` (its
 tracking row moved inside the transaction, its rows not yet written).

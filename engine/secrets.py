@@ -54,6 +54,18 @@ def is_secret(name: object, words: frozenset[str] = WORDS) -> bool:
     return isinstance(name, str) and any(w in folded(name) for w in words)
 
 
+def is_secret_entry(name: object, value: Any, words: frozenset[str] = WORDS) -> bool:
+    """Whether the entry ``name: value`` is secret. A whole number named by ``tokens``
+    (plural) and no other secret word is a count of a model's tokens (``input_tokens``,
+    ``max_tokens``), not a credential: model calls report usage that way."""
+    if not is_secret(name, words):
+        return False
+    count = isinstance(value, int) and not isinstance(value, bool)
+    if count and "token" in words and "tokens" in folded(str(name)):
+        return is_secret(folded(str(name)).replace("tokens", ""), words)
+    return True
+
+
 class Seen:
     """The secret values one run has seen, and the masking of them inside any text."""
 
@@ -122,7 +134,7 @@ def redact(value: Any, words: frozenset[str] = WORDS, seen: Seen | None = None) 
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if is_secret(k, words):
+            if is_secret_entry(k, v, words):
                 out[k] = REDACTED
                 if seen is not None and v != REDACTED:
                     seen.add(v)
@@ -140,7 +152,7 @@ def secret_names(value: Any, words: frozenset[str] = WORDS, path: str = "") -> l
     if isinstance(value, dict):
         for k, v in value.items():
             where = f"{path}.{k}" if path else str(k)
-            found += [where] if is_secret(k, words) else secret_names(v, words, where)
+            found += [where] if is_secret_entry(k, v, words) else secret_names(v, words, where)
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
             found += secret_names(v, words, f"{path}[{i}]")

@@ -68,6 +68,10 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     output: Any = None
     error: str | None = None
     compensated: int = 0
+    # What its model calls reported using, summed (engine.budget).
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float | None = None
     # Imported from a file and not adopted since: nothing runs it (see engine.adopt).
     imported: bool = False
 
@@ -174,7 +178,19 @@ def _call(s: RunState, e: ev.StepStarted | ev.Checkpoint, position: int) -> RunS
 
 
 def _decided(s: RunState, e: ev.LlmDecided, position: int) -> RunState:
-    return replace(s, calls=max(s.calls, e.call), last_observation=observe(e.value))
+    s = _used(s, e, position)
+    return replace(s, last_observation=observe(e.value))
+
+
+def _used(s: RunState, e: ev.LlmDecided | ev.UsageRecorded, position: int) -> RunState:
+    cost = s.cost if e.cost is None else (s.cost or 0.0) + e.cost
+    return replace(
+        s,
+        calls=max(s.calls, e.call),
+        tokens_in=s.tokens_in + e.tokens_in,
+        tokens_out=s.tokens_out + e.tokens_out,
+        cost=cost,
+    )
 
 
 def _planned(s: RunState, e: ev.PlanCreated, position: int) -> RunState:
@@ -228,6 +244,7 @@ _HANDLERS: dict[type[ev.Event], _Handler] = {
     ev.ToolFailed: _tool_failed,
     ev.RetryScheduled: lambda s, e, p: replace(s, retries=s.retries + 1),
     ev.LlmDecided: _decided,
+    ev.UsageRecorded: _used,
     ev.PlanCreated: _planned,
     ev.StepStarted: _call,
     ev.StepCompleted: _step_done,

@@ -225,7 +225,21 @@ def _step_completed(s: _Story, e: ev.StepCompleted, at: float) -> list[Piece]:
 
 def _decided(s: _Story, e: ev.LlmDecided, at: float) -> list[Piece]:
     took = seconds(e.duration)
-    return [("✦ decided ", "cyan"), repr(e.name), " → ", brief(e.value), f" ({took})"]
+    extra = f", attempt {e.attempt}" if e.attempt > 1 else ""
+    out: list[Piece] = [("✦ decided ", "cyan"), repr(e.name), " → ", brief(e.value)]
+    out.append(f" ({took}{extra})")
+    if e.tokens_in or e.tokens_out or e.cost is not None:
+        out.append((f"  {_usage(e)}", "dim"))
+    return out
+
+
+def _usage(e: ev.LlmDecided | ev.UsageRecorded) -> str:
+    cost = "" if e.cost is None else f", cost {e.cost:g}"
+    return f"{e.tokens_in} tokens in, {e.tokens_out} out{cost}"
+
+
+def _used(s: _Story, e: ev.UsageRecorded, at: float) -> list[Piece]:
+    return [("✦ usage ", "cyan"), _usage(e)]
 
 
 def _checkpoint(s: _Story, e: ev.Checkpoint, at: float) -> list[Piece]:
@@ -280,7 +294,7 @@ def _tool_failed(s: _Story, e: ev.ToolFailed, at: float) -> list[Piece]:
     end = "gave up" if e.final else f"attempt {e.attempt}"
     return [
         ("✗ ", "red"),
-        e.tool,
+        f"decision {e.tool!r}" if e.decision else e.tool,
         (f" {e.kind}", "bold red"),
         f": {e.message}",
         (f"  ({end}, {seconds(e.duration)})", "dim"),
@@ -290,7 +304,7 @@ def _tool_failed(s: _Story, e: ev.ToolFailed, at: float) -> list[Piece]:
 def _retry(s: _Story, e: ev.RetryScheduled, at: float) -> list[Piece]:
     return [
         ("↻ retry ", "yellow"),
-        e.tool,
+        f"decision {e.tool!r}" if e.decision else e.tool,
         f": attempt {e.attempt} in {seconds(e.delay)} (backoff with jitter)",
     ]
 
@@ -343,6 +357,7 @@ _RENDER: dict[type[ev.Event], Render] = {
     ev.StepStarted: _step_started,
     ev.StepCompleted: _step_completed,
     ev.LlmDecided: _decided,
+    ev.UsageRecorded: _used,
     ev.Checkpoint: _checkpoint,
     ev.HumanInputRequested: _asked,
     ev.HumanInputProvided: _answered,

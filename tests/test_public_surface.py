@@ -11,6 +11,8 @@ import replay
 
 ENGINE_ALL = [
     "AgentlogError",
+    "Budget",
+    "BudgetExhausted",
     "ChildFailed",
     "CircuitBreaker",
     "ConcurrencyError",
@@ -29,12 +31,14 @@ ENGINE_ALL = [
     "RunSummary",
     "Supervisor",
     "Transient",
+    "Usage",
 ]
 REPLAY_ALL = ["compare", "export_lines", "import_run", "read_lines", "recovery_context"]
 ENGINE_METHODS = [
     "open",
     "tool",
     "agent",
+    "model",
     "run",
     "arun",
     "resume",

@@ -30,7 +30,7 @@ def test_python_blocks_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     namespace: dict[str, object] = {"__name__": "readme_example"}
     try:
         for n, block in enumerate(blocks, start=1):
-            code = compile(block, f"README.md python block {n}", "exec")
+            code = compile(block, f"README.md python block {n}", "exec", dont_inherit=True)
             exec(code, namespace)
     finally:
         engine = namespace.get("engine")

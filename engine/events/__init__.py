@@ -97,11 +97,28 @@ class StepCompleted(Event, frozen=True, tag="step_completed"):
 
 
 class LlmDecided(Event, frozen=True, tag="llm_decided"):
+    """A decision's value (a model call's answer). ``attempt``: the attempt that gave it
+    (earlier ones failed, each a ``tool_failed`` with ``decision``); ``tokens_in``,
+    ``tokens_out`` and ``cost``: the usage it reported (engine.budget)."""
+
     call: int
     name: str
     value: Any = None
     args_hash: str = ""
     duration: float = 0.0
+    attempt: int = 1
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float | None = None
+
+
+class UsageRecorded(Event, frozen=True, tag="usage_recorded"):
+    """``run.usage(...)`` called by agent code (outside any decision): a call of its own."""
+
+    call: int
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float | None = None
 
 
 class Checkpoint(Event, frozen=True, tag="checkpoint"):
@@ -169,6 +186,10 @@ class ToolFailed(Event, frozen=True, tag="tool_failed"):
     final: bool = True
     duration: float = 0.0
     evidence: dict[str, Any] = {}
+    # A decision's attempt (``run.decide`` under its policies), named by ``tool``: not a
+    # tool call; ``args_hash`` identifies the decision's arguments for replay.
+    decision: bool = False
+    args_hash: str = ""
 
 
 class ToolLateResult(Event, frozen=True, tag="tool_late_result"):
@@ -189,6 +210,7 @@ class RetryScheduled(Event, frozen=True, tag="retry_scheduled"):
     attempt: int  # the attempt that will run next
     delay: float
     kind: str = "transient"
+    decision: bool = False  # a decision's retry, not a tool's
 
 
 class CompensationStarted(Event, frozen=True, tag="compensation_started"):
@@ -253,6 +275,7 @@ AnyEvent = (
     | StepStarted
     | StepCompleted
     | LlmDecided
+    | UsageRecorded
     | Checkpoint
     | SavesTimed
     | HumanInputRequested

@@ -7,14 +7,33 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from . import children, locks, mailbox, streams, timers
-from .context import RunContext
+from .. import budget, codec
+from . import children, decisions, locks, mailbox, streams, timers
+from .context import RunContext, current
 from .defs import AgentDef
 
 
 class AgentRun(RunContext):
     """What an agent's ``run`` parameter is: see :class:`RunContext` for decisions,
     steps, checkpoints and questions; below, the calls that reach other runs."""
+
+    def decide(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn(*args, **kwargs)`` (a model) once and record its value and usage; a
+        replay returns the recorded value, as the type ``fn`` declares. ``retry=``,
+        ``timeout=``, ``breaker=`` and ``classify=`` are the call's policies, as a
+        tool's (not passed to ``fn``); an async ``fn``'s decision is awaited."""
+        policies, kwargs = decisions.split(kwargs)
+        model = decisions.define(name, fn, policies, codec.returns(fn))
+        return decisions.decide(self, model, args, kwargs)
+
+    def usage(self, tokens_in: int, tokens_out: int, cost: float | None = None) -> None:
+        """Report a model call's usage: inside a decision's function, recorded with the
+        decision; in agent code, recorded as a call of its own. Counted in the budget."""
+        used = budget.usage(tokens_in, tokens_out, cost)
+        if current() is not self:  # inside a decision's (or a stream's) function
+            self.add_usage(used)
+        else:
+            decisions.usage_call(self, used)
 
     def spawn(self, agent: AgentDef[..., Any] | Callable[..., Any], /, **input: Any) -> Any:
         """Start ``agent`` with ``input`` as a child run of this one (durable: a replay

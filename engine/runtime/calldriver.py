@@ -101,7 +101,7 @@ class _Driver:
             return decide(tool, self.state, Failed(out.kind, failed.message, clock() - self.since))
         if not isinstance(out, CircuitOpen):
             self.state = self.state.attempted()
-            failpoints.hit("after_tool")
+            failpoints.hit("after_decision" if tool.decision else "after_tool")
         return decide(tool, self.state, out)
 
     def retry(self, d: Retry) -> Decision:

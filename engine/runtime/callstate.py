@@ -30,7 +30,7 @@ INDETERMINATE, TRANSIENT = FailureKind.INDETERMINATE, FailureKind.TRANSIENT
 class CallState(msgspec.Struct, frozen=True, gc=False):
     """What the log (and, live, the ledger) says of one call identity."""
 
-    kind: str  # tool, decide, plan, step, checkpoint, ask
+    kind: str  # tool, decide, usage, plan, step, checkpoint, ask
     name: str
     args_hash: str = ""
     intent: ev.ToolInvoked | None = None  # its intent, once written
@@ -96,7 +96,7 @@ def _succeeded(s: CallState | None, e: ev.ToolSucceeded, position: int) -> CallS
 
 
 def _failed(s: CallState | None, e: ev.ToolFailed, position: int) -> CallState:
-    s = s or CallState("tool", e.tool)
+    s = s or CallState("decide" if e.decision else "tool", e.tool, e.args_hash)
     return replace(
         s,
         outcome=e if e.final else s.outcome,
@@ -131,7 +131,10 @@ _FOLDS: dict[type[Any], _Fold] = {
     ev.HumanInputRequested: _asked,
     ev.HumanInputProvided: _answered,
     ev.StepCompleted: _step_done,
-    ev.LlmDecided: lambda s, e, p: CallState("decide", e.name, e.args_hash, outcome=e),
+    ev.LlmDecided: lambda s, e, p: CallState(
+        "decide", e.name, e.args_hash, outcome=e, attempts=max(s.attempts if s else 0, e.attempt)
+    ),
+    ev.UsageRecorded: lambda s, e, p: CallState("usage", "usage", outcome=e),
     ev.PlanCreated: lambda s, e, p: CallState("plan", ",".join(e.steps), outcome=e),
     ev.StepStarted: lambda s, e, p: CallState("step", e.name, outcome=e, started_at=e.at),
     ev.Checkpoint: lambda s, e, p: CallState("checkpoint", e.name, outcome=e),

@@ -9,22 +9,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from .. import codec, observe
+from .. import budget, observe
 from .. import events as ev
 from ..errors import NonDeterminismError, Paused, RunInterrupt
 from ..history import RunWriter
 from ..kinds import RunStatus
-from ..secrets import Seen, redact
+from ..secrets import Seen
 from ..store import Append, RunRow
 from .callstate import CallState
-from .defs import AgentDef, args_hash, normalize
+from .defs import AgentDef
 from .host import Host
 from .journal import Journal
 
@@ -63,30 +61,6 @@ async def detached_async(awaitable: Any) -> Any:
 
 class LogEnd(RunInterrupt):
     """Verification reached the end of the log with code and log in agreement."""
-
-
-@dataclass(frozen=True)
-class _Decision:
-    """A ``run.decide`` checked against the log: its identity, and its recorded entry."""
-
-    call: int
-    name: str
-    ahash: str
-    entry: CallState | None
-    returns: Any = None  # the decision function's declared result type (engine.codec)
-
-    @property
-    def replayed(self) -> bool:
-        return self.entry is not None and isinstance(self.entry.outcome, ev.LlmDecided)
-
-    @property
-    def value(self) -> Any:
-        assert self.entry is not None and isinstance(self.entry.outcome, ev.LlmDecided)
-        return self.typed(self.entry.outcome.value)
-
-    def typed(self, value: Any, live: bool = False) -> Any:
-        """``value`` as the decision function declares it returns."""
-        return codec.typed(value, self.returns, f"decision {self.name!r}", live=live)
 
 
 class RunContext:
@@ -138,6 +112,20 @@ class RunContext:
         # its timeout) may no longer write to the run's stream.
         self.ended = False
         self.log = observe.get(run_id=writer.state.run_id, agent=agent.name).masking(self.seen)
+        # Model usage: counted in call order as decisions are made or replayed (the
+        # budget's count), and what ``run.usage`` reported inside a decision not recorded yet.
+        self.spent = budget.NONE
+        self._usage = budget.NONE
+
+    def add_usage(self, used: budget.Usage) -> None:
+        """Usage reported inside a decision: recorded with the next decision recorded."""
+        with self._lock:
+            self._usage = self._usage + used
+
+    def take_usage(self) -> budget.Usage:
+        with self._lock:
+            used, self._usage = self._usage, budget.NONE
+            return used
 
     @property
     def run_id(self) -> str:
@@ -263,59 +251,6 @@ class RunContext:
             raise self.diverged
 
     # --- the public run API ------------------------------------------------------
-
-    def decide(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call ``fn`` once and record its value; replays return the recorded value."""
-        d = self._decision(name, args, kwargs, codec.returns(fn))
-        if inspect.iscoroutinefunction(fn):
-            return self._decide_async(d, fn, args, kwargs)
-        if d.replayed:
-            return d.value
-        started = self._deciding(d)
-        return self._decided(d, detached(fn, *args, **kwargs), started)
-
-    async def _decide_async(
-        self, d: _Decision, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        """``await run.decide(...)`` of an async model call (identity taken on call)."""
-        if d.replayed:
-            return d.value
-        started = self._deciding(d)
-        return self._decided(d, await detached_async(fn(*args, **kwargs)), started)
-
-    # The parts of a decision sync and async share: everything but calling ``fn``.
-
-    def _decision(
-        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], returns: Any = None
-    ) -> _Decision:
-        """Take the decision's identity and check it against the log (before any await)."""
-        call = self.next_call()
-        given = normalize([args, kwargs], f"decision {name!r} arguments")
-        ahash = args_hash(name, given, self.hash_key)
-        redact(given, seen=self.seen)  # secret-named arguments: masked in messages and logs
-        return _Decision(call, name, ahash, self.recorded(call, "decide", name, ahash), returns)
-
-    def _deciding(self, d: _Decision) -> float:
-        """About to call the decision's function live: when it started."""
-        self.live(d.call, f"decide {d.name!r}")
-        return time.monotonic()
-
-    def _decided(self, d: _Decision, raw: Any, started: float) -> Any:
-        # Secret-named entries are redacted live too: the agent sees what a replay gives it.
-        value = redact(normalize(raw, f"decision {d.name!r}"), seen=self.seen)
-        result = d.typed(value, live=True)  # a value that does not fit: nothing recorded
-        self.record(
-            ev.LlmDecided(
-                at=ev.now(),
-                call=d.call,
-                name=d.name,
-                value=value,
-                args_hash=d.ahash,
-                duration=time.monotonic() - started,
-            )
-        )
-        self.log.info("decided", call=d.call, name=d.name)
-        return result
 
     def plan(self, steps: Sequence[str]) -> None:
         """Record the pending work that timelines and the recovery context show."""

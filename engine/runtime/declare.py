@@ -15,11 +15,12 @@ from collections.abc import Callable
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 
 from .. import codec
+from ..budget import Budget
 from ..errors import UsageError
 from ..history import DEFAULT_SNAPSHOT_EVERY
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
 from ..supervision import Supervisor
-from . import calls
+from . import calls, decisions
 from .context import RunContext, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, qualified
 from .registry import Registry
@@ -114,6 +115,34 @@ def _submit(
     return call
 
 
+class ModelOptions(decisions.Policies, total=False):
+    """The options of ``@engine.model(...)``: a decision's policies, and its name."""
+
+    name: str | None  # default: the function's qualname
+
+
+def model(fn: Callable[P, R], options: ModelOptions) -> Callable[P, R]:
+    """``fn`` as a reusable model call: inside a run, each call is a recorded decision
+    (``llm_decided``) under ``options``' policies; outside one, a plain call."""
+    policies: decisions.Policies = {k: v for k, v in options.items() if k != "name"}  # type: ignore[assignment]
+    name = options.get("name") or str(getattr(fn, "__qualname__", "model"))
+    template = decisions.define(name, fn, policies, codec.returns(fn))
+
+    def durable(*args: Any, **kwargs: Any) -> Any:
+        ctx = current()
+        if ctx is None:
+            return fn(*args, **kwargs)
+        return decisions.decide(ctx, template, args, kwargs)
+
+    async def durable_async(*args: Any, **kwargs: Any) -> Any:
+        return await durable(*args, **kwargs)
+
+    wrapper: Callable[..., Any] = durable_async if template.is_async else durable
+    functools.update_wrapper(wrapper, fn)
+    wrapper.__agentlog_model__ = template  # type: ignore[attr-defined]
+    return wrapper
+
+
 def agent(
     registry: Registry,
     fn: Callable[P, R],
@@ -121,10 +150,13 @@ def agent(
     snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
     name: str | None = None,
     supervise: Supervisor | None = None,
+    budget: Budget | None = None,
 ) -> AgentDef[P, R]:
     """``fn(run, **input)`` as an agent defined in ``registry`` (whose tools it uses)."""
     if supervise is not None and not isinstance(supervise, Supervisor):
         raise UsageError(f"supervise= takes a Supervisor, not {type(supervise).__name__}")
+    if budget is not None and not isinstance(budget, Budget):
+        raise UsageError(f"budget= takes a Budget, not {type(budget).__name__}")
     qual, path = qualified(fn)
     definition = AgentDef(
         fn,
@@ -133,6 +165,7 @@ def agent(
         snapshot_every=snapshot_every,
         registry=registry,
         supervise=supervise,
+        budget=budget,
     )
     registry.add_agent(definition)
     return definition

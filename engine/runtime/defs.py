@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol
 import msgspec
 
 from .. import codec
+from ..budget import Budget
 from ..errors import UsageError
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
 from ..secrets import WORDS, Seen, folded, redact, replay_key
@@ -82,6 +83,7 @@ class ToolDef:
     signature: inspect.Signature | None = None
     version: str = ""
     returns: Any = None  # the declared result type its durable calls give back
+    decision: bool = False  # a decision's policies (runtime.decisions), not a tool
 
     def __post_init__(self) -> None:
         self.redact = frozenset(folded(n) for n in self.redact)
@@ -133,6 +135,7 @@ class AgentDef(Generic[P, R]):
     is_async: bool = False
     version: str = ""
     supervise: Supervisor | None = None  # how it restarts its children that fail
+    budget: Budget | None = None  # what its model calls may spend (engine.budget)
 
     def __post_init__(self) -> None:
         self.is_async = inspect.iscoroutinefunction(self.fn)

@@ -14,12 +14,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar, Unpack, overload
+from typing import Any, ParamSpec, TypeVar
 
 from .. import observe
 from ..errors import AgentlogError, RunBusy, UsageError
 from ..history import (
-    DEFAULT_SNAPSHOT_EVERY,
     RunWriter,
     check_run_id,
     checkpoints,
@@ -33,14 +32,13 @@ from ..policy import describe
 from ..secrets import refuse_secret_input
 from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
-from ..supervision import Supervisor
-from . import adoption, children, declare, locks, wakeups
+from . import adoption, children, locks, wakeups
 from .answer import answer as answer_run
 from .catalog import Catalog
 from .childstart import agent_started
 from .config import EngineConfig
 from .context import current
-from .declare import ToolOptions
+from .decorators import Declaring
 from .defs import AgentDef, normalize
 from .driver import Driver
 from .driver import resume as resume_run
@@ -67,7 +65,7 @@ POOL_THREADS = 256
 CLOSE_PATIENCE = 60.0
 
 
-class Engine(Catalog):
+class Engine(Catalog, Declaring):
     """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store.
 
     Everything an engine uses is its own, given or made when it is built: its settings
@@ -134,60 +132,6 @@ class Engine(Catalog):
             pool.shutdown(wait=False)
         with self._closing:
             super().close()
-
-    # --- decorators ------------------------------------------------------------------
-
-    @overload
-    def tool(self, fn: Callable[P, R], **options: Unpack[ToolOptions]) -> Callable[P, R]: ...
-    @overload
-    def tool(
-        self, fn: None = None, **options: Unpack[ToolOptions]
-    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
-
-    def tool(self, fn: Callable[P, R] | None = None, **options: Unpack[ToolOptions]) -> Any:
-        """Make ``fn`` a durable tool of this engine: inside a run its calls are recorded
-        and replayed. ``@engine.tool`` or ``@engine.tool(side_effect=True, ...)``; the
-        wrapper keeps ``fn``'s parameters and result type."""
-        if fn is None:
-            return lambda f: declare.tool(self.registry, f, options)
-        return declare.tool(self.registry, fn, options)
-
-    @overload
-    def agent(
-        self,
-        fn: Callable[P, R],
-        *,
-        snapshot_every: int = ...,
-        name: str | None = ...,
-        supervise: Supervisor | None = ...,
-    ) -> AgentDef[P, R]: ...
-    @overload
-    def agent(
-        self,
-        fn: None = None,
-        *,
-        snapshot_every: int = ...,
-        name: str | None = ...,
-        supervise: Supervisor | None = ...,
-    ) -> Callable[[Callable[P, R]], AgentDef[P, R]]: ...
-
-    def agent(
-        self,
-        fn: Callable[P, R] | None = None,
-        *,
-        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
-        name: str | None = None,
-        supervise: Supervisor | None = None,
-    ) -> Any:
-        """Register ``fn(run, **input)`` as an agent of this engine (``name`` replaces the
-        recorded ``module:qualname``; ``supervise`` restarts its children that fail)."""
-        if fn is None:
-            return lambda f: self.agent(
-                f, snapshot_every=snapshot_every, name=name, supervise=supervise
-            )
-        return declare.agent(
-            self.registry, fn, snapshot_every=snapshot_every, name=name, supervise=supervise
-        )
 
     # --- running ---------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from .. import events as ev
 from ..policy import describe_failure, http_status
 from ..secrets import Seen, redact
 from .callstate import CallState
+from .defs import code_version
 from .outcomes import Call
 
 RESPONSE_LIMIT = 2048
@@ -26,7 +27,8 @@ def failed_attempt(
     ctx, tool = call.ctx, call.tool
     seen = ctx.seen
     answer = reply(exc, tool.redact, seen)  # first: its secret headers join ``seen``
-    evidence: dict[str, Any] = {"args": call.shown, "tool_version": tool.version}
+    version = tool.version or code_version(tool.fn)  # a decision's: found on failure only
+    evidence: dict[str, Any] = {"args": call.shown, "tool_version": version}
     evidence["agent_version"] = ctx.agent.version
     evidence.update(answer)
     return ev.ToolFailed(
@@ -40,6 +42,8 @@ def failed_attempt(
         final=False,
         duration=duration,
         evidence=seen.mask_all(evidence),
+        decision=tool.decision,
+        args_hash=call.ahash if tool.decision else "",
     )
 
 

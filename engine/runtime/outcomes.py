@@ -7,6 +7,7 @@ Each writer takes the call's ``CallState`` and returns it evolved by what it wro
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -31,6 +32,8 @@ class Call(msgspec.Struct, frozen=True):
     ahash: str
     shown: dict[str, Any]  # the arguments as recorded (redacted)
     loop: asyncio.AbstractEventLoop | None = None  # an async tool's: the agent's loop
+    # A decision's outcome writer (runtime.decisions): decided(value, duration, attempt).
+    decided: Callable[[Any, float, int], Any] | None = None
 
 
 def intent(call: Call, state: CallState) -> ev.ToolInvoked:
@@ -68,8 +71,8 @@ def _append(
 ) -> ev.ToolInvoked | None:
     """``record`` for the call's last write (no state after it): the intent if written."""
     written = None
-    if with_intent is None:
-        with_intent = state.intent is None
+    if with_intent is None:  # a decision has no intent: no effect to be unsure of
+        with_intent = state.intent is None and not call.tool.decision
     if with_intent:
         written = intent(call, state)
         events = (written, *events)
@@ -89,6 +92,8 @@ def succeed(
     """Write the call's outcome ``result`` (settling its key, or deferred) and return it
     as a replay will give it."""
     tool, ctx = call.tool, call.ctx
+    if call.decided is not None:
+        return call.decided(result, duration, max(state.attempts, 1))
     # Secret-named entries are redacted live too: the agent sees what a replay will give it.
     value = tool.redacted(normalize(result, f"result of tool {tool.name}"), ctx.seen)
     done = ev.ToolSucceeded(
@@ -135,6 +140,8 @@ def fail(
         final=True,
         duration=failed.duration if failed else 0.0,
         evidence=failed.evidence if failed else {},
+        decision=call.tool.decision,
+        args_hash=call.ahash if call.tool.decision else "",
     )
     extra: list[Append] = []
     if releases(state, kind):

@@ -115,6 +115,7 @@ def wait_retry(call: Call, state: CallState, failed: ev.ToolFailed) -> CallState
         attempt=state.attempts + 1,
         delay=delay,
         kind=failed.kind,
+        decision=call.tool.decision,
     )
     state = record(call, state, failed, retry)
     call.ctx.log.info("tool_retry", call=call.number, tool=call.tool.name, delay=delay)

@@ -8,14 +8,16 @@ value. A crash mid-stream records nothing: the resumed run calls the model again
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from .context import detached, detached_async
+from .decisions import Identity, identify, record, replayed_value, started
 
 if TYPE_CHECKING:
-    from .context import RunContext, _Decision
+    from .context import RunContext
 
 Assemble = Callable[[list[Any]], Any]
 
@@ -42,7 +44,7 @@ def stream(
     identity is taken now, not at the first chunk."""
     if assemble is not None and not callable(assemble):
         raise UsageError(f"run.stream({name!r}): assemble= must be a function of the chunks")
-    d = ctx._decision(name, args, kwargs)
+    d = identify(ctx, name, args, kwargs, None)
     join = assemble or joined
     if _is_async(fn):
         return _async_chunks(ctx, d, fn, args, kwargs, join)
@@ -55,16 +57,16 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 def _chunks(
     ctx: RunContext,
-    d: _Decision,
+    d: Identity,
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     join: Assemble,
 ) -> Iterator[Any]:
     if d.replayed:
-        yield from _replayed(d, join)
+        yield from _replayed(ctx, d, join)
         return
-    started = ctx._deciding(d)
+    began = started(ctx, d)
     received: list[Any] = []
     chunks = iter(detached(fn, *args, **kwargs))
     try:
@@ -76,48 +78,48 @@ def _chunks(
             received.append(chunk)
             yield chunk
     except GeneratorExit:
-        _stopped_early(ctx, d, join(received), started)
+        _stopped_early(ctx, d, join(received), began)
         raise
-    ctx._decided(d, join(received), started)
+    record(ctx, d, join(received), time.monotonic() - began)
 
 
-def _replayed(d: _Decision, join: Assemble) -> list[Any]:
+def _replayed(ctx: RunContext, d: Identity, join: Assemble) -> list[Any]:
     """What a replay yields: the recorded value as one chunk; with the default assembly,
     chunks it kept as a list (not text) one by one, as they came live."""
-    value = d.value
+    value = replayed_value(ctx, d)
     return list(value) if join is joined and isinstance(value, list) else [value]
 
 
-def _stopped_early(ctx: RunContext, d: _Decision, value: Any, started: float) -> None:
+def _stopped_early(ctx: RunContext, d: Identity, value: Any, began: float) -> None:
     """The agent stopped reading before the stream ended (``break``): what it received
     is the decision, recorded so a replay gives the same and calls no model (unless the
     run's execution is over by the time the stream is closed)."""
     if not ctx.ended:
-        ctx._decided(d, value, started)
+        record(ctx, d, value, time.monotonic() - began)
 
 
 async def _async_chunks(
     ctx: RunContext,
-    d: _Decision,
+    d: Identity,
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     join: Assemble,
 ) -> AsyncIterator[Any]:
     if d.replayed:
-        for chunk in _replayed(d, join):
+        for chunk in _replayed(ctx, d, join):
             yield chunk
         return
-    started = ctx._deciding(d)
+    began = started(ctx, d)
     received: list[Any] = []
     try:
         async for chunk in _detached_agen(fn, args, kwargs):
             received.append(chunk)
             yield chunk
     except GeneratorExit:
-        _stopped_early(ctx, d, join(received), started)
+        _stopped_early(ctx, d, join(received), began)
         raise
-    ctx._decided(d, join(received), started)
+    record(ctx, d, join(received), time.monotonic() - began)
 
 
 async def _detached_agen(

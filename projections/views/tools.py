@@ -118,7 +118,7 @@ def _bump(d: Mapping[str, int], key: str) -> dict[str, int]:
 
 class View(Projection[Row]):
     name = "tools"
-    version = "2"  # 2: latency buckets from 1 µs (were 0.1 ms)
+    version = "3"  # 2: latency buckets from 1 µs (were 0.1 ms); 3: decisions' attempts apart
     row = Row
     columns = (Column("kind"), Column("agent"), Column("tool"), Column("window_start", "int"))
 
@@ -131,6 +131,8 @@ class View(Projection[Row]):
                 return (_key(BREAKER_ROW, e.tool), _key(CIRCUIT_ROW, e.tool, window_of(e.at)))
             return ()
         run = _key(RUN_ROW, str(env.stream))
+        if isinstance(e, ev.ToolFailed | ev.RetryScheduled) and e.decision:
+            return ()  # a decision's attempt (a model call), not a tool's
         if isinstance(e, ev.ToolInvoked | ev.ToolSucceeded | ev.ToolFailed):
             return (run, _key(WINDOW_ROW, env.run.agent, e.tool, window_of(e.at)))
         if isinstance(e, ev.RetryScheduled):
