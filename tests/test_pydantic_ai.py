@@ -16,11 +16,12 @@ import pytest
 from conftest import all_backends
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.exceptions import ContentFilterError, ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from engine import Engine, NonDeterminismError, RetryPolicy
+from engine import Budget, Engine, NonDeterminismError, RetryPolicy, Transient
 from engine.integrations.pydantic_ai import (
     DurableAgent,
     DurableModel,
@@ -376,3 +377,95 @@ def test_an_agent_without_a_name_or_with_a_misspelt_option_is_refused(eng: Engin
         pass
     with durable.override(instructions="be brief"):
         assert durable.run_sync("charge o1").output == "charged: receipt-o1-5"
+
+
+@all_backends
+def test_model_requests_take_the_model_retry_policy(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls["model"] += 1
+        if calls["model"] < 4:  # one more failure than the default policy allows
+            raise Transient("429 Too Many Requests")
+        return ModelResponse(parts=[TextPart("fine")])
+
+    durable = DurableAgent(
+        Agent(FunctionModel(model), name="busy"),
+        eng,
+        model_options={"retry": RetryPolicy(max_attempts=4, initial=0.0)},
+    )
+
+    @eng.agent
+    def ask(run: Any) -> str:
+        return durable.run_sync("hello").output
+
+    r = eng.run(ask)
+    assert (r.status, r.output) == ("completed", "fine"), r.error
+    assert calls["model"] == 4 and len(_events(eng, r.run_id, "llm_decided")) == 1
+
+
+@all_backends
+def test_model_requests_record_their_usage_and_spend_the_run_budget(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+    durable = DurableAgent(_charging_agent(calls), eng)
+
+    @eng.agent
+    def shop(run: Any) -> str:
+        return durable.run_sync("charge o1").output
+
+    r = eng.run(shop)
+    assert r.status == "completed", r.error
+    decided = _events(eng, r.run_id, "llm_decided")
+    assert len(decided) == 2 and all(d["tokens_in"] > 0 and d["tokens_out"] > 0 for d in decided)
+    usage = [d["value"]["usage"] for d in decided]
+    assert [(d["tokens_in"], d["tokens_out"]) for d in decided] == [
+        (u["input_tokens"], u["output_tokens"]) for u in usage
+    ]
+    assert eng.state(r.run_id).tokens_in == sum(d["tokens_in"] for d in decided)
+
+    @eng.agent(budget=Budget(tokens=1))
+    def thrifty(run: Any) -> str:
+        return durable.run_sync("charge o1").output
+
+    spent = eng.run(thrifty)
+    assert spent.status == "failed" and "BudgetExhausted" in (spent.error or ""), spent
+    assert len(_events(eng, spent.run_id, "llm_decided")) == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "attempts", "kind"),
+    [
+        (ModelHTTPError(429, "m"), 3, None),
+        (ModelHTTPError(503, "m"), 3, None),
+        (ModelHTTPError(401, "m"), 1, "Permanent"),
+        (ModelHTTPError(400, "m"), 1, "Permanent"),
+        (ContentFilterError("refused"), 1, "Logical"),
+    ],
+)
+def test_pydantic_ai_model_errors_are_classified(
+    eng: Engine, error: Exception, attempts: int, kind: str | None
+) -> None:
+    """A 429 or a 5xx is retried; a 400, a 401 or a refused answer is not (SQLite)."""
+    calls: Counter[str] = Counter()
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls["model"] += 1
+        if calls["model"] < 3:
+            raise error
+        return ModelResponse(parts=[TextPart("fine")])
+
+    retry = RetryPolicy(max_attempts=5, initial=0.0)
+    durable = DurableAgent(
+        Agent(FunctionModel(model), name="m"), eng, model_options={"retry": retry}
+    )
+
+    @eng.agent
+    def ask(run: Any) -> str:
+        return durable.run_sync("hello").output
+
+    r = eng.run(ask)
+    assert calls["model"] == attempts
+    if kind is None:
+        assert (r.status, r.output) == ("completed", "fine"), r.error
+    else:
+        assert r.status == "failed" and (r.error or "").startswith(kind), r.error

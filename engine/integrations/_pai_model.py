@@ -25,15 +25,63 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext as ToolContext
 
+from ..errors import ToolError
+from ..policy import HTTP_STATUS_TABLE, KIND_CLASSES, LOGICAL, PERMANENT, TRANSIENT, Classifier
 from ..runtime import streams
+from ..runtime.agentrun import AgentRun
 from ..runtime.context import RunContext, current
 
-__all__ = ["DurableModel", "conversation_digest", "recorded_response", "restored_response"]
+__all__ = [
+    "DurableModel",
+    "classify_model_error",
+    "conversation_digest",
+    "recorded_response",
+    "restored_response",
+]
 
 _RESPONSE: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
 # What of a message the model sees and a replay reproduces (timestamps and pydantic-ai's
 # run ids differ from one execution to the next and are left out of the comparison).
 _COMPARED = ("part_kind", "content", "tool_name", "args", "tool_call_id")
+
+
+# pydantic-ai's model errors (it wraps the providers' SDK errors in its own), by class
+# name along the MRO; then an HTTP error's status decides, as for a read-only call.
+_MODEL_ERRORS = {
+    "ContentFilterError": LOGICAL,  # the answer was refused: re-plan, never retry
+    "UnexpectedModelBehavior": LOGICAL,  # an answer that is not valid
+    "ModelQuotaExceededError": PERMANENT,  # retrying cannot restore a quota
+    "ModelRequestRejectedError": PERMANENT,  # auth, not found, context window exceeded
+    "UserError": PERMANENT,
+    "ModelRateLimitError": TRANSIENT,
+    "ModelUnavailableError": TRANSIENT,  # overloaded
+    "ModelServerError": TRANSIENT,
+    "ModelConnectionError": TRANSIENT,  # timeouts too: a model request has no effect
+}
+
+
+def classify_model_error(exc: BaseException) -> type[ToolError] | None:
+    """The kind of a pydantic-ai model error (None: the engine's default table decides):
+    a 429, a 5xx, an overload, a connection or read timeout are transient; a 4xx, an
+    exhausted quota permanent; a content filter or an invalid answer logical."""
+    if not type(exc).__module__.startswith("pydantic_ai"):
+        return None
+    for klass in type(exc).__mro__:
+        kind = _MODEL_ERRORS.get(klass.__name__)
+        if kind is not None and klass.__module__.startswith("pydantic_ai"):
+            return KIND_CLASSES[kind]
+    status = getattr(exc, "status_code", None)
+    for codes, _, read_only in HTTP_STATUS_TABLE:
+        if isinstance(status, int) and status in codes:
+            return KIND_CLASSES[read_only]
+    return None
+
+
+def _with_model_errors(user: Classifier | None) -> Classifier:
+    """``user``'s classification first, then pydantic-ai's model errors."""
+    if user is None:
+        return classify_model_error
+    return lambda exc: user(exc) or classify_model_error(exc)
 
 
 def recorded_response(response: ModelResponse) -> dict[str, Any]:
@@ -71,6 +119,7 @@ class DurableModel(WrapperModel):
         super().__init__(wrapped)
         self.decision = decision
         self.options = dict(options)
+        self.options["classify"] = _with_model_errors(self.options.get("classify"))
 
     async def request(
         self,
@@ -151,6 +200,7 @@ class DurableModel(WrapperModel):
         fn: Callable[[str], Any],
         messages: Sequence[ModelMessage],
     ) -> ModelResponse:
+        assert isinstance(run, AgentRun)  # the run an agent receives
         value = await run.decide(self.decision, fn, conversation_digest(messages), **self.options)
         return restored_response(value)
 
