@@ -13,6 +13,8 @@ import pytest
 from agents import pai_agents
 from agents.kit import RESUME, python
 
+from engine import Engine
+
 STORES = pytest.mark.parametrize(
     "store_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
 )
@@ -81,3 +83,24 @@ def test_an_uncertain_charge_without_a_verifier_is_asked_of_a_person(
     assert (r["status"], r["output"]) == ("completed", "charged 2 orders"), r
     assert pai_agents.model_calls() == 3
     assert pai_agents.charges() == ["charge:o1", "charge:o2"]
+
+
+@STORES
+def test_killed_mid_stream_resumes_by_streaming_the_answer_again(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the first chunk of a streamed answer: nothing of it was recorded, so
+    the resume streams it again, whole, and records it once."""
+    monkeypatch.setenv("PAI_DIR", str(tmp_path))
+    _start(store_url, {"PAI_DIR": str(tmp_path), "PAI_KILL_IN_STREAM": "1"}, "writer")
+    assert pai_agents.model_calls() == 1
+
+    r = _resume(store_url, {"PAI_DIR": str(tmp_path)})
+    assert (r["status"], r["output"]) == ("completed", "Dear customer, thanks."), r
+    assert pai_agents.model_calls() == 2
+    eng = Engine.open(store_url)
+    try:
+        decided = [e.data for e in eng.events("pai1") if e.type == "llm_decided"]
+    finally:
+        eng.close()
+    assert [d["name"] for d in decided] == ["pai_writer.model"]

@@ -5,7 +5,7 @@ counts its calls in ``$PAI_DIR/model.log`` and kills its own process on call num
 ``$PAI_DIR/effects.db``, under the business key ``charge:<order>``, which its verifier
 looks up. Counts live outside the log, so a test sees what really ran.
 
-``python -m tests.agents.pai_agents URL RUN_ID [unverified]`` starts a run; a resumer
+``python -m tests.agents.pai_agents URL RUN_ID [unverified|writer]`` starts a run; a resumer
 finds the agent through the import path the run recorded.
 """
 
@@ -16,6 +16,7 @@ import os
 import signal
 import sqlite3
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,26 @@ durable = DurableAgent(
 unverified = DurableAgent(shop, registry, name="pai_shop_unverified", side_effects={"charge": {}})
 
 
+async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+    """A streamed answer; killed after its first chunk when ``$PAI_KILL_IN_STREAM`` is set
+    and this is the first call."""
+    with open(_dir() / "model.log", "a") as log:
+        log.write("stream\n")
+    for chunk in ["Dear ", "customer, ", "thanks."]:
+        yield chunk
+        if os.environ.get("PAI_KILL_IN_STREAM") and model_calls() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+writer = DurableAgent(Agent(FunctionModel(stream_function=_stream), name="pai_writer"), registry)
+
+
+@registry.agent
+def pai_writer(run: Any, prompt: str) -> str:
+    with writer.run_stream_sync(prompt) as result:
+        return "".join(result.stream_text(delta=True, debounce_by=None))
+
+
 @registry.agent
 def pai_shop(run: Any, prompt: str) -> str:
     return durable.run_sync(prompt).output
@@ -101,6 +122,7 @@ def pai_shop_unverified(run: Any, prompt: str) -> str:
 
 if __name__ == "__main__":
     url, run_id = sys.argv[1:3]
-    agent = pai_shop_unverified if sys.argv[3:] == ["unverified"] else pai_shop
+    agents = {"unverified": pai_shop_unverified, "writer": pai_writer}
+    agent = agents[sys.argv[3]] if sys.argv[3:] else pai_shop
     r = Engine.open(url).run(agent, run_id=run_id, prompt="charge the orders")
     print(json.dumps({"run_id": r.run_id, "status": r.status, "output": r.output}))
