@@ -16,6 +16,7 @@ import pytest
 from conftest import all_backends
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry
+from pydantic_ai import RunContext as PaiContext
 from pydantic_ai.exceptions import ContentFilterError, ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -117,6 +118,27 @@ def test_an_async_agent_awaits_run_and_replays_it(eng: Engine) -> None:
     done = eng.answer(r.run_id, "yes")
     assert (done.status, done.output) == ("completed", "charged: receipt-o1-5"), done.error
     assert calls == Counter(model=2, charge=1)
+
+
+@all_backends
+def test_tools_reach_the_run_context_and_its_deps(eng: Engine) -> None:
+    calls: Counter[str] = Counter()
+    agent: Agent[str, str] = Agent(_charging_model(calls), name="shop", deps_type=str)
+
+    @agent.tool
+    def charge(ctx: PaiContext[str], order: str, amount: int) -> str:
+        calls["charge"] += 1
+        return f"{ctx.deps}-{order}-{amount}"
+
+    durable = DurableAgent(agent, eng)
+
+    @eng.agent
+    def shop(run: Any, currency: str) -> str:
+        return durable.run_sync("charge o1", deps=currency).output
+
+    r = eng.run(shop, currency="EUR")
+    assert (r.status, r.output) == ("completed", "charged: EUR-o1-5"), r.error
+    assert [t["tool"] for t in _events(eng, r.run_id, "tool_succeeded")] == ["shop.charge"]
 
 
 @all_backends
@@ -303,18 +325,23 @@ def test_a_model_retry_a_tool_raises_is_recorded_and_replayed(eng: Engine) -> No
 
 
 @all_backends
-def test_tool_calls_take_the_retry_policy(eng: Engine) -> None:
+@pytest.mark.parametrize("per_tool", [False, True])
+def test_tool_calls_take_the_retry_policy(eng: Engine, per_tool: bool) -> None:
     calls: Counter[str] = Counter()
     agent = Agent(TestModel(), name="flaky")
 
     @agent.tool_plain
     def fetch(x: int) -> str:
         calls["fetch"] += 1
-        if calls["fetch"] < 3:
-            raise ConnectionError("reset by peer")
+        if calls["fetch"] < 4:  # one more failure than the default policy allows
+            raise Transient("reset by peer")
         return "page"
 
-    durable = DurableAgent(agent, eng, retry=RetryPolicy(max_attempts=3, initial=0.0))
+    policy = RetryPolicy(max_attempts=4, initial=0.0)
+    if per_tool:
+        durable = DurableAgent(agent, eng, tools={"fetch": {"retry": policy}})
+    else:
+        durable = DurableAgent(agent, eng, retry=policy)
 
     @eng.agent
     def crawl(run: Any) -> str:
@@ -322,9 +349,9 @@ def test_tool_calls_take_the_retry_policy(eng: Engine) -> None:
 
     r = eng.run(crawl)
     assert r.status == "completed", r.error
-    assert calls["fetch"] == 3
+    assert calls["fetch"] == 4
     (done,) = _events(eng, r.run_id, "tool_succeeded")
-    assert done["attempt"] == 3
+    assert done["attempt"] == 4
 
 
 @all_backends
