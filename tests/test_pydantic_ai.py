@@ -162,6 +162,28 @@ def test_side_effect_tools_get_an_intent_and_the_key_given(eng: Engine) -> None:
 
 
 @all_backends
+def test_abandoning_the_run_compensates_a_charge_with_what_the_tool_returned(
+    eng: Engine,
+) -> None:
+    calls: Counter[str] = Counter()
+    undone: list[Any] = []
+    durable = DurableAgent(
+        _charging_agent(calls), eng, side_effects={"charge": {"compensate": undone.append}}
+    )
+
+    @eng.agent
+    def shop(run: Any) -> str:
+        out = durable.run_sync("charge o1").output
+        run.ask("ship it?")
+        return out
+
+    r = eng.run(shop)
+    assert r.status == "paused", r.error
+    assert eng.abandon(r.run_id).status == "abandoned"
+    assert undone == ["receipt-o1-5"]
+
+
+@all_backends
 def test_a_typed_output_round_trips_through_replay(eng: Engine) -> None:
     calls: Counter[str] = Counter()
 
