@@ -104,3 +104,17 @@ def test_killed_mid_stream_resumes_by_streaming_the_answer_again(
     finally:
         eng.close()
     assert [d["name"] for d in decided] == ["pai_writer.model"]
+
+
+@STORES
+def test_a_killed_run_abandoned_by_another_process_refunds_its_charges(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The abandoning process calls no tool: it finds the charges' compensation through
+    the agent's module, which defines the DurableAgent's tools."""
+    monkeypatch.setenv("PAI_DIR", str(tmp_path))
+    _start(store_url, {"PAI_DIR": str(tmp_path), "PAI_KILL_AT_MODEL": "3"})
+    r = _resume(store_url, {"PAI_DIR": str(tmp_path)}, "abandon")
+    assert r["status"] == "abandoned", r
+    assert pai_agents.refunds() == ["receipt-o1", "receipt-o2"]
+    assert pai_agents.model_calls() == 3

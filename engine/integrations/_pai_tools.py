@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 from pydantic_ai.durable_exec import CallToolResult
 from pydantic_ai.durable_exec._toolset import unwrap_tool_call_result, wrap_tool_call_result
 from pydantic_ai.tools import RunContext as ToolContext
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from ..errors import UsageError
 from ..runtime.context import current
@@ -49,6 +49,13 @@ class ToolCalls:
     defaults: Mapping[str, Any]
     options: Mapping[str, Mapping[str, Any]]
     made: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    def define(self, toolset: AbstractToolset[Any]) -> None:
+        """Define the tools of a function toolset now, so that a process that never calls
+        them (one that abandons a run) finds their compensations; others on first call."""
+        if isinstance(toolset, FunctionToolset):
+            for name in toolset.tools:
+                self.durable(name)
 
     def durable(self, name: str) -> Callable[..., Any]:
         tool = self.made.get(name)

@@ -86,6 +86,8 @@ class DurableAgent(WrapperAgent[Any, Any]):
         self._calls = ToolCalls(engine, self._durable_name, given, per_tool)
         self._model = DurableModel(agent.model, f"{self._durable_name}.model", model_options or {})
         self._toolsets = [DurableToolset(t, calls=self._calls) for t in agent.toolsets]
+        for toolset in agent.toolsets:
+            toolset.apply(self._calls.define)
 
     @property
     def name(self) -> str | None:

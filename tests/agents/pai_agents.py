@@ -38,6 +38,7 @@ def _dir() -> Path:
 def _effects() -> sqlite3.Connection:
     db = sqlite3.connect(_dir() / "effects.db")
     db.execute("CREATE TABLE IF NOT EXISTS charges (key TEXT, receipt TEXT)")
+    db.execute("CREATE TABLE IF NOT EXISTS refunds (receipt TEXT)")
     return db
 
 
@@ -49,6 +50,11 @@ def model_calls() -> int:
 def charges() -> list[str]:
     with _effects() as db:
         return [k for (k,) in db.execute("SELECT key FROM charges ORDER BY key")]
+
+
+def refunds() -> list[str]:
+    with _effects() as db:
+        return [r for (r,) in db.execute("SELECT receipt FROM refunds ORDER BY receipt")]
 
 
 def _model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -81,10 +87,22 @@ def _charged(key: str) -> Any:
     return None if row is None else row[0]
 
 
+def _refund(receipt: str) -> None:
+    """The compensation: what the charge returned is refunded."""
+    with _effects() as db:
+        db.execute("INSERT INTO refunds VALUES (?)", (receipt,))
+
+
 durable = DurableAgent(
     shop,
     registry,
-    side_effects={"charge": {"key": lambda order: f"charge:{order}", "verify": _charged}},
+    side_effects={
+        "charge": {
+            "key": lambda order: f"charge:{order}",
+            "verify": _charged,
+            "compensate": _refund,
+        }
+    },
 )
 # No verifier: an uncertain charge is asked of a person, never re-sent.
 unverified = DurableAgent(shop, registry, name="pai_shop_unverified", side_effects={"charge": {}})
