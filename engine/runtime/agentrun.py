@@ -74,7 +74,8 @@ class AgentRun(RunContext):
     ) -> Any:
         """The chunks of the model call ``fn(*args, **kwargs)`` as they come (``for`` a
         generator, ``async for`` an async generator); the assembled value (text joined,
-        or ``assemble(chunks)``) is recorded, and a replay yields it as one chunk."""
+        or ``assemble(chunks)``) is recorded, and a replay yields it as one chunk.
+        ``retry=`` and ``classify=`` retry a stream that fails before its first chunk."""
         return streams.stream(self, name, fn, args, kwargs, assemble)
 
     def sleep(self, seconds: float) -> Any:

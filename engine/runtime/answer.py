@@ -12,6 +12,7 @@ from ..errors import UsageError
 from ..history import rebuild
 from ..kinds import RunStatus
 from . import children
+from .asked import offering
 from .calls import check_uncertain_answer
 from .childwake import asking_run
 from .defs import normalize
@@ -25,7 +26,9 @@ def answer(runs: RunRepository, driver: Driver, run_id: str, value: object) -> R
     For a run paused by a child's question, the descendant that asked is answered and
     the runs up to ``run_id`` continue; the result is ``run_id``'s.
 
-    Refuses a run that is not waiting, an unclear answer to "did the effect happen?", and
+    ``value`` may be any value the codec records (a dataclass, a pydantic model, a
+    datetime, ...). Refuses a run that is not waiting, an unclear answer to "did the
+    effect happen?", an answer that does not fit the type the question declares, and
     code that no longer replays the run's log; in each case nothing is recorded."""
     rid = runs.resolve(run_id)
     target = asking_run(runs.store, rid)
@@ -49,7 +52,10 @@ def _answer(runs: RunRepository, driver: Driver, rid: str, value: object) -> Run
         value = normalize(value, "the answer")
         if asked[-1].reason == "uncertain":
             check_uncertain_answer(value)  # nothing is recorded for an unclear answer
-        # Changed code would fail at the answer's call: record nothing then.
-        driver.replays(runs.store, run.agent, rid, [r.event for r in run.recorded])
+        # Changed code would fail at the answer's call, and an answer that does not fit
+        # the type the question declares (run.ask(..., returns=T)) is refused: record
+        # nothing then.
+        with offering(rid, asked[-1].call, value):
+            driver.replays(runs.store, run.agent, rid, [r.event for r in run.recorded])
         run.writer.append(ev.HumanInputProvided(at=ev.now(), call=asked[-1].call, value=value))
         return resume(runs, driver, rid)

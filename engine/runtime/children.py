@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, cast
 
+from .. import codec
 from .. import events as ev
 from ..errors import ChildFailed, UsageError
 from ..history import rebuild
@@ -61,9 +62,10 @@ class Child:
         return str(rebuild(self.ctx.store, self.run_id).status)
 
     def result(self) -> Any:
-        """The child's output once it ends (ChildFailed if it failed or was abandoned).
-        A child that asks a person pauses the parent; one that sleeps or waits for a
-        message suspends it: the child's end continues it from here."""
+        """The child's output once it ends, as the type its agent declares it returns
+        (ChildFailed if it failed or was abandoned). A child that asks a person pauses
+        the parent; one that sleeps or waits for a message suspends it: the child's end
+        continues it from here."""
         return settle(self._waited)
 
     def __await__(self) -> Generator[Any, None, Any]:
@@ -88,7 +90,7 @@ def spawn(ctx: RunContext, agent: AgentDef[..., Any] | Any, input: dict[str, Any
     ahash = args_hash(a.name, data, ctx.hash_key)
     entry = ctx.recorded(call, "spawn", a.name, ahash)
     if entry is not None:
-        return _replayed(ctx, call, entry)
+        return _replayed(ctx, call, entry, codec.returns(a.fn))
     ctx.live(call, f"spawn {a.name!r}")
     child_id = uuid.uuid4().hex
     head = agent_started(a, data, parent_run_id=ctx.run_id)
@@ -98,10 +100,10 @@ def spawn(ctx: RunContext, agent: AgentDef[..., Any] | Any, input: dict[str, Any
     began = time.monotonic()
     open_child(ctx, record, head)
     ctx.log.info("child_spawned", call=call, child=child_id, agent=a.name)
-    return Child(Waited(ctx, call, child_id, started_at=began))
+    return Child(Waited(ctx, call, child_id, started_at=began, returns=codec.returns(a.fn)))
 
 
-def _replayed(ctx: RunContext, call: int, entry: CallState) -> Child:
+def _replayed(ctx: RunContext, call: int, entry: CallState, returns: Any) -> Child:
     """The recorded child of spawn ``call``, with its recorded outcome, if any: a
     failure that ended the run is waited on again (the child may have been resumed), and
     so is any failure a supervisor answers."""
@@ -113,7 +115,7 @@ def _replayed(ctx: RunContext, call: int, entry: CallState) -> Child:
     # interrupted is finished; one recorded, or an escalation, is not made twice).
     if failed and (ctx.journal.failed_call == call or ctx.agent.supervise is not None):
         outcome = None
-    return Child(Waited(ctx, call, entry.ref, recorded=done, outcome=outcome))
+    return Child(Waited(ctx, call, entry.ref, recorded=done, outcome=outcome, returns=returns))
 
 
 def definition(ctx: RunContext, agent: Any) -> AgentDef[..., Any]:
@@ -153,7 +155,7 @@ def _output(c: Child, outcome: ev.ChildFinished | ChildFailed) -> Any:
     if isinstance(outcome, ChildFailed):
         return outcome
     try:
-        return deliver(c.ctx, c.call, outcome)
+        return deliver(c._waited, outcome)
     except ChildFailed as failed:
         return failed
 

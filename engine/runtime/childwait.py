@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, cast
 
+from .. import codec
 from .. import events as ev
 from ..errors import ChildFailed, CorruptData, Paused, RunInterrupt, Suspended
 from ..history import rebuild
@@ -37,8 +38,8 @@ SETTLED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
 
 class Waited:
     """What a parent knows of one spawn call: its call, the child run doing its work,
-    and the outcome recorded for it (``recorded``) or to be given (``outcome``: None
-    while it must be waited for)."""
+    the outcome recorded for it (``recorded``) or to be given (``outcome``: None while it
+    must be waited for), and the type the child's agent declares it returns."""
 
     def __init__(
         self,
@@ -49,8 +50,10 @@ class Waited:
         recorded: ev.ChildFinished | None = None,
         outcome: ev.ChildFinished | None = None,
         started_at: float | None = None,
+        returns: Any = None,
     ) -> None:
         self.ctx, self.call, self.run_id = ctx, call, run_id
+        self.returns = returns  # the child agent's declared result type (engine.codec)
         self.recorded, self.outcome = recorded, outcome
         # When this execution started the child (monotonic): it is not started again
         # while its thread may still be taking its lease.
@@ -63,7 +66,7 @@ def settle(w: Waited) -> Any:
     [outcome] = settle_all([w])
     if isinstance(outcome, ChildFailed):
         raise outcome
-    return deliver(w.ctx, w.call, outcome)
+    return deliver(w, outcome)
 
 
 def settle_all(ws: Sequence[Waited]) -> list[ev.ChildFinished | ChildFailed]:
@@ -78,12 +81,15 @@ def settle_all(ws: Sequence[Waited]) -> list[ev.ChildFinished | ChildFailed]:
         return [gave_up.get(id(w)) or cast("ev.ChildFinished", w.outcome) for w in ws]
 
 
-def deliver(ctx: RunContext, call: int, done: ev.ChildFinished) -> Any:
-    """The output of a finished child, or its failure raised (the spawn ``call`` named
-    as the failed call, so a resume of a run this ends waits on the child again)."""
+def deliver(w: Waited, done: ev.ChildFinished) -> Any:
+    """The output of a finished child, as the type its agent declares (live and on
+    replay alike; an output that does not fit comes back as recorded), or its failure
+    raised (the spawn call named as the failed call, so a resume of a run this ends
+    waits on the child again)."""
     if done.status == RunStatus.COMPLETED:
-        return done.output
-    ctx.failed_call = call
+        what = f"output of child run {done.child_run_id}"
+        return codec.typed(done.output, w.returns, what, lenient=True)
+    w.ctx.failed_call = w.call
     raise ChildFailed(done.child_run_id, done.error, done.status)
 
 

@@ -21,6 +21,7 @@ from ..history import RunWriter
 from ..kinds import RunStatus
 from ..secrets import Seen
 from ..store import Append, RunRow
+from . import asked
 from .callstate import CallState
 from .defs import AgentDef
 from .host import Host
@@ -284,16 +285,16 @@ class RunContext:
         self.live(call, f"checkpoint {name!r}")
         self.record(ev.Checkpoint(at=ev.now(), call=call, name=name))
 
-    def ask(self, question: str) -> Any:
-        """Pause the run until a person answers; the answer is returned on resume."""
+    def ask(self, question: str, *, returns: Any = None) -> Any:
+        """Pause the run until a person answers; the answer (as ``returns``) is returned."""
         call = self.next_call()
         entry = self.recorded(call, "ask", question)
         if entry is not None and entry.completed:
-            return entry.answer
+            return asked.answered(entry.answer, returns, question)
         if entry is None:
             self.live(call, f"ask {question!r}")
             self.request_answer(call, question)
-        raise Paused(question)
+        raise asked.paused(self.run_id, call, question, returns, verify=self.verify)
 
     # --- waiting for a person --------------------------------------------------------
 

@@ -199,7 +199,7 @@ def decide(
     d = identify(ctx, model.name, args, kwargs, model.returns)
     if model.is_async:
         return _decide_async(ctx, model, d, args, kwargs)
-    state = _state(ctx, d)
+    state = resumed_state(ctx, d)
     if state is None:
         return replayed_value(ctx, d)
     return _attempts(ctx, model, d, state, args, kwargs, None)
@@ -214,7 +214,7 @@ async def _decide_async(
 ) -> Any:
     """``await run.decide(...)``: the attempts run in the engine's pool (they wait out
     backoffs and timeouts) while the model's coroutines run on this loop."""
-    state = _state(ctx, d)
+    state = resumed_state(ctx, d)
     if state is None:
         return replayed_value(ctx, d)
     loop = asyncio.get_running_loop()
@@ -224,7 +224,7 @@ async def _decide_async(
     return await loop.run_in_executor(ctx.host.executor(), work)
 
 
-def _state(ctx: RunContext, d: Identity) -> CallState | None:
+def resumed_state(ctx: RunContext, d: Identity) -> CallState | None:
     """Where the decision's attempts start; None when its value is recorded. A recorded
     final failure is raised again, unless it is the one that ended the run."""
     entry = d.entry

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from .context import detached, detached_async
-from .decisions import Identity, identify, record, replayed_value, started
+from .decisions import Identity, define, identify, record, replayed_value, split, started
+from .streamfail import Attempts
 
 if TYPE_CHECKING:
     from .context import RunContext
@@ -41,46 +42,48 @@ def stream(
 ) -> Iterator[Any] | AsyncIterator[Any]:
     """The chunks of ``fn(*args, **kwargs)`` (a generator or an async generator, or a
     function returning an iterable) as they come, recorded once assembled. The call's
-    identity is taken now, not at the first chunk."""
+    identity is taken now, not at the first chunk; ``retry=`` and ``classify=`` in
+    ``kwargs`` are its policies (``streamfail``)."""
     if assemble is not None and not callable(assemble):
         raise UsageError(f"run.stream({name!r}): assemble= must be a function of the chunks")
+    policies, kwargs = split(kwargs)
+    unsupported = sorted(set(policies) - {"retry", "classify"})
+    if unsupported:
+        raise UsageError(f"run.stream({name!r}) takes retry= and classify=, not {unsupported[0]}=")
     d = identify(ctx, name, args, kwargs, None)
+    attempts = Attempts(ctx, d, define(name, fn, policies), args, kwargs)
     join = assemble or joined
     if _is_async(fn):
-        return _async_chunks(ctx, d, fn, args, kwargs, join)
-    return _chunks(ctx, d, fn, args, kwargs, join)
+        return _async_chunks(attempts, join)
+    return _chunks(attempts, join)
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.isasyncgenfunction(fn)
 
 
-def _chunks(
-    ctx: RunContext,
-    d: Identity,
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    join: Assemble,
-) -> Iterator[Any]:
-    if d.replayed:
+def _chunks(at: Attempts, join: Assemble) -> Iterator[Any]:
+    ctx, d = at.ctx, at.d
+    if at.opening() is None:
         yield from _replayed(ctx, d, join)
         return
     began = started(ctx, d)
     received: list[Any] = []
-    chunks = iter(detached(fn, *args, **kwargs))
+    chunks = at.open_sync()
     try:
         while True:
             try:  # each step outside the run: a durable tool it calls is a plain call
                 chunk = detached(next, chunks)
             except StopIteration:
                 break
+            except Exception as exc:
+                at.broke(exc, received)
             received.append(chunk)
             yield chunk
     except GeneratorExit:
         _stopped_early(ctx, d, join(received), began)
         raise
-    record(ctx, d, join(received), time.monotonic() - began)
+    record(ctx, d, join(received), time.monotonic() - began, at.attempt)
 
 
 def _replayed(ctx: RunContext, d: Identity, join: Assemble) -> list[Any]:
@@ -98,39 +101,26 @@ def _stopped_early(ctx: RunContext, d: Identity, value: Any, began: float) -> No
         record(ctx, d, value, time.monotonic() - began)
 
 
-async def _async_chunks(
-    ctx: RunContext,
-    d: Identity,
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    join: Assemble,
-) -> AsyncIterator[Any]:
-    if d.replayed:
+async def _async_chunks(at: Attempts, join: Assemble) -> AsyncIterator[Any]:
+    ctx, d = at.ctx, at.d
+    if at.opening() is None:
         for chunk in _replayed(ctx, d, join):
             yield chunk
         return
     began = started(ctx, d)
     received: list[Any] = []
+    agen = await at.open_async()
     try:
-        async for chunk in _detached_agen(fn, args, kwargs):
+        while True:
+            try:  # each step outside the run, as in a decision
+                chunk = await detached_async(agen.__anext__())
+            except StopAsyncIteration:
+                break
+            except Exception as exc:
+                at.broke(exc, received)
             received.append(chunk)
             yield chunk
     except GeneratorExit:
         _stopped_early(ctx, d, join(received), began)
         raise
-    record(ctx, d, join(received), time.monotonic() - began)
-
-
-async def _detached_agen(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> AsyncIterator[Any]:
-    """The async generator ``fn(*args, **kwargs)``, each step taken outside the run (a
-    durable tool it calls is a plain call, as in a decision)."""
-    agen = detached(fn, *args, **kwargs)
-    while True:
-        try:
-            chunk = await detached_async(agen.__anext__())
-        except StopAsyncIteration:
-            return
-        yield chunk
+    record(ctx, d, join(received), time.monotonic() - began, at.attempt)
