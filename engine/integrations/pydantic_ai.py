@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_ai.agent import AbstractAgent, AgentRun, WrapperAgent
 from pydantic_ai.models import Model
+from pydantic_ai.output import OutputDataT
 from pydantic_ai.tool_manager import ToolManager
+from pydantic_ai.tools import AgentDepsT
 
 from ..errors import UsageError
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
@@ -42,7 +44,7 @@ __all__ = [
 _MODEL_OPTIONS = frozenset({"retry", "timeout", "breaker", "classify"})
 
 
-class DurableAgent(WrapperAgent[Any, Any]):
+class DurableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
     """``agent`` made durable on ``engine``'s runs.
 
     Inside an ``@engine.agent``, ``run``, ``run_sync``, ``run_stream`` and ``iter`` record
@@ -57,7 +59,7 @@ class DurableAgent(WrapperAgent[Any, Any]):
 
     def __init__(
         self,
-        agent: AbstractAgent[Any, Any],
+        agent: AbstractAgent[AgentDepsT, OutputDataT],
         engine: Engine,
         *,
         name: str | None = None,
