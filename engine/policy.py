@@ -118,6 +118,21 @@ def _model_sdk_rows(sdk: str) -> tuple[Row, ...]:
     )
 
 
+_PAI = "pydantic_ai.exceptions."
+# pydantic-ai's model errors (its HTTP ones are ModelHTTPErrors first: the status decides)
+_PYDANTIC_AI_ROWS = (
+    Row(_PAI + "ModelHTTPError", INDETERMINATE, TRANSIENT, HTTP_STATUS, _STATUS),
+    Row(_PAI + "ModelRateLimitError", TRANSIENT, TRANSIENT, why="rate limited: not served"),
+    Row(_PAI + "ModelUnavailableError", TRANSIENT, TRANSIENT, why="overloaded: not served"),
+    Row(_PAI + "ModelQuotaExceededError", PERMANENT, PERMANENT, why="quota spent: waiting won't"),
+    Row(_PAI + "ModelRequestRejectedError", PERMANENT, PERMANENT, why="refused: will not pass"),
+    Row(_PAI + "ModelConnectionError", INDETERMINATE, TRANSIENT, why=_DROPPED),
+    Row(_PAI + "ModelRequestTimeout", INDETERMINATE, TRANSIENT, why=_WAITED),
+    Row(_PAI + "ModelServerError", INDETERMINATE, TRANSIENT, why=_SENT),
+    Row(_PAI + "UnexpectedModelBehavior", LOGICAL, LOGICAL, why=_INVALID),
+    Row(_PAI + "UsageLimitExceeded", PERMANENT, PERMANENT, why="the run's usage limit is spent"),
+)
+
 # The whole default mapping, read in MRO order: the first class along
 # type(exc).__mro__ that has a row decides. Keep each class on one row.
 DEFAULT_TABLE: tuple[Row, ...] = (
@@ -207,6 +222,7 @@ DEFAULT_TABLE: tuple[Row, ...] = (
     Row("openai.LengthFinishReasonError", LOGICAL, LOGICAL, why=_INVALID),
     Row("openai.ContentFilterFinishReasonError", LOGICAL, LOGICAL, why=_INVALID),
     Row("pydantic_core.ValidationError", INDETERMINATE, LOGICAL, why="output failed validation"),
+    *_PYDANTIC_AI_ROWS,
     # anything else
     Row("builtins.BaseException", INDETERMINATE, TRANSIENT, why=_SENT),
 )

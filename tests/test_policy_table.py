@@ -30,6 +30,7 @@ import pytest
 import requests
 import urllib3.exceptions as u3
 import yarl
+from pydantic_ai import exceptions as pai
 
 from engine import Indeterminate, Logical, Permanent, Transient
 from engine.errors import ToolError
@@ -128,6 +129,24 @@ MODEL_CASES: list[tuple[BaseException, str, str, str]] = [
         "openai.LengthFinishReasonError",
     ),
     (_validation_error(), I, L, "pydantic_core.ValidationError"),
+]
+_PAI = "pydantic_ai.exceptions."
+PYDANTIC_AI_CASES: list[tuple[BaseException, str, str, str]] = [
+    (pai.ModelHTTPError(429, "m"), T, T, _PAI + "ModelHTTPError"),
+    (pai.ModelHTTPError(503, "m"), T, T, _PAI + "ModelHTTPError"),
+    (pai.ModelHTTPError(500, "m"), I, T, _PAI + "ModelHTTPError"),
+    (pai.ModelHTTPError(401, "m"), P, P, _PAI + "ModelHTTPError"),
+    (pai.ModelRateLimitError("m", "slow down"), T, T, _PAI + "ModelRateLimitError"),
+    (pai.ModelOverloadedError("m", "busy"), T, T, _PAI + "ModelUnavailableError"),
+    (pai.ModelQuotaExceededError("m", "no credit"), P, P, _PAI + "ModelQuotaExceededError"),
+    (pai.ModelAuthenticationError("m", "bad key"), P, P, _PAI + "ModelRequestRejectedError"),
+    (pai.ModelContextWindowExceededError("m", "long"), P, P, _PAI + "ModelRequestRejectedError"),
+    (pai.ModelTimeoutError("m", "no reply"), I, T, _PAI + "ModelConnectionError"),
+    (pai.ModelRequestTimeout("m", 30.0), I, T, _PAI + "ModelRequestTimeout"),
+    (pai.ModelServerError("m", "boom"), I, T, _PAI + "ModelServerError"),
+    (pai.ContentFilterError("filtered"), L, L, _PAI + "UnexpectedModelBehavior"),
+    (pai.UnexpectedModelBehavior("not JSON"), L, L, _PAI + "UnexpectedModelBehavior"),
+    (pai.UsageLimitExceeded("spent"), P, P, _PAI + "UsageLimitExceeded"),
 ]
 
 CASES: list[tuple[BaseException, str, str, str]] = [
@@ -261,6 +280,7 @@ CASES: list[tuple[BaseException, str, str, str]] = [
     (_aiohttp_status(500), I, T, "aiohttp.ClientResponseError"),
     (aiohttp.ClientConnectionResetError("reset"), I, T, "builtins.ConnectionResetError"),
     *MODEL_CASES,
+    *PYDANTIC_AI_CASES,
 ]
 
 
@@ -309,6 +329,8 @@ def test_a_side_effect_is_transient_only_when_known_unsent() -> None:
         "openai.RateLimitError",
         "anthropic.RateLimitError",
         "anthropic.OverloadedError",
+        "pydantic_ai.exceptions.ModelRateLimitError",
+        "pydantic_ai.exceptions.ModelUnavailableError",
     }
 
 
