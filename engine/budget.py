@@ -40,16 +40,17 @@ class Usage(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 NONE = Usage()
+MAX_COUNT = 2**53  # what a count or a cost may be (exact in a float, and recordable)
 
 
 def usage(tokens_in: Any, tokens_out: Any, cost: Any = None) -> Usage:
     """A usage from what a caller says (UsageError for counts that are not counts)."""
     for name, n in (("tokens_in", tokens_in), ("tokens_out", tokens_out)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < MAX_COUNT:
             raise UsageError(f"run.usage: {name} must be an int >= 0, not {n!r}")
     if cost is not None:
         ok = isinstance(cost, int | float) and not isinstance(cost, bool)
-        if not ok or not math.isfinite(cost) or cost < 0:
+        if not ok or not math.isfinite(cost) or not 0 <= cost < MAX_COUNT:
             raise UsageError(f"run.usage: cost must be a number >= 0, not {cost!r}")
         cost = float(cost)
     return Usage(tokens_in, tokens_out, cost)
@@ -104,16 +105,19 @@ def usage_of(result: Any) -> Usage | None:
         return None
     tin = _count(reported, "input_tokens", "prompt_tokens")
     tout = _count(reported, "output_tokens", "completion_tokens")
-    if tin is None and tout is None:
+    cost = _field(reported, "cost")
+    ok = isinstance(cost, int | float) and not isinstance(cost, bool)
+    cost = float(cost) if ok and math.isfinite(cost) and 0 <= cost < MAX_COUNT else None
+    if tin is None and tout is None and cost is None:
         return None
-    return Usage(tin or 0, tout or 0)
+    return Usage(tin or 0, tout or 0, cost)
 
 
 def _count(obj: Any, *names: str) -> int | None:
     for name in names:
         n = _field(obj, name)
-        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
-            return n
+        if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_COUNT:
+            return n  # an absurd count is no count: it could not even be recorded
     return None
 
 

@@ -69,7 +69,8 @@ def enc_hook(value: Any) -> Any:
     if hooks is not None:
         return hooks[0](value)
     if _pydantic(tp):
-        return value.model_dump(mode="json")
+        # Aliases and round_trip: what model_validate takes back (computed fields left out).
+        return value.model_dump(mode="json", by_alias=True, round_trip=True)
     name = f"{tp.__module__}.{tp.__qualname__}"
     raise TypeError(
         f"values of type {name} are not supported; register it: "

@@ -55,15 +55,26 @@ def is_secret(name: object, words: frozenset[str] = WORDS) -> bool:
 
 
 def is_secret_entry(name: object, value: Any, words: frozenset[str] = WORDS) -> bool:
-    """Whether the entry ``name: value`` is secret. A whole number named by ``tokens``
-    (plural) and no other secret word is a count of a model's tokens (``input_tokens``,
-    ``max_tokens``), not a credential: model calls report usage that way."""
+    """Whether the entry ``name: value`` is secret. A number (or None, or a dict or list
+    of only those) named by ``tokens`` (plural) and no other secret word counts a model's
+    tokens (``input_tokens``, ``max_tokens``, ``completion_tokens_details``), it is not a
+    credential: model calls report usage that way."""
     if not is_secret(name, words):
         return False
-    count = isinstance(value, int) and not isinstance(value, bool)
-    if count and "token" in words and "tokens" in folded(str(name)):
+    if "token" in words and "tokens" in folded(str(name)) and _counts(value):
         return is_secret(folded(str(name)).replace("tokens", ""), words)
     return True
+
+
+def _counts(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is a count, or nothing, or only counts (a usage's details)."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return True
+    if depth < 3 and isinstance(value, dict):
+        return all(_counts(v, depth + 1) for v in value.values())
+    if depth < 3 and isinstance(value, list | tuple):
+        return all(_counts(v, depth + 1) for v in value)
+    return False
 
 
 class Seen:

@@ -228,3 +228,48 @@ def test_property_live_and_replayed_values_are_equal_and_of_one_type(value: Any)
     live, replayed = _live_and_replayed(eng, type(value), value)
     for got in (*live, *replayed):
         assert got == value and type(got) is type(value)
+
+
+class Aliased(pydantic.BaseModel):
+    """Field aliases (a camelCase API), extra fields forbidden, a computed field."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+    event_id: str = pydantic.Field(alias="eventId")
+    count: int
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def double(self) -> int:
+        return self.count * 2
+
+
+def test_pydantic_aliases_and_computed_fields_round_trip() -> None:
+    eng = Engine("memory://")
+    made = Aliased(eventId="e1", count=2)
+
+    @eng.tool
+    def fetch() -> Aliased:
+        return made
+
+    def model() -> Aliased:
+        return made
+
+    crash = {"once": True}
+
+    @eng.agent
+    def agent(run: Any) -> int:
+        a, b = fetch(), run.decide("m", model)
+        assert isinstance(a, Aliased) and isinstance(b, Aliased) and a == b == made
+        if crash.pop("once", False):
+            raise RuntimeError("dies")
+        return a.double + b.double
+
+    assert eng.run(agent).status == "failed"
+    r = eng.resume(eng.runs()[0].run_id)
+    assert (r.status, r.output) == ("completed", 8), r.error
+
+
+def test_codec_register_is_reachable_from_an_engine() -> None:
+    """CONTRACT names it ``engine.codec.register`` where ``engine`` is an Engine."""
+    eng = Engine("memory://")
+    assert eng.codec.register is engine.codec.register

@@ -3,9 +3,11 @@ past it the run fails with ``BudgetExhausted``, and a resume counts from the log
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import openai
+import openai.types.chat as chat
 import pytest
 
 from engine import Budget, BudgetExhausted, Engine, Permanent
@@ -185,3 +187,120 @@ def test_bad_usage_and_budgets_are_usage_errors() -> None:
 
     r = eng.run(agent)
     assert r.status == "failed" and "tokens_in must be an int >= 0" in str(r.error)
+
+
+@all_backends
+def test_concurrent_decisions_exhaust_the_budget_where_they_did_live(eng: Engine) -> None:
+    """Live, the decision recorded second goes past the budget, whichever call it is; a
+    replay fails the same one (log order, not call order)."""
+    calls: list[str] = []
+    crash = {"once": True}
+
+    def model(first: asyncio.Event, then: asyncio.Event) -> Any:
+        async def answer(name: str) -> dict[str, Any]:
+            if name == "a":
+                await first.wait()  # b answers first (and is most likely recorded first)
+                await asyncio.sleep(0.05)
+            calls.append(name)
+            then.set()
+            return {"name": name, "usage": {"input_tokens": 10, "output_tokens": 0}}
+
+        return answer
+
+    async def guarded(run: Any, name: str, fn: Any) -> str:
+        try:
+            return str((await run.decide(name, fn, name))["name"])
+        except BudgetExhausted:
+            return f"over:{name}"
+
+    @eng.agent(budget=Budget(tokens=15))
+    async def agent(run: Any) -> list[str]:
+        b_done, a_done = asyncio.Event(), asyncio.Event()
+        out = await asyncio.gather(
+            guarded(run, "a", model(b_done, a_done)),
+            guarded(run, "b", model(asyncio.Event(), b_done)),
+        )
+        run.checkpoint("both")
+        if crash.pop("once", False):
+            live.append(list(out))
+            raise RuntimeError("dies after both")
+        return list(out)
+
+    live: list[list[str]] = []
+    first = eng.run(agent)
+    assert first.status == "failed" and "dies after both" in str(first.error)
+    r = eng.resume(first.run_id)
+    assert (r.status, r.output) == ("completed", live[0]), r.error  # over where it was live
+    assert sorted(live[0]) in (["a", "over:b"], ["b", "over:a"])
+    assert calls == ["b", "a"]  # the resume asked no model
+
+
+def test_an_sdk_usage_with_details_keeps_its_declared_type() -> None:
+    """OpenAI's usage details (dicts of counts, None when absent) are counts, not secrets:
+    a decision declared to return the SDK's own type gets it back, live and replayed."""
+    eng = Engine("memory://")
+    reply = chat.ChatCompletion.model_validate(
+        {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "hi"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": 5,
+                "completion_tokens": 2,
+                "total_tokens": 7,
+                "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": None},
+                "prompt_tokens_details": {"cached_tokens": 3},
+            },
+        }
+    )
+
+    def model() -> chat.ChatCompletion:
+        return reply
+
+    crash = {"once": True}
+
+    @eng.agent
+    def agent(run: Any) -> int:
+        got = run.decide("m", model)
+        assert isinstance(got, chat.ChatCompletion) and got == reply
+        if crash.pop("once", False):
+            raise RuntimeError("dies")
+        assert got.usage is not None and got.usage.prompt_tokens_details is not None
+        return int(got.usage.prompt_tokens_details.cached_tokens or 0)
+
+    assert eng.run(agent).status == "failed"
+    r = eng.resume(eng.runs()[0].run_id)
+    assert (r.status, r.output) == ("completed", 3), r.error
+    assert (eng.state(r.run_id).tokens_in, eng.state(r.run_id).tokens_out) == (5, 2)
+
+
+def test_absurd_or_hostile_usage_is_no_usage_and_a_cost_is_counted() -> None:
+    eng = Engine("memory://")
+    values = [
+        {"usage": {"input_tokens": 2**60, "output_tokens": -4, "cost": float("inf")}},
+        {"usage": {"input_tokens": "12", "output_tokens": True}},
+        {"usage": {"input_tokens": 3, "output_tokens": 1, "cost": 0.25}},
+    ]
+
+    @eng.agent(budget=Budget(cost=1.0))
+    def agent(run: Any) -> int:
+        for n, v in enumerate(values):
+            run.decide(f"d{n}", lambda v=v: v)
+        with pytest.raises(UsageError):
+            run.usage(10**30, 0)
+        with pytest.raises(UsageError, match="cannot be recorded"):
+            run.decide("huge", lambda: {"n": 10**30})  # fails before anything is written
+        return 0
+
+    r = eng.run(agent)
+    assert r.status == "completed", r.error
+    used = [(d["tokens_in"], d["tokens_out"], d["cost"]) for d in _decided(eng, r.run_id)]
+    assert used == [(0, 0, None), (0, 0, None), (3, 1, 0.25)]

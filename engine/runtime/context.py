@@ -113,9 +113,7 @@ class RunContext:
         # its timeout) may no longer write to the run's stream.
         self.ended = False
         self.log = observe.get(run_id=writer.state.run_id, agent=agent.name).masking(self.seen)
-        # Model usage: counted in call order as decisions are made or replayed (the
-        # budget's count), and what ``run.usage`` reported inside a decision not recorded yet.
-        self.spent = budget.NONE
+        # What ``run.usage`` reported inside a decision not recorded yet.
         self._usage = budget.NONE
 
     def add_usage(self, used: budget.Usage) -> None:

@@ -125,17 +125,16 @@ def identify(
 
 
 def replayed_value(ctx: RunContext, d: Identity) -> Any:
-    """The recorded decision's value (its usage counted against the run's budget)."""
+    """The recorded decision's value; BudgetExhausted where the live run's was."""
     assert d.entry is not None and isinstance(d.entry.outcome, ev.LlmDecided)
-    out = d.entry.outcome
-    spend(ctx, budget.Usage(out.tokens_in, out.tokens_out, out.cost))
-    return d.typed(out.value)
+    replayed_spend(ctx, d.call)
+    return d.typed(d.entry.outcome.value)
 
 
 def started(ctx: RunContext, d: Identity) -> float:
     """About to call the model live: when it started (the budget permitting)."""
     ctx.live(d.call, f"decide {d.name!r}")
-    budget.check(ctx.agent.budget, ctx.spent, ctx.run_id, starting=True)
+    budget.check(ctx.agent.budget, spent(ctx), ctx.run_id, starting=True)
     return time.monotonic()
 
 
@@ -161,15 +160,24 @@ def record(ctx: RunContext, d: Identity, raw: Any, duration: float, attempt: int
         )
     )
     ctx.log.info("decided", call=d.call, name=d.name)
-    spend(ctx, used)
+    if used:
+        budget.check(ctx.agent.budget, spent(ctx), ctx.run_id, starting=False)
     return result
 
 
-def spend(ctx: RunContext, used: budget.Usage) -> None:
-    """Count ``used`` against the run's budget (BudgetExhausted past it)."""
-    if used:
-        ctx.spent = ctx.spent + used
-        budget.check(ctx.agent.budget, ctx.spent, ctx.run_id, starting=False)
+def spent(ctx: RunContext) -> budget.Usage:
+    """What the run's log says it spent so far (this execution's records included)."""
+    s = ctx.writer.state
+    return budget.Usage(s.tokens_in, s.tokens_out, s.cost)
+
+
+def replayed_spend(ctx: RunContext, call: int) -> None:
+    """A replayed call that reported usage: BudgetExhausted if the live run's spending
+    had gone past the budget when it recorded that call (decided in log order, so
+    concurrent decisions fail where they failed live)."""
+    used = ctx.journal.spent_at.get(call)
+    if used is not None:
+        budget.check(ctx.agent.budget, used, ctx.run_id, starting=False)
 
 
 def usage_call(ctx: RunContext, used: budget.Usage) -> None:
@@ -177,16 +185,15 @@ def usage_call(ctx: RunContext, used: budget.Usage) -> None:
     call = ctx.next_call()
     entry = ctx.recorded(call, "usage", "usage")
     if entry is not None:
-        out = entry.outcome
-        assert isinstance(out, ev.UsageRecorded)
-        spend(ctx, budget.Usage(out.tokens_in, out.tokens_out, out.cost))
+        replayed_spend(ctx, call)
         return
     ctx.live(call, "usage")
     event = ev.UsageRecorded(
         at=ev.now(), call=call, tokens_in=used.tokens_in, tokens_out=used.tokens_out, cost=used.cost
     )
     ctx.record(event)
-    spend(ctx, used)
+    if used:
+        budget.check(ctx.agent.budget, spent(ctx), ctx.run_id, starting=False)
 
 
 # --- run.decide ---------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
+from .. import codec
 from ..budget import Budget
 from ..history import DEFAULT_SNAPSHOT_EVERY
 from ..supervision import Supervisor
@@ -22,6 +23,9 @@ class Declaring:
     """What an engine declares with: its ``registry`` of tools and agents."""
 
     registry: Registry
+    # engine.codec.register(type, encode, decode) on an engine (CONTRACT's ``engine``)
+    # registers for every engine: the codec is the process's.
+    codec = codec
 
     # --- decorators ------------------------------------------------------------------
 

@@ -58,7 +58,7 @@ def normalize(value: Any, what: str) -> Any:
     """``value`` as the log will give it back (so live and replayed runs see the same)."""
     try:
         return msgspec.msgpack.decode(_packer.encode(value))
-    except (TypeError, msgspec.EncodeError) as e:
+    except (TypeError, OverflowError, msgspec.EncodeError) as e:
         raise UsageError(f"{what} cannot be recorded: {e}") from None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import budget
 from .. import events as ev
 from ..store import Recorded
 from . import agentfold
@@ -24,6 +25,10 @@ class Journal:
     last_call: int = 0
     # Questions not answered yet, oldest first (the last one is what the run waits on).
     unanswered: dict[int, ev.HumanInputRequested] = field(default_factory=dict)
+    # The usage recorded up to and including each decision (or run.usage) that reported
+    # some, in log order: what the live run had spent when it recorded that call.
+    spent_at: dict[int, budget.Usage] = field(default_factory=dict)
+    spent: budget.Usage = budget.NONE
 
     @classmethod
     def from_events(cls, recorded: list[Recorded]) -> Journal:
@@ -35,6 +40,11 @@ class Journal:
     def add(self, e: ev.Event, position: int) -> None:
         if type(e) in CALL_EVENTS:
             call: int = e.call  # type: ignore[attr-defined]
+            if isinstance(e, ev.LlmDecided | ev.UsageRecorded) and (
+                e.tokens_in or e.tokens_out or e.cost
+            ):
+                self.spent += budget.Usage(e.tokens_in, e.tokens_out, e.cost)
+                self.spent_at[call] = self.spent
             entry = evolve(self.calls.get(call), e, position)
             if entry is not None:
                 self.calls[call] = entry
