@@ -334,3 +334,27 @@ def test_changed_decision_arguments_after_failed_attempts_diverge() -> None:
     arg["v"] = "y"
     with pytest.raises(NonDeterminismError, match="decide 'm'"):
         eng.resume(r.run_id)
+
+
+def test_a_secret_passed_positionally_to_a_decision_is_masked() -> None:
+    """The decision's arguments are named by its function's parameters: a key given by
+    position is a secret too, masked where an error repeats it."""
+    eng = Engine("memory://")
+    key = "sk-live-0123456789abcdef"
+
+    def chat(api_key: str, prompt: str) -> str:
+        raise PermissionError(f"401 invalid key {api_key} for {prompt}")
+
+    model = eng.model(chat)
+
+    @eng.agent
+    def agent(run: Any, which: str) -> str:
+        if which == "decide":
+            return str(run.decide("chat", chat, key, "hi"))
+        return str(model(key, "hi"))
+
+    for which in ("decide", "model"):
+        r = eng.run(agent, which=which)
+        assert r.status == "failed" and "invalid key ***" in str(r.error), r.error
+        text = str([e.data for e in eng.events(r.run_id)])
+        assert key not in text and key not in str(r.error)

@@ -35,6 +35,15 @@ _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
 )
 
 
+def caller() -> object:
+    """Who makes a call: the asyncio task running, else the thread."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop in this thread
+        task = None
+    return task if task is not None else threading.get_ident()
+
+
 def current() -> RunContext | None:
     """The run executing in this thread or task, if any."""
     return _current.get()
@@ -115,6 +124,9 @@ class RunContext:
         self.log = observe.get(run_id=writer.state.run_id, agent=agent.name).masking(self.seen)
         # What ``run.usage`` reported inside a decision not recorded yet.
         self._usage = budget.NONE
+        # Live streams (runtime.streams); one its reader let go is recorded before that
+        # reader's next call, or when the agent returns: never when it fails or pauses.
+        self.open_streams: list[Any] = []
 
     def add_usage(self, used: budget.Usage) -> None:
         """Usage reported inside a decision: recorded with the next decision recorded."""
@@ -141,7 +153,16 @@ class RunContext:
 
     # --- recording ---------------------------------------------------------------
 
+    def leave_streams(self, everyone: bool = False) -> None:
+        """Record the streams this caller (``everyone``: any caller) stopped reading."""
+        me = caller()
+        for s in list(self.open_streams):
+            if everyone or s.owner == me:
+                s.settle()
+
     def next_call(self) -> int:
+        if self.open_streams:
+            self.leave_streams()
         with self._lock:
             self._calls += 1
             self.failed_call = None

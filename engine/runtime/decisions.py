@@ -114,14 +114,45 @@ class Identity:
 
 
 def identify(
-    ctx: RunContext, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], returns: Any
+    ctx: RunContext,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    returns: Any,
+    fn: Callable[..., Any] | None = None,
 ) -> Identity:
     """Take the decision's identity and check it against the log (before any await)."""
     call = ctx.next_call()
     given = normalize([args, kwargs], f"decision {name!r} arguments")
     ahash = args_hash(name, given, ctx.hash_key)
-    redact(given, seen=ctx.seen)  # secret-named arguments: masked in messages and logs
+    # Secret-named arguments (by ``fn``'s parameter names, positional ones too): their
+    # values are masked in messages, evidence and logs.
+    redact(_named(fn, given) if args and fn is not None else given, seen=ctx.seen)
     return Identity(call, name, ahash, ctx.recorded(call, "decide", name, ahash), returns)
+
+
+def _named(fn: Callable[..., Any], given: list[Any]) -> Any:
+    """The normalised ``[args, kwargs]`` by ``fn``'s parameter names, as far as they bind."""
+    args, kwargs = given
+    try:
+        return _signature(fn).bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):  # no signature, or it does not bind: as given
+        return given
+
+
+_signatures: dict[Any, inspect.Signature] = {}
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature, kept per code object (a lambda made anew for every decision
+    has the same parameters each time); only names matter here, not defaults."""
+    code = getattr(fn, "__code__", None)
+    found = _signatures.get(code) if code is not None else None
+    if found is None:
+        found = inspect.signature(fn)
+        if code is not None and len(_signatures) < 4096:
+            _signatures[code] = found
+    return found
 
 
 def replayed_value(ctx: RunContext, d: Identity) -> Any:
@@ -203,7 +234,7 @@ def decide(
     ctx: RunContext, model: DecisionDef, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """Make the decision ``model`` (a sync function: its value; async: an awaitable)."""
-    d = identify(ctx, model.name, args, kwargs, model.returns)
+    d = identify(ctx, model.name, args, kwargs, model.returns, model.fn)
     if model.is_async:
         return _decide_async(ctx, model, d, args, kwargs)
     state = resumed_state(ctx, d)

@@ -104,6 +104,7 @@ def _outcome(ctx: RunContext, input: dict[str, Any]) -> RunResult:
         output = ctx.agent.fn(ctx, **input)
         if asyncio.iscoroutine(output):
             output = _run_async(_settled(ctx, output))
+        ctx.leave_streams(everyone=True)  # streams left unread to their end: recorded now
         ctx.finish_check()
         return _finished(ctx, output)
     except Paused as p:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import msgspec
 
 from .. import events as ev
+from ..errors import UsageError
+from ..kinds import FailureKind
 from ..policy import classify, error_for
 from . import policies
 from .callstate import CallState, Failed, Retry, decide, evolve
@@ -28,6 +30,9 @@ from .outcomes import Call, fail
 
 if TYPE_CHECKING:
     from .context import RunContext
+
+
+PERMANENT = FailureKind.PERMANENT
 
 
 class Attempts:
@@ -107,6 +112,13 @@ class Attempts:
             kept["partial"] = self.ctx.seen.mask("".join(received)[:RESPONSE_LIMIT])
         failed, _ = self._failure(exc, kept)
         self._fail(failed, exc)
+
+    def misread(self, message: str) -> NoReturn:
+        """The agent read on after the stream was recorded (it made another call while
+        reading): the stream fails for good, so a resume, reading it again, fails at the
+        same place instead of going on with what was recorded."""
+        fail(self.call, self.state, PERMANENT, message, None)
+        raise UsageError(message)
 
     def _failure(self, exc: Exception, kept: dict[str, Any]) -> tuple[ev.ToolFailed, Any]:
         kind = classify(exc, side_effect=False, hook=self.model.classify)

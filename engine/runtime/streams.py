@@ -1,23 +1,28 @@
 """``run.stream``: a model call whose answer arrives in chunks. The chunks reach the agent
-live; the assembled value is recorded once the stream ends, or once the agent stops
-reading it (one ``llm_decided``), and a replay yields it as one chunk (chunks the default
-assembly kept as a list, one by one), so code that joins what it receives gets the same
-value. A crash mid-stream records nothing: the resumed run calls the model again.
+live; the assembled value is recorded once the stream ends, or, when the agent stops
+reading it (``break``), before the agent's next call or its return (one ``llm_decided``).
+A replay yields it as one chunk (chunks the default assembly kept as a list, one by one,
+as the chunk type the function declares), so code that joins what it receives gets the
+same value. A crash, an error or a pause mid-stream records nothing: the resumed run
+calls the model again.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import time
+import typing
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .. import codec
 from ..errors import UsageError
-from .context import detached, detached_async
-from .decisions import Identity, define, identify, record, replayed_value, split, started
+from .context import caller, detached, detached_async
+from .decisions import define, identify, record, replayed_value, split, started
 from .streamfail import Attempts
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from .context import RunContext
 
 Assemble = Callable[[list[Any]], Any]
@@ -50,7 +55,7 @@ def stream(
     unsupported = sorted(set(policies) - {"retry", "classify"})
     if unsupported:
         raise UsageError(f"run.stream({name!r}) takes retry= and classify=, not {unsupported[0]}=")
-    d = identify(ctx, name, args, kwargs, None)
+    d = identify(ctx, name, args, kwargs, None, fn)
     attempts = Attempts(ctx, d, define(name, fn, policies), args, kwargs)
     join = assemble or joined
     if _is_async(fn):
@@ -63,64 +68,108 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 
 def _chunks(at: Attempts, join: Assemble) -> Iterator[Any]:
-    ctx, d = at.ctx, at.d
     if at.opening() is None:
-        yield from _replayed(ctx, d, join)
+        yield from _replayed(at, join)
         return
-    began = started(ctx, d)
-    received: list[Any] = []
+    began = started(at.ctx, at.d)
     chunks = at.open_sync()
-    try:
-        while True:
-            try:  # each step outside the run: a durable tool it calls is a plain call
-                chunk = detached(next, chunks)
-            except StopIteration:
-                break
-            except Exception as exc:
-                at.broke(exc, received)
-            received.append(chunk)
-            yield chunk
-    except GeneratorExit:
-        _stopped_early(ctx, d, join(received), began)
-        raise
-    record(ctx, d, join(received), time.monotonic() - began, at.attempt)
+    stream = Open(at, join, began)
+    while True:  # let go (GeneratorExit at a yield): recorded only if the agent goes on
+        try:  # each step outside the run: a durable tool it calls is a plain call
+            chunk = detached(next, chunks)
+        except StopIteration:
+            break
+        except Exception as exc:
+            stream.drop()
+            at.broke(exc, stream.received)
+        yield stream.took(chunk)
+    stream.settle()
 
 
-def _replayed(ctx: RunContext, d: Identity, join: Assemble) -> list[Any]:
+def _replayed(at: Attempts, join: Assemble) -> list[Any]:
     """What a replay yields: the recorded value as one chunk; with the default assembly,
-    chunks it kept as a list (not text) one by one, as they came live."""
-    value = replayed_value(ctx, d)
-    return list(value) if join is joined and isinstance(value, list) else [value]
+    chunks it kept as a list (not text) one by one, as they came live, each as the type
+    of chunk the stream function declares (``-> Iterator[Chunk]``)."""
+    value = replayed_value(at.ctx, at.d)
+    if join is not joined or not isinstance(value, list):
+        return [value]
+    kind = chunk_type(at.model.fn)
+    return [codec.typed(c, kind, f"a chunk of stream {at.d.name!r}") for c in value]
 
 
-def _stopped_early(ctx: RunContext, d: Identity, value: Any, began: float) -> None:
-    """The agent stopped reading before the stream ended (``break``): what it received
-    is the decision, recorded so a replay gives the same and calls no model (unless the
-    run's execution is over by the time the stream is closed)."""
-    if not ctx.ended:
-        record(ctx, d, value, time.monotonic() - began)
+def chunk_type(fn: Callable[..., Any]) -> Any:
+    """The type of chunk ``fn`` declares it yields (None if it declares none)."""
+    declared = codec.returns(fn)
+    if typing.get_origin(declared) in _ITERATORS:
+        args = typing.get_args(declared)
+        return args[0] if args and args[0] is not Any else None
+    return None
+
+
+_ITERATORS = {
+    collections.abc.Iterator,
+    collections.abc.Iterable,
+    collections.abc.Generator,
+    collections.abc.AsyncIterator,
+    collections.abc.AsyncIterable,
+    collections.abc.AsyncGenerator,
+}
+
+
+class Open:
+    """A live stream: the chunks its reader took. Read to its end, it is recorded at
+    once; let go (``break``), it is recorded before its reader's next call or when the
+    agent returns (``RunContext.leave_streams``): never when the run fails or pauses
+    instead, so a crash or an error mid-stream records nothing final."""
+
+    def __init__(self, at: Attempts, join: Assemble, began: float) -> None:
+        self.at, self.join, self.began = at, join, began
+        self.received: list[Any] = []
+        self.owner = caller()
+        self.done = False
+        at.ctx.open_streams.append(self)
+
+    def took(self, chunk: Any) -> Any:
+        if self.done:  # the reader made another call mid-stream: it was recorded there
+            self.at.misread(
+                f"run.stream({self.at.d.name!r}) was read after the run's next durable "
+                "call: read a stream to its end (or leave it) before making other calls"
+            )
+        self.received.append(chunk)
+        return chunk
+
+    def drop(self) -> None:
+        """Nothing of it is recorded (it failed)."""
+        if not self.done:
+            self.done = True
+            self.at.ctx.open_streams.remove(self)
+
+    def settle(self) -> None:
+        """Record what the reader took as the stream's value (once)."""
+        if self.done:
+            return
+        self.drop()
+        ctx = self.at.ctx
+        if not ctx.ended:
+            took = time.monotonic() - self.began
+            record(ctx, self.at.d, self.join(self.received), took, self.at.attempt)
 
 
 async def _async_chunks(at: Attempts, join: Assemble) -> AsyncIterator[Any]:
-    ctx, d = at.ctx, at.d
     if at.opening() is None:
-        for chunk in _replayed(ctx, d, join):
+        for chunk in _replayed(at, join):
             yield chunk
         return
-    began = started(ctx, d)
-    received: list[Any] = []
+    began = started(at.ctx, at.d)
     agen = await at.open_async()
-    try:
-        while True:
-            try:  # each step outside the run, as in a decision
-                chunk = await detached_async(agen.__anext__())
-            except StopAsyncIteration:
-                break
-            except Exception as exc:
-                at.broke(exc, received)
-            received.append(chunk)
-            yield chunk
-    except GeneratorExit:
-        _stopped_early(ctx, d, join(received), began)
-        raise
-    record(ctx, d, join(received), time.monotonic() - began, at.attempt)
+    stream = Open(at, join, began)
+    while True:
+        try:  # each step outside the run, as in a decision
+            chunk = await detached_async(agen.__anext__())
+        except StopAsyncIteration:
+            break
+        except Exception as exc:
+            stream.drop()
+            at.broke(exc, stream.received)
+        yield stream.took(chunk)
+    stream.settle()
