@@ -115,7 +115,7 @@ def _decision_argument(eng: Engine, secret: str) -> Iterator[RunResult | None]:
 
     r = eng.run(decision_argument)
     yield r
-    assert r.error == "PermissionError: key *** may not use this model"
+    assert r.error == "Permanent: plan: PermissionError: key *** may not use this model"
 
 
 def _httpx_failure(eng: Engine, name: str, headers: dict[str, str], body: Any) -> RunResult:

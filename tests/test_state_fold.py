@@ -91,6 +91,18 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         value=values,
         args_hash=short,
         duration=st.floats(0, 100),
+        attempt=st.integers(1, 9),
+        tokens_in=st.integers(0, 10**6),
+        tokens_out=st.integers(0, 10**6),
+        cost=st.none() | st.floats(0, 100),
+    ),
+    "usage_recorded": st.builds(
+        ev.UsageRecorded,
+        at=ats,
+        call=calls,
+        tokens_in=st.integers(0, 10**6),
+        tokens_out=st.integers(0, 10**6),
+        cost=st.none() | st.floats(0, 100),
     ),
     "checkpoint": st.builds(ev.Checkpoint, at=ats, call=calls, name=names),
     "saves_timed": st.builds(
