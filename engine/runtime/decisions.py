@@ -2,15 +2,16 @@
 the policies tools have (retry, timeout, circuit breaker, classification) and recorded
 as one ``llm_decided`` with the usage they report.
 
-    journal has its llm_decided?     -> its value (the declared type), usage counted
+    journal has its llm_decided?     -> its value (the declared type), budget checked
     journal has its final failure?   -> raised again (unless it ended the run: re-made)
     otherwise                        -> attempts under the policies (``calldriver``),
                                         each failure a ``tool_failed`` marked ``decision``
 
 A decision writes no intent: it has no effect to doubt, so a crash before its outcome
 just calls the model again. The run's budget (``engine.budget``) is checked before a
-model call starts and after each decision, replayed ones included, in call order: a
-resume fails where the live run failed.
+model call starts and after each decision that reports usage, replayed ones included,
+against what the log had recorded by then (``Journal.spent_at``): a resume fails where
+the live run failed, concurrent decisions too.
 """
 
 from __future__ import annotations
