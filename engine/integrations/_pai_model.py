@@ -1,12 +1,17 @@
 """pydantic-ai model requests as recorded decisions (engine.integrations.pydantic_ai).
 
-A response is recorded in pydantic-ai's own JSON form, with its usage where the engine
-reads a decision's token counts, and validated back into an equal ``ModelResponse``.
+A response is recorded as pydantic-ai's own JSON text of it (``response_json``: the
+engine's redaction of secret-named entries does not reach inside a text, so the model's
+tool-call arguments and typed outputs come back as the model gave them, ``session_id``
+included), with its usage and cost where the engine reads a decision's spending
+(``usage``), and validated back into an equal ``ModelResponse``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -85,21 +90,38 @@ def _with_model_errors(user: Classifier | None) -> Classifier:
 
 
 def recorded_response(response: ModelResponse) -> dict[str, Any]:
-    """``response`` as a decision records it: pydantic-ai's own JSON form, and its usage
-    where the engine reads a decision's token counts."""
+    """``response`` as a decision records it: pydantic-ai's JSON text of it (priced, if
+    it has no cost, as pydantic-ai prices it), and its usage and cost where the engine
+    reads a decision's spending."""
+    response = _priced(response)
     usage: dict[str, Any] = {
         "input_tokens": response.usage.input_tokens,
         "output_tokens": response.usage.output_tokens,
     }
-    cost = getattr(response.usage, "cost", None)
-    if cost is not None:
-        usage["cost"] = float(cost)
-    return {"response": _RESPONSE.dump_python(response, mode="json"), "usage": usage}
+    if response.usage.cost is not None:
+        usage["cost"] = float(response.usage.cost)
+    text = _RESPONSE.dump_json(response).decode()
+    return {"response_json": text, "usage": usage}
 
 
 def restored_response(value: Mapping[str, Any]) -> ModelResponse:
     """The :class:`ModelResponse` a recorded decision holds (equal to the one recorded)."""
-    return _RESPONSE.validate_python(value["response"])
+    return _RESPONSE.validate_json(value["response_json"])
+
+
+def _priced(response: ModelResponse) -> ModelResponse:
+    """``response`` with the cost pydantic-ai's agent would give it after the request
+    (genai-prices' table, bundled: offline), so that the engine counts it and a replay
+    restores it; unchanged if it has a cost, or if its model has no known price."""
+    if response.usage.cost is not None or not response.model_name:
+        return response
+    try:
+        price = response.cost().total_price
+    except Exception:  # unknown model or provider, usage it cannot price: no cost
+        return response
+    usage = copy.copy(response.usage)
+    usage.cost = price
+    return dataclasses.replace(response, usage=usage)
 
 
 def conversation_digest(messages: Sequence[ModelMessage]) -> str:
