@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
@@ -16,12 +17,13 @@ import pytest
 from conftest import all_backends
 from pydantic import BaseModel
 from pydantic_ai import Agent
+from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
-from engine import Budget, Engine
+from engine import Budget, Engine, Permanent, RetryPolicy
 from engine.integrations.pydantic_ai import DurableAgent, recorded_response, restored_response
 from engine.secrets import REDACTED
 
@@ -144,3 +146,50 @@ def test_a_recorded_response_is_text_validated_back_equal() -> None:
     assert isinstance(value["response_json"], str)
     assert value["usage"]["input_tokens"] == live.usage.input_tokens
     assert restored_response(value) == live
+
+
+class _Refused(Exception):
+    """An error the engine's default table calls transient."""
+
+
+@all_backends
+@pytest.mark.parametrize("fault", ["429", "refused"])
+def test_a_stream_failing_before_its_first_chunk_takes_the_model_policies(
+    eng: Engine, fault: str
+) -> None:
+    """A 429 three times (one more than the default retry policy allows) is retried as
+    ``model_options["retry"]`` says; an error the agent's ``classify`` calls permanent is
+    not retried."""
+    calls: Counter[str] = Counter()
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        calls["model"] += 1
+        if calls["model"] < 4:
+            raise ModelHTTPError(429, "m") if fault == "429" else _Refused("no")
+        for chunk in ["Hel", "lo"]:
+            yield chunk
+
+    def classify(exc: BaseException) -> Any:
+        return Permanent if isinstance(exc, _Refused) else None
+
+    durable = DurableAgent(
+        Agent(FunctionModel(stream_function=stream), name="writer"),
+        eng,
+        model_options={"retry": RetryPolicy(max_attempts=4, initial=0.0), "classify": classify},
+    )
+
+    @eng.agent
+    async def write(run: Any) -> str:
+        async with durable.run_stream("greet") as result:
+            return await result.get_output()
+
+    r = eng.run(write)
+    if fault == "refused":
+        assert r.status == "failed" and (r.error or "").startswith("Permanent"), r.error
+        assert calls["model"] == 1 and _events(eng, r.run_id, "retry_scheduled") == []
+        return
+    assert (r.status, r.output) == ("completed", "Hello"), r.error
+    assert calls["model"] == 4
+    assert len(_events(eng, r.run_id, "retry_scheduled")) == 3
+    (decided,) = _events(eng, r.run_id, "llm_decided")
+    assert decided["attempt"] == 4

@@ -50,6 +50,10 @@ _RESPONSE: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
 _COMPARED = ("part_kind", "content", "tool_name", "args", "tool_call_id")
 
 
+# The policies run.stream takes (a stream has no timeout or breaker of its own).
+_STREAM_OPTIONS = ("retry", "classify")
+
+
 # pydantic-ai's model errors (it wraps the providers' SDK errors in its own), by class
 # name along the MRO; then an HTTP error's status decides, as for a read-only call.
 _MODEL_ERRORS = {
@@ -170,8 +174,10 @@ class DurableModel(WrapperModel):
         run_context: ToolContext[Any] | None = None,
     ) -> AsyncIterator[StreamedResponse]:
         """Inside a run, a stream the log has not recorded reaches pydantic-ai live, and
-        the response it made of it is recorded when it is done with it (``run.stream``);
-        a replay gives the recorded response back as a completed stream."""
+        the response it made of it is recorded when it is done with it (``run.stream``,
+        with the ``retry`` and ``classify`` options: one that fails before its first
+        chunk is retried); a replay gives the recorded response back as a completed
+        stream."""
         run = current()
         if run is None:
             async with super().request_stream(
@@ -181,7 +187,8 @@ class DurableModel(WrapperModel):
             return
         opened = self._opener(messages, model_settings, model_request_parameters, run_context)
         digest = conversation_digest(messages)
-        chunks = streams.stream(run, self.decision, opened, (digest,), {}, _streamed_response)
+        policies = {k: v for k, v in self.options.items() if k in _STREAM_OPTIONS}
+        chunks = streams.stream(run, self.decision, opened, (digest,), policies, _streamed_response)
         assert isinstance(chunks, AsyncGenerator)
         first = await anext(chunks)
         if isinstance(first, StreamedResponse):
