@@ -239,7 +239,7 @@ def test_a_streamed_run_round_trips_through_replay(eng: Engine) -> None:
     assert len(texts) > 1 and set(texts) == {"Hello, world"}
     assert calls["model"] == 1
     (decided,) = _events(eng, r.run_id, "llm_decided")
-    assert decided["value"]["response"]["parts"][0]["content"] == "Hello, world"
+    assert restored_response(decided["value"]).parts == [TextPart("Hello, world")]
     assert decided["tokens_out"] == decided["value"]["usage"]["output_tokens"] > 0
 
 
@@ -277,7 +277,7 @@ def test_a_streamed_run_reaches_the_agent_live_and_replays_whole(eng: Engine) ->
     assert received[-1] == ["Hello, world"]
     assert [o for o in order if o.startswith("model")] == ["model Hel", "model lo, ", "model world"]
     (decided,) = _events(eng, r.run_id, "llm_decided")
-    assert decided["value"]["response"]["parts"][0]["content"] == "Hello, world"
+    assert restored_response(decided["value"]).parts == [TextPart("Hello, world")]
     assert decided["tokens_out"] == decided["value"]["usage"]["output_tokens"] > 0
 
 

@@ -1,12 +1,17 @@
 """pydantic-ai model requests as recorded decisions (engine.integrations.pydantic_ai).
 
-A response is recorded in pydantic-ai's own JSON form, with its usage where the engine
-reads a decision's token counts, and validated back into an equal ``ModelResponse``.
+A response is recorded as pydantic-ai's own JSON text of it (``response_json``: the
+engine's redaction of secret-named entries does not reach inside a text, so the model's
+tool-call arguments and typed outputs come back as the model gave them, ``session_id``
+included), with its usage and cost where the engine reads a decision's spending
+(``usage``), and validated back into an equal ``ModelResponse``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -43,6 +48,10 @@ _RESPONSE: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
 # What of a message the model sees and a replay reproduces (timestamps and pydantic-ai's
 # run ids differ from one execution to the next and are left out of the comparison).
 _COMPARED = ("part_kind", "content", "tool_name", "args", "tool_call_id")
+
+
+# The policies run.stream takes (a stream has no timeout or breaker of its own).
+_STREAM_OPTIONS = ("retry", "classify")
 
 
 # pydantic-ai's model errors (it wraps the providers' SDK errors in its own), by class
@@ -85,21 +94,38 @@ def _with_model_errors(user: Classifier | None) -> Classifier:
 
 
 def recorded_response(response: ModelResponse) -> dict[str, Any]:
-    """``response`` as a decision records it: pydantic-ai's own JSON form, and its usage
-    where the engine reads a decision's token counts."""
+    """``response`` as a decision records it: pydantic-ai's JSON text of it (priced, if
+    it has no cost, as pydantic-ai prices it), and its usage and cost where the engine
+    reads a decision's spending."""
+    response = _priced(response)
     usage: dict[str, Any] = {
         "input_tokens": response.usage.input_tokens,
         "output_tokens": response.usage.output_tokens,
     }
-    cost = getattr(response.usage, "cost", None)
-    if cost is not None:
-        usage["cost"] = float(cost)
-    return {"response": _RESPONSE.dump_python(response, mode="json"), "usage": usage}
+    if response.usage.cost is not None:
+        usage["cost"] = float(response.usage.cost)
+    text = _RESPONSE.dump_json(response).decode()
+    return {"response_json": text, "usage": usage}
 
 
 def restored_response(value: Mapping[str, Any]) -> ModelResponse:
     """The :class:`ModelResponse` a recorded decision holds (equal to the one recorded)."""
-    return _RESPONSE.validate_python(value["response"])
+    return _RESPONSE.validate_json(value["response_json"])
+
+
+def _priced(response: ModelResponse) -> ModelResponse:
+    """``response`` with the cost pydantic-ai's agent would give it after the request
+    (genai-prices' table, bundled: offline), so that the engine counts it and a replay
+    restores it; unchanged if it has a cost, or if its model has no known price."""
+    if response.usage.cost is not None or not response.model_name:
+        return response
+    try:
+        price = response.cost().total_price
+    except Exception:  # unknown model or provider, usage it cannot price: no cost
+        return response
+    usage = copy.copy(response.usage)
+    usage.cost = price
+    return dataclasses.replace(response, usage=usage)
 
 
 def conversation_digest(messages: Sequence[ModelMessage]) -> str:
@@ -148,8 +174,10 @@ class DurableModel(WrapperModel):
         run_context: ToolContext[Any] | None = None,
     ) -> AsyncIterator[StreamedResponse]:
         """Inside a run, a stream the log has not recorded reaches pydantic-ai live, and
-        the response it made of it is recorded when it is done with it (``run.stream``);
-        a replay gives the recorded response back as a completed stream."""
+        the response it made of it is recorded when it is done with it (``run.stream``,
+        with the ``retry`` and ``classify`` options: one that fails before its first
+        chunk is retried); a replay gives the recorded response back as a completed
+        stream."""
         run = current()
         if run is None:
             async with super().request_stream(
@@ -159,7 +187,8 @@ class DurableModel(WrapperModel):
             return
         opened = self._opener(messages, model_settings, model_request_parameters, run_context)
         digest = conversation_digest(messages)
-        chunks = streams.stream(run, self.decision, opened, (digest,), {}, _streamed_response)
+        policies = {k: v for k, v in self.options.items() if k in _STREAM_OPTIONS}
+        chunks = streams.stream(run, self.decision, opened, (digest,), policies, _streamed_response)
         assert isinstance(chunks, AsyncGenerator)
         first = await anext(chunks)
         if isinstance(first, StreamedResponse):

@@ -49,7 +49,9 @@ class DurableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
 
     Inside an ``@engine.agent``, ``run``, ``run_sync``, ``run_stream`` and ``iter`` record
     every model request as a decision named ``{name}.model`` (``model_options``: its
-    ``retry``/``timeout``/``breaker``/``classify``) and make every tool call a durable call
+    ``retry``/``timeout``/``breaker``/``classify``; a streamed request takes ``retry`` and
+    ``classify``, and is retried if it fails before its first chunk; its response's
+    secret-named entries are the model's, not redacted) and make every tool call a durable call
     of the tool ``{name}.{tool}`` (``retry``, ``timeout``, ``breaker``, ``classify`` for every
     tool; ``tools={"t": {...}}``: a tool's own ``@engine.tool`` options; ``side_effects``: the
     same, for tools that have effects, which get an intent and a key). Tool calls run one
