@@ -23,9 +23,9 @@ from engine import Budget, Engine, RetryPolicy, failpoints
 from tests.agents.campaign_agent import fee, notify, pay, quote, reserve, ship
 
 from .model_replies import Plan, plan_for, stream_lines
+from .model_server import URL_ENV
 
 engine = Engine.open()
-URL_ENV = "AGENTLOG_MODEL_URL"
 COMMIT_QUESTION = "commit the batch?"
 HUMAN_TOOLS: tuple[str, ...] = ()
 TOOLS = {"pay": pay, "reserve": reserve, "ship": ship, "notify": notify}

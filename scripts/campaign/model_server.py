@@ -24,6 +24,7 @@ from typing import Any
 
 from .model_replies import plan_for, rate_limited, stream_lines
 
+URL_ENV = "AGENTLOG_MODEL_URL"  # where the agents find the server
 CHUNK_PAUSE = 0.001  # seconds between two streamed lines: the window a kill lands in
 
 
@@ -31,8 +32,8 @@ CHUNK_PAUSE = 0.001  # seconds between two streamed lines: the window a kill lan
 class Books:
     """What the model server saw."""
 
-    requests: Counter[str] = field(default_factory=Counter)  # per endpoint
-    rate_limited: int = 0  # 429s answered
+    requests: Counter[str] = field(default_factory=Counter)  # "campaign plan", ...
+    rate_limited: Counter[str] = field(default_factory=Counter)  # 429s: campaign, reference
     limited: Counter[tuple[str, str]] = field(default_factory=Counter)  # 429s per decision
     answered: Counter[tuple[str, str]] = field(default_factory=Counter)  # 200s per decision
     duplicated: list[str] = field(default_factory=list)  # "run decision" already recorded
@@ -45,7 +46,7 @@ class Books:
         again = [k for k, n in self.answered.items() if n > 1]
         return {
             "model_requests": dict(sorted(self.requests.items())),
-            "rate_limited_429": self.rate_limited,
+            "rate_limited_429": dict(sorted(self.rate_limited.items())),
             "decisions_asked_again_unrecorded": len(again),
             "streams_cut": len(self.streams_cut),
             "streams_cut_then_completed": len(self.streams_cut & self.streams_done),
@@ -77,7 +78,7 @@ class ModelServer:
         key = (body["run"], body["name"])
         already = self.recorded(*key)
         with self.lock:
-            self.books.requests[endpoint] += 1
+            self.books.requests[f"{_who(key[0])} {endpoint}"] += 1
             if already:
                 self.books.duplicated.append(f"{key[0]} {key[1]} ({endpoint})")
         return key
@@ -87,7 +88,7 @@ class ModelServer:
         with self.lock:
             if self.books.limited[key] < rate_limited(*key):
                 self.books.limited[key] += 1
-                self.books.rate_limited += 1
+                self.books.rate_limited[_who(key[0])] += 1
                 return 429, b'{"error": {"message": "rate limited", "type": "rate_limit"}}'
             self.books.answered[key] += 1
         return 200, plan_for(body["op"], body["cents"]).model_dump_json().encode()
@@ -101,6 +102,11 @@ class ModelServer:
                 self.books.checks["replayed" if body["replayed"] else "live"] += 1
             if not body["ok"]:
                 self.books.mismatches.append(f"{body['run']} {body['name']}: {body['detail']}")
+
+
+def _who(run_id: str) -> str:
+    """Whose request: a crashed run's (``campaign``) or an uncrashed twin's."""
+    return "campaign" if run_id.startswith("campaign-") else "reference"
 
 
 def _handler(model: ModelServer) -> type[BaseHTTPRequestHandler]:

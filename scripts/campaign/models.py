@@ -20,6 +20,7 @@ moments (in a 429's backoff, mid-stream, mid-effect).
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,7 @@ from typing import Any
 from engine import Engine
 from engine.errors import RunNotFound, UsageError
 
-from .model_agent import URL_ENV
-from .model_server import ModelServer
+from .model_server import URL_ENV, ModelServer
 from .rounds import RUN_FAILPOINTS, Campaign
 
 MODEL_FAILPOINTS = (*RUN_FAILPOINTS, "after_decision", "campaign_mid_stream")
@@ -49,8 +49,6 @@ class ModelCampaign(Campaign):
         launcher: str,
         recover_share: float = 0.3,
     ) -> None:
-        import os
-
         self.looker = Engine.open(url)  # the server's own reader of the store
         self.looker_lock = threading.Lock()
         self.model = ModelServer(self.recorded)
@@ -61,7 +59,7 @@ class ModelCampaign(Campaign):
 
     def recorded(self, run_id: str, name: str) -> bool:
         """Whether the campaign's store records the decision ``name`` of ``run_id``."""
-        if not run_id.startswith("campaign-"):
+        if not run_id.startswith("campaign-"):  # (the campaign's run ids: rounds.py)
             return False  # a reference run: in the driver's memory store
         with self.looker_lock:
             try:
