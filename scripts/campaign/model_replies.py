@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-TOOLS = ("pay", "reserve", "ship", "notify")
 Tool = Literal["pay", "reserve", "ship", "notify"]
+TOOLS: tuple[Tool, ...] = ("pay", "reserve", "ship", "notify")
 
 
 class Step(BaseModel):

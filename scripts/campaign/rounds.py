@@ -31,7 +31,7 @@ class Campaign:
     the same round run uncrashed; ``run`` returns the report."""
 
     pair = 2  # rounds come in pairs (two runs share a fee): the campaign ends on a pair
-    run_failpoints = RUN_FAILPOINTS  # where a step of a run may be killed
+    run_failpoints: tuple[str, ...] = RUN_FAILPOINTS  # where a step of a run may be killed
 
     def __init__(
         self,
