@@ -11,6 +11,14 @@ growing list of small results, as a message history grows). DBOS records each
     python scripts/bench_steps.py --repeat 5 --steps 200
 
 Competitors that are not installed are skipped, and the table says so.
+
+Model calls (``--models``, on by default): a recorded decision (``run.decide``) whose
+function returns a 2 KB pydantic model, and a ``run.stream`` of a generator of 200
+chunks, each against the bare call (the same function called directly, no engine, the
+stream joined) measured in the same run, in alternating order; the ratio is recorded
+over bare, the added cost is their difference.
+
+    python scripts/bench_steps.py --repeat 5 --steps 200 --models-only
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchkit import PG_URL, alternating, drop_schemas, write_table
+from benchkit.model_calls import MODEL_ROWS, REPLY, bare_runner, model_runner, model_table
 
 Runner = Callable[[int], float]  # steps -> seconds
 
@@ -66,6 +75,23 @@ def agentlog_runner(url: str, side_effect: bool, keyed: bool = False) -> Runner:
         return elapsed
 
     return go
+
+
+def model_systems(stores: list[str], tmp: str, pg_url: str) -> dict[str, Runner | None]:
+    """The model-call rows (agentlog per store) and their bare baselines."""
+    if REPLY is None:
+        return {name: None for name in MODEL_ROWS}
+    systems: dict[str, Runner | None] = {}
+    for store in stores:  # a tool call's cost on the same store, in the same run
+        url = f"sqlite:///{tmp}/m.db" if store == "sqlite" else pg_url
+        systems[f"agentlog {store} (read-only step)"] = agentlog_runner(url, False)
+    for row, (bare, stream) in MODEL_ROWS.items():
+        systems[bare] = bare_runner(stream)
+        if "sqlite" in stores:
+            systems[f"agentlog sqlite {row}"] = model_runner(f"sqlite:///{tmp}/m.db", stream)
+        if "postgres" in stores:
+            systems[f"agentlog postgres {row}"] = model_runner(pg_url, stream)
+    return systems
 
 
 def langgraph_runner(kind: str, path_or_url: str) -> Runner | None:
@@ -155,6 +181,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--pg-url", default=PG_URL)
     p.add_argument("--out", help="also write the table (Markdown) to this file")
+    p.add_argument(
+        "--models",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure recorded model calls (decision, stream) against bare calls",
+    )
+    p.add_argument("--models-only", action="store_true", help="measure only the model-call rows")
     return p.parse_args(argv)
 
 
@@ -225,9 +258,17 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.mkdtemp(prefix="agentlog-bench-steps-")
     schema = f"bench_steps_{uuid.uuid4().hex[:8]}"
     pg_base = args.pg_url.split("?")[0]
-    systems = systems_of(args, tmp, f"{pg_base}?schema={schema}")
-    live = {k: v for k, v in systems.items() if v is not None}
-    lines = table(systems, sample(live, args.repeat, args.steps), args.repeat, args.steps)
+    pg_url = f"{pg_base}?schema={schema}"
+    systems = {} if args.models_only else systems_of(args, tmp, pg_url)
+    models = {}
+    if args.models or args.models_only:
+        found = model_systems(args.stores.split(","), tmp, pg_url)
+        models = {k: v for k, v in found.items() if k not in systems}  # one step row each
+    live = {k: v for k, v in {**systems, **models}.items() if v is not None}
+    samples = sample(live, args.repeat, args.steps)
+    lines = table(systems, samples, args.repeat, args.steps) if systems else []
+    if models:
+        lines += ([""] if lines else []) + model_table(samples, args.repeat, args.steps)
     print("\n" + "\n".join(lines))
     if args.out:
         write_table(args.out, "Per-step benchmark", __doc__, lines)

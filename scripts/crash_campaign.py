@@ -36,6 +36,17 @@ holders of one lock are counted too.
 
     python scripts/crash_campaign.py --workload tree --kills 1000 --store postgres
 
+``--agent model`` runs an agent of model calls instead (campaign/models.py): every
+operation a decision returning a pydantic model from a real local model server (in this
+process, called with ``httpx``) that answers some requests with 429 (retried under the
+decision's RetryPolicy), the tool the plan names, and a streamed summary (``run.stream``,
+60-100 chunks); kills land at ``after_decision`` and halfway through a stream
+(``campaign_mid_stream``) besides the others. Model calls made again for a decision the
+log records (duplicated decisions) and values the agent got of the wrong type or value,
+live or replayed (mismatched values), are counted too.
+
+    python scripts/crash_campaign.py --agent model --kills 300 --store postgres
+
 The seed is printed at start (stderr) and in the report; ``--seed N`` or
 ``AGENTLOG_CAMPAIGN_SEED=N`` repeats a campaign's choices.
 
@@ -61,6 +72,7 @@ if str(ROOT) not in sys.path:
 
 from campaign.child import child  # noqa: E402 - the package imports engine: ROOT first
 from campaign.launchers import zygote  # noqa: E402
+from campaign.models import ModelCampaign  # noqa: E402
 from campaign.report import Report  # noqa: E402
 from campaign.rounds import Campaign  # noqa: E402
 from campaign.tree import TreeCampaign  # noqa: E402
@@ -122,9 +134,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--agent",
-        choices=("sync", "async", "mix"),
+        choices=("sync", "async", "mix", "model"),
         default="mix",
-        help="the campaign agent: sync, async (gathered async tools), or mix (pairs alternate)",
+        help="the campaign agent: sync, async (gathered async tools), mix (pairs alternate), "
+        "or model (decisions that stream, return pydantic models and hit 429s)",
     )
     p.add_argument(
         "--workload",
@@ -196,6 +209,8 @@ def run(a: argparse.Namespace, seed: int) -> Report:
         shape = tree_shape(a.tree_shape)
         assert shape is not None  # usage_error said so
         campaign = TreeCampaign(url, workdir, seed, a.verbose, a.launcher, a.recover_share, shape)
+    elif a.agent == "model":
+        campaign = ModelCampaign(url, workdir, seed, a.ops, a.verbose, a.launcher, a.recover_share)
     else:
         campaign = Campaign(
             url, workdir, seed, a.ops, a.verbose, a.launcher, a.agent, a.recover_share

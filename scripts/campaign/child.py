@@ -15,7 +15,7 @@ INLINE_WAIT_ENV = "AGENTLOG_CAMPAIGN_INLINE_WAIT"  # a sleep longer than this su
 
 
 def agent_module(kind: str) -> Any:
-    """The campaign agent's module: ``sync``, ``async`` or ``tree``."""
+    """The campaign agent's module: ``sync``, ``async``, ``model`` or ``tree``."""
     if kind == "async":
         from tests.agents import async_campaign_agent
 
@@ -24,6 +24,10 @@ def agent_module(kind: str) -> Any:
         from . import tree_agent
 
         return tree_agent
+    if kind == "model":
+        from . import model_agent
+
+        return model_agent
     from tests.agents import campaign_agent
 
     return campaign_agent
@@ -31,7 +35,7 @@ def agent_module(kind: str) -> Any:
 
 def agent_of(kind: str) -> Any:
     """The agent a round of ``kind`` starts."""
-    names = {"async": "async_campaign", "tree": "root"}
+    names = {"async": "async_campaign", "tree": "root", "model": "model_campaign"}
     return getattr(agent_module(kind), names.get(kind, "campaign"))
 
 

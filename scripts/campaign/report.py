@@ -34,8 +34,14 @@ class Report:
     refused_writes: list[str] = field(default_factory=list)
     kills_interrupting: Counter[str] = field(default_factory=Counter)
     anomalies: list[str] = field(default_factory=list)
+    # The model workload's: model calls made again for a recorded decision, values the
+    # agent got of the wrong type or value, and the model server's books.
+    duplicated_decisions: int = 0
+    mismatched_values: int = 0
+    model_books: dict[str, Any] = field(default_factory=dict)
     elapsed: float = 0.0
     tree: bool = False
+    model: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +60,7 @@ class Report:
             "lost_effects": self.lost_effects,
             "final_state_mismatches": self.final_state_mismatches,
             **(self._tree() if self.tree else {}),
+            **(self._model() if self.model else {}),
             "anomalies": self.anomalies,
             "elapsed_seconds": round(self.elapsed, 1),
         }
@@ -68,6 +75,13 @@ class Report:
             "kills_interrupting": dict(sorted(self.kills_interrupting.items())),
         }
 
+    def _model(self) -> dict[str, Any]:
+        return {
+            "duplicated_decisions": self.duplicated_decisions,
+            "mismatched_values": self.mismatched_values,
+            **self.model_books,
+        }
+
     @property
     def clean(self) -> bool:
         return not (
@@ -77,6 +91,8 @@ class Report:
             or self.duplicated_messages
             or self.lost_messages
             or self.two_lock_holders
+            or self.duplicated_decisions
+            or self.mismatched_values
             or self.anomalies
         )
 

@@ -31,6 +31,7 @@ class Campaign:
     the same round run uncrashed; ``run`` returns the report."""
 
     pair = 2  # rounds come in pairs (two runs share a fee): the campaign ends on a pair
+    run_failpoints: tuple[str, ...] = RUN_FAILPOINTS  # where a step of a run may be killed
 
     def __init__(
         self,
@@ -63,6 +64,7 @@ class Campaign:
         self.reference = Engine.open("memory://")
         self.report = Report(store=_mask(url), seed=seed)
         self.estimate = 1.0  # seconds an unkilled child takes (moving average)
+        self.ref_rid = ""  # the last reference run
         self.tries: Counter[str] = Counter()  # launches armed to reach an unhit failpoint
         self.env = {
             **{k: v for k, v in os.environ.items() if k != "AGENTLOG_FAILPOINTS"},
@@ -170,7 +172,8 @@ class Campaign:
             if state is not None and state.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
                 return state.status
             if state is None:
-                args, points = ["run", self.url, rid, json.dumps(data), kind], RUN_FAILPOINTS
+                args = ["run", self.url, rid, json.dumps(data), kind]
+                points = self.run_failpoints
             elif abandon and (reached_question or state.waiting == module.COMMIT_QUESTION):
                 reached_question = True
                 args, points = ["abandon", self.url, rid], ABANDON_FAILPOINTS
@@ -180,7 +183,7 @@ class Campaign:
                     value = self.truth(rid, events)
                 else:
                     value = "yes"
-                args, points = ["answer", self.url, rid, value], RUN_FAILPOINTS
+                args, points = ["answer", self.url, rid, value], self.run_failpoints
             else:
                 if state.status == RunStatus.FAILED:
                     self.report.anomalies.append(f"run {rid} failed: {state.error}")
@@ -189,7 +192,7 @@ class Campaign:
                     state.status == RunStatus.RUNNING and self.rng.random() < self.recover_share
                 )
                 args = ["recover" if recover else "resume", self.url, rid]
-                points = RUN_FAILPOINTS
+                points = self.run_failpoints
             # After a long streak of kills, one launch without any, to make progress.
             code = self.unkilled(args) if streak >= 30 else self.launch(args, points)
             streak = streak + 1 if code == -signal.SIGKILL else 0
@@ -201,6 +204,7 @@ class Campaign:
     ) -> tuple[str, Any, Any]:
         os.environ["AGENTLOG_TEST_SERVICE"] = self.ref_svc
         r = self.reference.run(agent_of(kind), **data)
+        self.ref_rid = r.run_id
         if r.status == RunStatus.PAUSED and abandon:
             r = self.reference.abandon(r.run_id)
         elif r.status == RunStatus.PAUSED:
@@ -236,10 +240,14 @@ class Campaign:
             self.report.final_state_mismatches += 1
             self.report.anomalies.append(f"round {n}: its calls differ from the uncrashed run's")
         self._check_log(rid)
+        self.check_round(n, rid, self.ref_rid)
         self.log(
             f"round {n} ({kind}): {status} after {self.report.kills - kills_before} kills "
             f"(total {self.report.kills})"
         )
+
+    def check_round(self, n: int, rid: str, ref_rid: str) -> None:
+        """What a workload checks of round ``n`` besides (its run, its uncrashed twin)."""
 
     def _check_log(self, rid: str) -> None:
         """Every call the run made has exactly one outcome; keys never change per call."""
