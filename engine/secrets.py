@@ -9,6 +9,7 @@ compares arguments with uses a key that never lives in the store (:func:`replay_
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -51,7 +52,15 @@ def folded(name: str) -> str:
 
 def is_secret(name: object, words: frozenset[str] = WORDS) -> bool:
     """Whether ``name`` contains one of ``words`` (which are folded)."""
-    return isinstance(name, str) and any(w in folded(name) for w in words)
+    return isinstance(name, str) and _named_secret(name, words)
+
+
+@functools.lru_cache(maxsize=8192)
+def _named_secret(name: str, words: frozenset[str]) -> bool:
+    """:func:`is_secret` of a string, kept: the same keys come back in every value (a
+    2 KB model answer has hundreds of them, a dozen distinct)."""
+    plain = folded(name)
+    return any(w in plain for w in words)
 
 
 def is_secret_entry(name: object, value: Any, words: frozenset[str] = WORDS) -> bool:
@@ -145,16 +154,19 @@ def redact(value: Any, words: frozenset[str] = WORDS, seen: Seen | None = None) 
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if is_secret_entry(k, v, words):
+            if isinstance(k, str) and _named_secret(k, words) and is_secret_entry(k, v, words):
                 out[k] = REDACTED
                 if seen is not None and v != REDACTED:
                     seen.add(v)
             else:
-                out[k] = redact(v, words, seen)
+                out[k] = redact(v, words, seen) if isinstance(v, _NESTED) else v
         return out
     if isinstance(value, list | tuple):
-        return [redact(v, words, seen) for v in value]
+        return [redact(v, words, seen) if isinstance(v, _NESTED) else v for v in value]
     return value
+
+
+_NESTED = (dict, list, tuple)  # what may hold a named entry: the rest is kept as it is
 
 
 def secret_names(value: Any, words: frozenset[str] = WORDS, path: str = "") -> list[str]:
