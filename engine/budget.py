@@ -46,14 +46,22 @@ MAX_COUNT = 2**53  # what a count or a cost may be (exact in a float, and record
 def usage(tokens_in: Any, tokens_out: Any, cost: Any = None) -> Usage:
     """A usage from what a caller says (UsageError for counts that are not counts)."""
     for name, n in (("tokens_in", tokens_in), ("tokens_out", tokens_out)):
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < MAX_COUNT:
+        if not is_count(n):
             raise UsageError(f"run.usage: {name} must be an int >= 0, not {n!r}")
-    if cost is not None:
-        ok = isinstance(cost, int | float) and not isinstance(cost, bool)
-        if not ok or not math.isfinite(cost) or not 0 <= cost < MAX_COUNT:
-            raise UsageError(f"run.usage: cost must be a number >= 0, not {cost!r}")
-        cost = float(cost)
-    return Usage(tokens_in, tokens_out, cost)
+    if cost is not None and not is_amount(cost):
+        raise UsageError(f"run.usage: cost must be a number >= 0, not {cost!r}")
+    return Usage(tokens_in, tokens_out, None if cost is None else float(cost))
+
+
+def is_count(n: Any) -> bool:
+    """A count of tokens: a whole number from 0, small enough to record."""
+    return isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_COUNT
+
+
+def is_amount(x: Any) -> bool:
+    """A cost: a finite number from 0, small enough to record."""
+    ok = isinstance(x, int | float) and not isinstance(x, bool)
+    return ok and math.isfinite(x) and 0 <= x < MAX_COUNT
 
 
 class Budget(msgspec.Struct, frozen=True):
@@ -66,9 +74,9 @@ class Budget(msgspec.Struct, frozen=True):
     def __post_init__(self) -> None:
         if self.tokens is None and self.cost is None:
             raise UsageError("Budget needs tokens= or cost=")
-        if self.tokens is not None and (isinstance(self.tokens, bool) or self.tokens < 0):
+        if self.tokens is not None and not is_count(self.tokens):
             raise UsageError(f"Budget tokens must be an int >= 0, not {self.tokens!r}")
-        if self.cost is not None and not (math.isfinite(self.cost) and self.cost >= 0):
+        if self.cost is not None and not is_amount(self.cost):
             raise UsageError(f"Budget cost must be a number >= 0, not {self.cost!r}")
 
     def over(self, spent: Usage) -> str | None:
@@ -106,8 +114,7 @@ def usage_of(result: Any) -> Usage | None:
     tin = _count(reported, "input_tokens", "prompt_tokens")
     tout = _count(reported, "output_tokens", "completion_tokens")
     cost = _field(reported, "cost")
-    ok = isinstance(cost, int | float) and not isinstance(cost, bool)
-    cost = float(cost) if ok and math.isfinite(cost) and 0 <= cost < MAX_COUNT else None
+    cost = float(cost) if is_amount(cost) else None
     if tin is None and tout is None and cost is None:
         return None
     return Usage(tin or 0, tout or 0, cost)
@@ -116,8 +123,8 @@ def usage_of(result: Any) -> Usage | None:
 def _count(obj: Any, *names: str) -> int | None:
     for name in names:
         n = _field(obj, name)
-        if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_COUNT:
-            return n  # an absurd count is no count: it could not even be recorded
+        if is_count(n):
+            return int(n)  # an absurd count is no count: it could not even be recorded
     return None
 
 

@@ -131,6 +131,7 @@ _PYDANTIC_AI_ROWS = (
     Row(_PAI + "ModelServerError", INDETERMINATE, TRANSIENT, why=_SENT),
     Row(_PAI + "UnexpectedModelBehavior", LOGICAL, LOGICAL, why=_INVALID),
     Row(_PAI + "UsageLimitExceeded", PERMANENT, PERMANENT, why="the run's usage limit is spent"),
+    Row(_PAI + "UserError", PERMANENT, PERMANENT, why="the agent's code misuses pydantic-ai"),
 )
 
 # The whole default mapping, read in MRO order: the first class along

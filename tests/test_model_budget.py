@@ -4,6 +4,7 @@ past it the run fails with ``BudgetExhausted``, and a resume counts from the log
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import openai
@@ -304,3 +305,30 @@ def test_absurd_or_hostile_usage_is_no_usage_and_a_cost_is_counted() -> None:
     assert r.status == "completed", r.error
     used = [(d["tokens_in"], d["tokens_out"], d["cost"]) for d in _decided(eng, r.run_id)]
     assert used == [(0, 0, None), (0, 0, None), (3, 1, 0.25)]
+
+
+def test_usage_of_a_failed_decision_is_its_evidence_not_the_next_ones() -> None:
+    eng = Engine("memory://")
+
+    @eng.agent
+    def agent(run: Any) -> str:
+        def failing() -> str:
+            run.usage(1000, 0)
+            raise ValueError("the answer did not parse")  # permanent: one attempt
+
+        with contextlib.suppress(Permanent):
+            run.decide("first", failing)
+        return str(run.decide("second", lambda: "ok"))
+
+    r = eng.run(agent)
+    assert r.status == "completed", r.error
+    (second,) = _decided(eng, r.run_id)
+    assert (second["name"], second["tokens_in"]) == ("second", 0)
+    (failed,) = [e.data for e in eng.events(r.run_id) if e.type == "tool_failed"]
+    assert failed["evidence"]["usage"] == {"tokens_in": 1000, "tokens_out": 0, "cost": None}
+
+
+@pytest.mark.parametrize("bad", [{"tokens": 1.5}, {"tokens": "5"}, {"cost": "1"}, {"tokens": -1}])
+def test_a_budget_of_what_is_no_count_is_a_usage_error(bad: dict[str, Any]) -> None:
+    with pytest.raises(UsageError, match="Budget"):
+        Budget(**bad)

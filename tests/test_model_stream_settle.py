@@ -6,6 +6,7 @@ Replayed chunks come back as the chunk type the stream function declares."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import textwrap
 from collections.abc import AsyncIterator, Iterator
@@ -203,3 +204,50 @@ def test_replayed_chunks_come_back_as_the_declared_chunk_type(eng: Engine) -> No
     done = eng.answer(r.run_id, "no")
     assert (done.status, done.output) == ("completed", "Hello!"), done.error
     assert seen[0] == seen[-1] and all(type(c) is Chunk for c in seen[-1])
+
+
+@all_backends
+def test_a_stream_let_go_before_the_agent_returns_is_recorded_then(eng: Engine) -> None:
+    calls: list[int] = []
+
+    def model() -> Iterator[str]:
+        calls.append(1)
+        yield from ["first ", "second"]
+
+    @eng.agent
+    def agent(run: Any) -> str:
+        stream = run.stream("s", model)  # held: not closed by the break
+        first = next(iter(stream))  # one chunk taken, then let go
+        return str(first)
+
+    r = eng.run(agent)
+    assert (r.status, r.output) == ("completed", "first "), r.error
+    assert _decided(eng, r.run_id) == ["first "]
+    assert eng.resume(r.run_id).output == "first " and calls == [1]
+
+
+class Abandon(Exception):
+    pass
+
+
+@all_backends
+def test_a_stream_its_reader_throws_into_is_not_recorded(eng: Engine) -> None:
+    """A reader that gives a stream up by throwing into it (as pydantic-ai's wrapper does
+    for a response it drops) records nothing, even if the agent goes on."""
+    calls: list[int] = []
+
+    def model() -> Iterator[str]:
+        calls.append(1)
+        yield from ["a", "b"]
+
+    @eng.agent
+    def agent(run: Any) -> str:
+        stream = run.stream("s", model)
+        first = next(stream)
+        with contextlib.suppress(Abandon):
+            stream.throw(Abandon())
+        run.checkpoint("went on")
+        return str(first)
+
+    r = eng.run(agent)
+    assert r.status == "completed" and _decided(eng, r.run_id) == []

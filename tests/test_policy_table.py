@@ -147,6 +147,7 @@ PYDANTIC_AI_CASES: list[tuple[BaseException, str, str, str]] = [
     (pai.ContentFilterError("filtered"), L, L, _PAI + "UnexpectedModelBehavior"),
     (pai.UnexpectedModelBehavior("not JSON"), L, L, _PAI + "UnexpectedModelBehavior"),
     (pai.UsageLimitExceeded("spent"), P, P, _PAI + "UsageLimitExceeded"),
+    (pai.UserError("no model given"), P, P, _PAI + "UserError"),
 ]
 
 CASES: list[tuple[BaseException, str, str, str]] = [

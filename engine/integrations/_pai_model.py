@@ -30,15 +30,12 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext as ToolContext
 
-from ..errors import ToolError
-from ..policy import HTTP_STATUS_TABLE, KIND_CLASSES, LOGICAL, PERMANENT, TRANSIENT, Classifier
 from ..runtime import streams
 from ..runtime.agentrun import AgentRun
 from ..runtime.context import RunContext, current
 
 __all__ = [
     "DurableModel",
-    "classify_model_error",
     "conversation_digest",
     "recorded_response",
     "restored_response",
@@ -52,45 +49,6 @@ _COMPARED = ("part_kind", "content", "tool_name", "args", "tool_call_id")
 
 # The policies run.stream takes (a stream has no timeout or breaker of its own).
 _STREAM_OPTIONS = ("retry", "classify")
-
-
-# pydantic-ai's model errors (it wraps the providers' SDK errors in its own), by class
-# name along the MRO; then an HTTP error's status decides, as for a read-only call.
-_MODEL_ERRORS = {
-    "ContentFilterError": LOGICAL,  # the answer was refused: re-plan, never retry
-    "UnexpectedModelBehavior": LOGICAL,  # an answer that is not valid
-    "ModelQuotaExceededError": PERMANENT,  # retrying cannot restore a quota
-    "ModelRequestRejectedError": PERMANENT,  # auth, not found, context window exceeded
-    "UserError": PERMANENT,
-    "ModelRateLimitError": TRANSIENT,
-    "ModelUnavailableError": TRANSIENT,  # overloaded
-    "ModelServerError": TRANSIENT,
-    "ModelConnectionError": TRANSIENT,  # timeouts too: a model request has no effect
-}
-
-
-def classify_model_error(exc: BaseException) -> type[ToolError] | None:
-    """The kind of a pydantic-ai model error (None: the engine's default table decides):
-    a 429, a 5xx, an overload, a connection or read timeout are transient; a 4xx, an
-    exhausted quota permanent; a content filter or an invalid answer logical."""
-    if not type(exc).__module__.startswith("pydantic_ai"):
-        return None
-    for klass in type(exc).__mro__:
-        kind = _MODEL_ERRORS.get(klass.__name__)
-        if kind is not None and klass.__module__.startswith("pydantic_ai"):
-            return KIND_CLASSES[kind]
-    status = getattr(exc, "status_code", None)
-    for codes, _, read_only in HTTP_STATUS_TABLE:
-        if isinstance(status, int) and status in codes:
-            return KIND_CLASSES[read_only]
-    return None
-
-
-def _with_model_errors(user: Classifier | None) -> Classifier:
-    """``user``'s classification first, then pydantic-ai's model errors."""
-    if user is None:
-        return classify_model_error
-    return lambda exc: user(exc) or classify_model_error(exc)
 
 
 def recorded_response(response: ModelResponse) -> dict[str, Any]:
@@ -145,7 +103,6 @@ class DurableModel(WrapperModel):
         super().__init__(wrapped)
         self.decision = decision
         self.options = dict(options)
-        self.options["classify"] = _with_model_errors(self.options.get("classify"))
 
     async def request(
         self,

@@ -105,10 +105,6 @@ class Identity:
     entry: CallState | None
     returns: Any = None  # the declared result type (engine.codec)
 
-    @property
-    def replayed(self) -> bool:
-        return self.entry is not None and isinstance(self.entry.outcome, ev.LlmDecided)
-
     def typed(self, value: Any, live: bool = False) -> Any:
         """``value`` as the decision function declares it returns."""
         return codec.typed(value, self.returns, f"decision {self.name!r}", live=live)

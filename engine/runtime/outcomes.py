@@ -129,6 +129,11 @@ def fail(
     """Write the call's final failure (its last failed attempt's evidence with it),
     freeing its key unless the effect may have happened."""
     ctx = call.ctx
+    evidence = failed.evidence if failed else {}
+    if call.tool.decision:  # usage the failed decision reported: evidence, not another's
+        used = ctx.take_usage()
+        if used:
+            evidence = {**evidence, "usage": msgspec.structs.asdict(used)}
     final = ev.ToolFailed(
         at=ev.now(),
         call=call.number,
@@ -139,7 +144,7 @@ def fail(
         attempt=max(state.attempts, 1),
         final=True,
         duration=failed.duration if failed else 0.0,
-        evidence=failed.evidence if failed else {},
+        evidence=evidence,
         decision=call.tool.decision,
         args_hash=call.ahash if call.tool.decision else "",
     )

@@ -3,8 +3,8 @@ live; the assembled value is recorded once the stream ends, or, when the agent s
 reading it (``break``), before the agent's next call or its return (one ``llm_decided``).
 A replay yields it as one chunk (chunks the default assembly kept as a list, one by one,
 as the chunk type the function declares), so code that joins what it receives gets the
-same value. A crash, an error or a pause mid-stream records nothing: the resumed run
-calls the model again.
+same value. A crash, a pause or an error that ends the run mid-stream records nothing:
+the resumed run calls the model again.
 """
 
 from __future__ import annotations
@@ -82,7 +82,13 @@ def _chunks(at: Attempts, join: Assemble) -> Iterator[Any]:
         except Exception as exc:
             stream.drop()
             at.broke(exc, stream.received)
-        yield stream.took(chunk)
+        try:
+            yield stream.took(chunk)
+        except GeneratorExit:
+            raise
+        except BaseException:  # thrown in by its reader (gen.throw): abandoned
+            stream.drop()
+            raise
     stream.settle()
 
 
@@ -118,9 +124,11 @@ _ITERATORS = {
 
 class Open:
     """A live stream: the chunks its reader took. Read to its end, it is recorded at
-    once; let go (``break``), it is recorded before its reader's next call or when the
-    agent returns (``RunContext.leave_streams``): never when the run fails or pauses
-    instead, so a crash or an error mid-stream records nothing final."""
+    once; let go (``break``, or an error the agent catches outside the loop), it is
+    recorded before its reader's next call or when the agent returns
+    (``RunContext.leave_streams``); never when the run fails or pauses instead, nor when
+    its reader throws an error into it: a crash or an error that ends the run mid-stream
+    records nothing final."""
 
     def __init__(self, at: Attempts, join: Assemble, began: float) -> None:
         self.at, self.join, self.began = at, join, began
@@ -171,5 +179,11 @@ async def _async_chunks(at: Attempts, join: Assemble) -> AsyncIterator[Any]:
         except Exception as exc:
             stream.drop()
             at.broke(exc, stream.received)
-        yield stream.took(chunk)
+        try:
+            yield stream.took(chunk)
+        except GeneratorExit:
+            raise
+        except BaseException:  # thrown in by its reader (agen.athrow): abandoned
+            stream.drop()
+            raise
     stream.settle()
