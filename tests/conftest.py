@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,12 @@ from engine import Engine
 from engine.store import Store, open_store
 
 pytest_plugins = ["pytester"]  # test_postgres_marks runs small suites of its own
+
+# A suite started in the background of a non-interactive shell (`.ci/run &`) inherits
+# SIGINT ignored, and so would every CLI process it starts: the tests that stop one with
+# Ctrl-C (SIGINT) need it delivered, so the processes they start get the default back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PG_URL = os.environ.get(
     "AGENTLOG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/agentlog_test"
