@@ -33,7 +33,14 @@ from collections.abc import Callable
 from typing import Any
 
 from benchkit import PG_URL, alternating, drop_schemas, write_table
-from benchkit.model_calls import MODEL_ROWS, REPLY, bare_runner, model_runner, model_table
+from benchkit.model_calls import (
+    MODEL_ROWS,
+    REPLY,
+    bare_runner,
+    model_runner,
+    model_table,
+    timed_run,
+)
 
 Runner = Callable[[int], float]  # steps -> seconds
 
@@ -67,14 +74,7 @@ def agentlog_runner(url: str, side_effect: bool, keyed: bool = False) -> Runner:
             history.append(tool(i))
         return len(history)
 
-    def go(steps: int) -> float:
-        started = time.perf_counter()
-        result = engine.run(agent, steps=steps)
-        elapsed = time.perf_counter() - started
-        assert result.status == "completed", result
-        return elapsed
-
-    return go
+    return timed_run(engine, agent)
 
 
 def model_systems(stores: list[str], tmp: str, pg_url: str) -> dict[str, Runner | None]:

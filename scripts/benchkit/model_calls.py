@@ -87,6 +87,12 @@ def model_runner(url: str, stream: bool) -> Runner:
                 assert isinstance(run.decide("chat", chat, i), REPLY)
         return steps
 
+    return timed_run(engine, agent)
+
+
+def timed_run(engine: Any, agent: Any) -> Runner:
+    """``steps`` -> the seconds one run of ``agent(steps=steps)`` takes to complete."""
+
     def go(steps: int) -> float:
         started = time.perf_counter()
         result = engine.run(agent, steps=steps)
