@@ -27,7 +27,7 @@ from conftest import all_backends, backends
 
 from engine import Engine, EngineConfig
 from engine.errors import UsageError
-from engine.runtime.leases import HOST, RunBusy
+from engine.runtime.leases import HOST, RunBusy, pid_space
 
 PROCESS_BACKENDS = backends("sqlite", "postgres")
 
@@ -220,12 +220,13 @@ def test_recover_resumes_runs_whose_lease_expired_and_skips_live_owners(eng: Eng
 
 @all_backends
 def test_recover_resumes_a_run_whose_same_host_owner_process_is_gone(eng: Engine) -> None:
-    """The lease of a process on this host that no longer exists is dead at once, however
-    far its expiry: recover resumes the run and takes the lease over."""
+    """The lease of a process of this PID namespace (its owner id proves it) that no
+    longer exists is dead at once, however far its expiry: recover resumes the run and
+    takes the lease over."""
     counting = Counting()
     work = _crashable(eng, counting)
     (rid,) = _crashed_runs(eng, work, counting, 1)
-    gone = f"{HOST}:{_dead_pid()}:0badc0de"
+    gone = f"{HOST}:{_dead_pid()}:0badc0de:{pid_space()}"
     _plant_lease(eng, rid, gone, 3600)
     recovered = eng.recover()
     assert [(r.run_id, r.status) for r in recovered] == [(rid, "completed")]

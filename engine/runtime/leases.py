@@ -1,13 +1,15 @@
 """Owner leases: a run is held by one owner (host, process) only while it executes.
 
 The lease lives in a small table beside the log and is renewed by a heartbeat thread.
-A lease that expired, or whose owner is on this host and its process is gone, is dead
-and may be taken over; resuming a run whose owner is alive is refused.
+A lease that expired, or whose owner provably shares our PID namespace (same host, boot
+and namespace) and whose process is gone, is dead and may be taken over; resuming a run
+whose owner is alive is refused.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -29,18 +31,40 @@ class LeaseLost(RunInterrupt):
     writing nothing more; the new owner continues the run from its log."""
 
 
+# An owner id is ``host:pid:nonce:boot.pidns``; the last field proves which PID namespace
+# the pid belongs to. Ids written before it existed (``host:pid:nonce``) carry no proof.
+_PROOF = re.compile(r"[0-9a-f]{32}\.[0-9]+")
+
+
+def pid_space() -> str:
+    """This process's PID namespace as ``boot-id.namespace-inode`` ('' when it cannot be
+    proven: no /proc, or a /proc mounted for another namespace than ours)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip().replace("-", "")
+        ns = os.stat("/proc/self/ns/pid").st_ino
+        mine = int(os.readlink("/proc/self")) == os.getpid()
+    except (OSError, ValueError):
+        return ""
+    space = f"{boot}.{ns}"
+    return space if mine and _PROOF.fullmatch(space) else ""
+
+
 def new_owner() -> str:
-    return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}:{pid_space()}"
 
 
-def alive(owner: str) -> bool:
-    """Whether ``owner`` may still be running: False only when we can tell it is gone."""
+def alive(owner: str, here: str | None = None) -> bool:
+    """Whether ``owner`` may still be running: False only when we can tell it is gone,
+    which needs proof that its pid is one of our PID namespace (``here``, by default
+    :func:`pid_space`); any other owner is alive until its lease expires."""
     parts = owner.split(":")
-    if len(parts) < 3:
-        return True
-    host, pid_text = ":".join(parts[:-2]), parts[-2]
-    if host != HOST or not pid_text.isdigit():
-        return True  # another machine: only expiry can tell
+    if len(parts) < 4 or not _PROOF.fullmatch(parts[-1]):
+        return True  # no proof of its namespace (also an id written by an older version)
+    host, pid_text = ":".join(parts[:-3]), parts[-3]
+    space = pid_space() if here is None else here
+    if host != HOST or parts[-1] != space or not pid_text.isdigit():
+        return True  # another machine, boot or PID namespace: only expiry can tell
     pid = int(pid_text)
     try:
         os.kill(pid, 0)
