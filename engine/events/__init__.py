@@ -33,6 +33,10 @@ class AgentStarted(Event, frozen=True, tag="agent_started"):
     # engine.secrets.key_check of the replay key its arguments were hashed under (None: a
     # run from before the check, hashed under the legacy key). A fork keeps its parent's.
     key_check: str | None = None
+    # A run a supervisor started in place of ``reuses`` (a child it abandoned to restart
+    # it): it takes over that run's side effects that still stand when it makes the same
+    # call, as a fork rewound with "reuse" does (None: not a restart's new run).
+    reuses: str | None = None
 
 
 class AgentResumed(Event, frozen=True, tag="agent_resumed"):

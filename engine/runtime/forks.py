@@ -1,4 +1,5 @@
-"""What a fork rewound with ``effects="reuse"`` takes over from its parent.
+"""What a fork rewound with ``effects="reuse"`` takes over from its parent, and a run a
+supervisor started in place of an abandoned child from that child (``reuses``).
 
 The parent's side effects after the fork position stay in the world. When the fork makes
 a side-effecting call its parent made there (same tool, same arguments), it takes the
@@ -43,29 +44,33 @@ NOTHING = Inheritance([])
 
 
 def inheritance(ctx: RunContext) -> Inheritance:
-    """The run's inheritance, read once per execution (nothing for a run that is not a
-    fork rewound with ``effects="reuse"``)."""
+    """The run's inheritance, read once per execution (nothing for a run that is neither
+    a fork rewound with ``effects="reuse"`` nor a restart's new run)."""
     with ctx.inheritance_lock:  # concurrent calls of an async agent share one pool
         if ctx.inheritance is None:
-            ctx.inheritance = _read(ctx) if ctx.writer.state.fork_position is not None else NOTHING
+            state = ctx.writer.state
+            inherits = state.fork_position is not None or state.parent_run_id is not None
+            ctx.inheritance = _read(ctx) if inherits else NOTHING
         inherited: Inheritance = ctx.inheritance
     return inherited
 
 
 def _read(ctx: RunContext) -> Inheritance:
     head = started(ctx.store, ctx.run_id)
-    if head.effects != REUSE:
+    if head.reuses is not None:  # a supervisor's restart: all the replaced run's effects
+        source, after = head.reuses, 0
+    elif head.effects == REUSE and head.parent_run_id is not None:
+        source, after = head.parent_run_id, head.fork_position or 0
+    else:
         return NOTHING
-    assert head.parent_run_id is not None
     taken = {
         entry.intent.parent_call
         for entry in ctx.journal.calls.values()
         if entry.intent is not None and entry.intent.parent_call is not None
     }
-    parent = read_events(ctx.store, head.parent_run_id)
     left = [
         fx
-        for fx in effects(parent, after=head.fork_position or 0)
+        for fx in effects(read_events(ctx.store, source), after=after)
         if fx.call not in taken and reusable(fx)
     ]
     return Inheritance(left)

@@ -220,6 +220,10 @@ def _resume(ctx: RunContext, record: ev.ChildRestarted, runs: RunRepository, s: 
 
 def _start_new(ctx: RunContext, record: ev.ChildRestarted) -> None:
     """Start a new run of the replaced child's agent on its input, committed with the
-    restart (the commit a spawn makes), then execute it."""
+    restart (the commit a spawn makes), then execute it. It takes over the replaced run's
+    effects its abandon left standing (no compensation) when it makes the same calls."""
     old = started(ctx.store, record.previous_run_id)  # a child: never a fork
-    open_child(ctx, record, msgspec.structs.replace(old, at=ev.now(), parent_run_id=ctx.run_id))
+    head = msgspec.structs.replace(
+        old, at=ev.now(), parent_run_id=ctx.run_id, reuses=record.previous_run_id
+    )
+    open_child(ctx, record, head)

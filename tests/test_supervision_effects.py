@@ -1,0 +1,98 @@
+"""A group restart never sends a sibling's effect twice (SQLite files and PostgreSQL,
+with a counting service): under one_for_all and rest_for_one a sibling abandoned to be
+restarted has its compensable effects undone first (test_supervision_restart), and the
+new run started in its place takes over every effect its abandon left standing when it
+makes the same call: it records the old run's outcome under the old key and sends
+nothing (``source`` ``parent``), so a default-keyed payment without a compensation
+happens once, however many restarts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import service
+from conftest import backends
+from test_supervision_kit import Counter, events_of
+
+from engine import Engine, Supervisor
+from engine.kinds import RunStatus
+
+STORES = backends("sqlite", "postgres")
+
+
+@pytest.fixture
+def svc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    where = str(tmp_path / "service.db")
+    service.reset(where)
+    monkeypatch.setenv("AGENTLOG_TEST_SERVICE", where)
+    yield where
+
+
+def _team(eng: Engine, tmp_path: Path, strategy: str, fails: int) -> Any:
+    """A supervised team of a payer (a default-keyed payment with no compensation) and a
+    breaker that fails its first ``fails`` attempts once the payment was made; under
+    rest_for_one the payer is spawned after the breaker, so that its restart covers it."""
+    counter = Counter(tmp_path)
+
+    @eng.tool(side_effect=True)
+    def pay(order: str, *, idempotency_key: str) -> str:
+        return service.perform("pay", order, idempotency_key)
+
+    @eng.agent
+    def payer(run: Any, order: str) -> str:
+        counter.bump("payer")
+        return str(pay(order))
+
+    @eng.agent
+    def breaker(run: Any, order: str) -> str:
+        n = counter.bump("breaker")
+        while service.by_op("pay", order) is None:
+            time.sleep(0.01)  # the payer paid first
+        if n <= fails:
+            raise RuntimeError(f"breaker broke ({n})")
+        return "fixed"
+
+    @eng.agent(supervise=Supervisor(strategy, max_restarts=fails, within=60.0))  # type: ignore[arg-type]
+    def team(run: Any, order: str) -> list[str]:
+        if strategy == "rest_for_one":
+            b = run.spawn(breaker, order=order)
+            p = run.spawn(payer, order=order)
+        else:
+            p = run.spawn(payer, order=order)
+            b = run.spawn(breaker, order=order)
+        return [b.result(), p.result()]  # the breaker's failure first: the payer unsettled
+
+    return team, counter
+
+
+@STORES
+@pytest.mark.parametrize("strategy", ["one_for_all", "rest_for_one"])
+@pytest.mark.parametrize("fails", [1, 2])
+def test_a_restarted_sibling_takes_over_its_payment_instead_of_paying_again(
+    eng: Engine, tmp_path: Path, svc: str, strategy: str, fails: int
+) -> None:
+    """The payer's run is abandoned and started again at each of the breaker's failures;
+    the service saw one payment request and made one payment, every new payer run took
+    the payment over from the run it replaced (same key, sent nothing), and a replay of
+    the team reaches the same."""
+    team, counter = _team(eng, tmp_path, strategy, fails)
+    result = eng.run(team, order="o1")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, ["fixed", "pay:o1"])
+    assert counter.get("payer") == fails + 1 and counter.get("breaker") == fails + 1
+    assert service.effects(svc) == {("pay", "o1"): 1}
+    assert [op for tool, op, _ in service.requests(svc) if tool == "pay"] == ["o1"]
+    restarts = events_of(eng, result.run_id, "child_restarted")
+    payers = [r for r in restarts if r["call"] == (1 if strategy == "one_for_all" else 2)]
+    assert len(payers) == fails
+    first = payers[0]["previous_run_id"]
+    [paid] = [e.data for e in eng.events(first) if e.type == "tool_invoked"]
+    for r in payers:
+        new = [e.data for e in eng.events(r["child_run_id"])]
+        invoked = [d for d in new if "key" in d and d.get("tool", "").endswith("pay")]
+        assert [d["key"] for d in invoked] == [paid["key"]]
+        assert [d["source"] for d in new if "source" in d] == ["parent"]
+    eng.verify(result.run_id)
