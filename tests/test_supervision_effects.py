@@ -4,7 +4,7 @@ restarted has its compensable effects undone first (test_supervision_restart), a
 new run started in its place takes over every effect its abandon left standing when it
 makes the same call: it records the old run's outcome under the old key and sends
 nothing (``source`` ``parent``), so a default-keyed payment without a compensation
-happens once, however many restarts."""
+happens once, however many restarts, also through a run stopped before it paid."""
 
 from __future__ import annotations
 
@@ -32,11 +32,9 @@ def svc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield where
 
 
-def _team(eng: Engine, tmp_path: Path, strategy: str, fails: int) -> Any:
-    """A supervised team of a payer (a default-keyed payment with no compensation) and a
-    breaker that fails its first ``fails`` attempts once the payment was made; under
-    rest_for_one the payer is spawned after the breaker, so that its restart covers it."""
-    counter = Counter(tmp_path)
+def _payer(eng: Engine, counter: Counter, stall_at: int = 0) -> Any:
+    """An agent that pays for ``order`` through the service, under its default key, with
+    no compensation; its ``stall_at``-th run works on (durably) until it is stopped."""
 
     @eng.tool(side_effect=True)
     def pay(order: str, *, idempotency_key: str) -> str:
@@ -44,8 +42,20 @@ def _team(eng: Engine, tmp_path: Path, strategy: str, fails: int) -> Any:
 
     @eng.agent
     def payer(run: Any, order: str) -> str:
-        counter.bump("payer")
+        if counter.bump("payer") == stall_at:
+            for _ in range(5000):
+                run.decide("tick", time.sleep, 0.01)
         return str(pay(order))
+
+    return payer
+
+
+def _team(eng: Engine, tmp_path: Path, strategy: str, fails: int) -> Any:
+    """A supervised team of a payer (a default-keyed payment with no compensation) and a
+    breaker that fails its first ``fails`` attempts once the payment was made; under
+    rest_for_one the payer is spawned after the breaker, so that its restart covers it."""
+    counter = Counter(tmp_path)
+    payer = _payer(eng, counter)
 
     @eng.agent
     def breaker(run: Any, order: str) -> str:
@@ -95,4 +105,42 @@ def test_a_restarted_sibling_takes_over_its_payment_instead_of_paying_again(
         invoked = [d for d in new if "key" in d and d.get("tool", "").endswith("pay")]
         assert [d["key"] for d in invoked] == [paid["key"]]
         assert [d["source"] for d in new if "source" in d] == ["parent"]
+    eng.verify(result.run_id)
+
+
+@STORES
+def test_a_payment_is_taken_over_across_a_run_stopped_before_it_paid(
+    eng: Engine, tmp_path: Path, svc: str
+) -> None:
+    """one_for_all, the breaker failing twice: the payer's first run paid, its second was
+    stopped by the second restart before it reached the payment; the third run takes the
+    payment over from the first (its intent names that run), and nothing is paid twice."""
+    counter = Counter(tmp_path)
+    payer = _payer(eng, counter, stall_at=2)
+
+    @eng.agent
+    def breaker(run: Any, order: str) -> str:
+        n = counter.bump("breaker")
+        while n == 1 and service.by_op("pay", order) is None:
+            time.sleep(0.01)  # the payer paid first
+        while n == 2 and counter.get("payer") < 2:
+            time.sleep(0.01)  # the payer's second run started
+        if n <= 2:
+            raise RuntimeError(f"breaker broke ({n})")
+        return "fixed"
+
+    @eng.agent(supervise=Supervisor("one_for_all", max_restarts=2, within=60.0))
+    def team(run: Any, order: str) -> list[str]:
+        p, b = run.spawn(payer, order=order), run.spawn(breaker, order=order)
+        return [b.result(), p.result()]
+
+    result = eng.run(team, order="o1")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, ["fixed", "pay:o1"])
+    assert counter.get("payer") == 3
+    assert service.effects(svc) == {("pay", "o1"): 1}
+    payers = [e for e in events_of(eng, result.run_id, "child_restarted") if e["call"] == 1]
+    (first, second), third = [e["previous_run_id"] for e in payers], payers[-1]["child_run_id"]
+    assert "tool_invoked" not in [e.type for e in eng.events(second)]
+    [took] = [e.data for e in eng.events(third) if e.type == "tool_invoked"]
+    assert took["parent_run"] == first and took["parent_call"] == 1
     eng.verify(result.run_id)

@@ -167,6 +167,9 @@ class ToolInvoked(Event, frozen=True, tag="tool_invoked"):
     key: str | None = None
     side_effect: bool = False
     parent_call: int | None = None  # a fork's call taking over its parent's effect at this call
+    # The run whose call ``parent_call`` is, when a restart's new run took it over (None:
+    # a fork's parent).
+    parent_run: str | None = None
 
 
 class ToolSucceeded(Event, frozen=True, tag="tool_succeeded"):

@@ -98,16 +98,17 @@ def call_tool(
     if not tool.side_effect:
         return drive(call, state, ATTEMPT)
     parent = forks.inheritance(ctx).take(tool.name, ahash)
-    opening = _write_intent(call, state) if parent is None else _take_over(call, state, parent)
+    opening = _write_intent(call, state) if parent is None else _take_over(call, state, *parent)
     return drive(call, *opening)
 
 
-def _take_over(call: Call, state: CallState, parent: Effect) -> Opening:
-    """A fork makes the side-effecting call its parent made after the fork position: it
-    records the parent's outcome and sends nothing. An outcome the parent never learned
+def _take_over(call: Call, state: CallState, run: str | None, parent: Effect) -> Opening:
+    """A fork makes the side-effecting call its parent made after the fork position (or a
+    restart's new run one a run it replaces made: ``run``): it records the parent's
+    outcome and sends nothing. An outcome the parent never learned
     is resolved under the parent's key (ledger, verifier, same-key re-send, or a person),
     never by a blind send under the fork's own key."""
-    state = replace(state, key=parent.key or state.key, parent_call=parent.call)
+    state = replace(state, key=parent.key or state.key, parent_call=parent.call, parent_run=run)
     if parent.outcome == Outcome.COMMITTED:
         return state, Done(parent.result, Source.PARENT, with_intent=True)
     state = record(call, state, with_intent=True)

@@ -42,6 +42,7 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
     answer: Any = None
     key: str | None = None  # the key the request goes out under (side effects)
     parent_call: int | None = None  # a fork taking over its parent's effect at this call
+    parent_run: str | None = None  # whose call that is, if not the fork's parent's
     claim: int = 0  # the ledger version of this call's claim on its business key
     maybe_landed: bool = False  # an attempt's outcome was unknown: the effect may exist
     # Calls of many agents (runtime.agentfold): the child run a spawn started (or its
@@ -85,6 +86,7 @@ def _invoked(s: CallState | None, e: ev.ToolInvoked, position: int) -> CallState
         started_at=e.at,
         key=e.key,
         parent_call=e.parent_call,
+        parent_run=e.parent_run,
         claim=s.claim if s else 0,
         maybe_landed=s.maybe_landed if s else False,
     )

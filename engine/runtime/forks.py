@@ -1,20 +1,25 @@
-"""What a fork rewound with ``effects="reuse"`` takes over from its parent, and a run a
-supervisor started in place of an abandoned child from that child (``reuses``).
+"""What a fork rewound with ``effects="reuse"`` takes over from its parent, and what a
+run a supervisor started in place of an abandoned child takes over from it (``reuses``).
 
 The parent's side effects after the fork position stay in the world. When the fork makes
 a side-effecting call its parent made there (same tool, same arguments), it takes the
 parent's effect instead of sending a second one: each parent effect at most once, the
 earliest matching one in the parent's call order. A fork's log says which it took (the
-intent's ``parent_call``), so a resumed fork never takes one twice.
+intent's ``parent_call``), so a resumed fork never takes one twice. A restart's new run
+does the same with every effect still standing in the run it replaces, and in that run's
+own predecessors (those none of their successors took over); its intents also name the
+run they took from (``parent_run``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from .. import events as ev
 from ..effects import Effect, Outcome, effects
-from ..history import read_events, started
+from ..history import read_events
 from ..kinds import Effects, Source
 
 if TYPE_CHECKING:
@@ -23,18 +28,22 @@ if TYPE_CHECKING:
 REUSE, COMPENSATE, RESEND = Effects.REUSE, Effects.COMPENSATE, Effects.RESEND
 MODES = tuple(Effects)
 
+# An effect another run made that this one may take over: that run (None: a fork's
+# parent) and the effect.
+Inherited = tuple[str | None, Effect]
+
 
 class Inheritance:
-    """The parent's effects a fork may still take over, in the parent's call order."""
+    """The effects a run may still take over, in the order they are offered."""
 
-    def __init__(self, left: list[Effect]) -> None:
+    def __init__(self, left: list[Inherited]) -> None:
         self._left = left
         self._lock = threading.Lock()
 
-    def take(self, tool: str, args_hash: str) -> Effect | None:
-        """The first parent effect of ``tool`` with these arguments not taken yet."""
+    def take(self, tool: str, args_hash: str) -> Inherited | None:
+        """The first effect of ``tool`` with these arguments not taken yet."""
         with self._lock:
-            for i, fx in enumerate(self._left):
+            for i, (_, fx) in enumerate(self._left):
                 if fx.tool == tool and fx.args_hash == args_hash:
                     return self._left.pop(i)
         return None
@@ -56,24 +65,47 @@ def inheritance(ctx: RunContext) -> Inheritance:
 
 
 def _read(ctx: RunContext) -> Inheritance:
-    head = started(ctx.store, ctx.run_id)
-    if head.reuses is not None:  # a supervisor's restart: all the replaced run's effects
-        source, after = head.reuses, 0
-    elif head.effects == REUSE and head.parent_run_id is not None:
-        source, after = head.parent_run_id, head.fork_position or 0
-    else:
+    log = read_events(ctx.store, ctx.run_id)
+    head = log[0].event
+    assert isinstance(head, ev.AgentStarted)
+    mine = [e.intent for e in ctx.journal.calls.values() if e.intent is not None]
+    if head.reuses is not None:
+        return Inheritance(_replaced(ctx, head.reuses, mine))
+    if head.effects != REUSE or head.parent_run_id is None:
         return NOTHING
-    taken = {
-        entry.intent.parent_call
-        for entry in ctx.journal.calls.values()
-        if entry.intent is not None and entry.intent.parent_call is not None
+    taken = _took(mine, None)
+    parent = read_events(ctx.store, head.parent_run_id)
+    left = effects(parent, after=head.fork_position or 0)
+    return Inheritance([(None, fx) for fx in left if (None, fx.call) not in taken and reusable(fx)])
+
+
+def _replaced(ctx: RunContext, first: str, mine: list[ev.ToolInvoked]) -> list[Inherited]:
+    """The effects a restart's new run may take over: those of the run it replaced, then
+    those its predecessors made that no run after them took over (a run stopped before
+    it made a call the one before it had made), nearest first, each once."""
+    taken = _took(mine, first)
+    pool: list[Inherited] = []
+    rid: str | None = first
+    seen: set[str] = set()
+    while rid is not None and rid not in seen:
+        seen.add(rid)
+        log = read_events(ctx.store, rid)
+        head = log[0].event if log else None
+        before = head.reuses if isinstance(head, ev.AgentStarted) else None
+        pool += [(rid, fx) for fx in effects(log)]
+        taken |= _took((r.event for r in log if isinstance(r.event, ev.ToolInvoked)), before)
+        rid = before
+    return [(r, fx) for r, fx in pool if (r, fx.call) not in taken and reusable(fx)]
+
+
+def _took(intents: Iterable[ev.Event | None], source: str | None) -> set[tuple[str | None, int]]:
+    """The effects (run, call) ``intents`` took over; ``source`` is the run an intent took
+    from when it names none."""
+    return {
+        (i.parent_run or source, i.parent_call)
+        for i in intents
+        if isinstance(i, ev.ToolInvoked) and i.parent_call is not None
     }
-    left = [
-        fx
-        for fx in effects(read_events(ctx.store, source), after=after)
-        if fx.call not in taken and reusable(fx)
-    ]
-    return Inheritance(left)
 
 
 def reusable(fx: Effect) -> bool:
