@@ -108,6 +108,20 @@ def test_a_restarted_sibling_takes_over_its_payment_instead_of_paying_again(
     eng.verify(result.run_id)
 
 
+def _one_for_all(eng: Engine, member: Any, breaker: Any, restarts: int) -> Any:
+    """Run a one_for_all team of ``member`` and ``breaker`` on order o1 (the breaker's
+    result waited for first); it completes with both outputs."""
+
+    @eng.agent(supervise=Supervisor("one_for_all", max_restarts=restarts, within=60.0))
+    def team(run: Any, order: str) -> list[str]:
+        m, b = run.spawn(member, order=order), run.spawn(breaker, order=order)
+        return [b.result(), m.result()]
+
+    result = eng.run(team, order="o1")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, ["fixed", "pay:o1"])
+    return result
+
+
 @STORES
 def test_a_payment_is_taken_over_across_a_run_stopped_before_it_paid(
     eng: Engine, tmp_path: Path, svc: str
@@ -129,13 +143,7 @@ def test_a_payment_is_taken_over_across_a_run_stopped_before_it_paid(
             raise RuntimeError(f"breaker broke ({n})")
         return "fixed"
 
-    @eng.agent(supervise=Supervisor("one_for_all", max_restarts=2, within=60.0))
-    def team(run: Any, order: str) -> list[str]:
-        p, b = run.spawn(payer, order=order), run.spawn(breaker, order=order)
-        return [b.result(), p.result()]
-
-    result = eng.run(team, order="o1")
-    assert (result.status, result.output) == (RunStatus.COMPLETED, ["fixed", "pay:o1"])
+    result = _one_for_all(eng, payer, breaker, restarts=2)
     assert counter.get("payer") == 3
     assert service.effects(svc) == {("pay", "o1"): 1}
     payers = [e for e in events_of(eng, result.run_id, "child_restarted") if e["call"] == 1]
@@ -143,4 +151,35 @@ def test_a_payment_is_taken_over_across_a_run_stopped_before_it_paid(
     assert "tool_invoked" not in [e.type for e in eng.events(second)]
     [took] = [e.data for e in eng.events(third) if e.type == "tool_invoked"]
     assert took["parent_run"] == first and took["parent_call"] == 1
+    eng.verify(result.run_id)
+
+
+@STORES
+def test_a_restarted_sibling_whose_own_child_paid_does_not_pay_again(
+    eng: Engine, tmp_path: Path, svc: str
+) -> None:
+    """The sibling pays through a child of its own: its new run's spawn of the same agent
+    with the same input, at the same call, starts a child that takes the payment over from
+    the replaced run's child; one payment."""
+    counter = Counter(tmp_path)
+    payer = _payer(eng, counter)
+
+    @eng.agent
+    def sibling(run: Any, order: str) -> str:
+        counter.bump("sibling")
+        out: str = run.call(payer, order=order)
+        return out
+
+    @eng.agent
+    def breaker(run: Any, order: str) -> str:
+        n = counter.bump("breaker")
+        while service.by_op("pay", order) is None:
+            time.sleep(0.01)  # the sibling's child paid first
+        if n == 1:
+            raise RuntimeError("breaker broke")
+        return "fixed"
+
+    result = _one_for_all(eng, sibling, breaker, restarts=1)
+    assert counter.get("sibling") == 2 and counter.get("payer") == 2
+    assert service.effects(svc) == {("pay", "o1"): 1}
     eng.verify(result.run_id)

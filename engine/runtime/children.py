@@ -21,7 +21,7 @@ from ..errors import ChildFailed, UsageError
 from ..history import rebuild
 from ..kinds import RunStatus
 from ..secrets import refuse_secret_input
-from . import declare
+from . import declare, forks
 from .childstart import agent_started, open_child
 from .childwait import Waited, deliver, settle, settle_all
 from .childwake import after_run, child_due
@@ -93,7 +93,8 @@ def spawn(ctx: RunContext, agent: AgentDef[..., Any] | Any, input: dict[str, Any
         return _replayed(ctx, call, entry, codec.returns(a.fn))
     ctx.live(call, f"spawn {a.name!r}")
     child_id = uuid.uuid4().hex
-    head = agent_started(a, data, parent_run_id=ctx.run_id)
+    reuses = forks.replaced_child(ctx, call, a.name, ahash)
+    head = agent_started(a, data, parent_run_id=ctx.run_id, reuses=reuses)
     record = ev.ChildSpawned(
         at=head.at, call=call, child_run_id=child_id, agent=a.name, args_hash=ahash
     )

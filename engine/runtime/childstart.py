@@ -33,10 +33,14 @@ def open_child(
 
 
 def agent_started(
-    agent: AgentDef[..., Any], input: dict[str, Any], parent_run_id: str | None = None
+    agent: AgentDef[..., Any],
+    input: dict[str, Any],
+    parent_run_id: str | None = None,
+    reuses: str | None = None,
 ) -> ev.AgentStarted:
     """The ``agent_started`` of a new run of ``agent`` on ``input`` (normalized), under
-    this machine's replay key; a child's names its parent."""
+    this machine's replay key; a child's names its parent, and the run whose effects it
+    takes over (``reuses``: the child a restarted run's same spawn started)."""
     return ev.AgentStarted(
         at=ev.now(),
         agent=agent.name,
@@ -45,4 +49,5 @@ def agent_started(
         parent_run_id=parent_run_id,
         code_version=agent.version,
         key_check=key_check(replay_key()),
+        reuses=reuses,
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from .. import events as ev
 from ..effects import Effect, Outcome, effects
-from ..history import read_events
+from ..history import read_events, started
 from ..kinds import Effects, Source
 
 if TYPE_CHECKING:
@@ -96,6 +96,28 @@ def _replaced(ctx: RunContext, first: str, mine: list[ev.ToolInvoked]) -> list[I
         taken |= _took((r.event for r in log if isinstance(r.event, ev.ToolInvoked)), before)
         rid = before
     return [(r, fx) for r, fx in pool if (r, fx.call) not in taken and reusable(fx)]
+
+
+def replaced_child(ctx: RunContext, call: int, agent: str, args_hash: str) -> str | None:
+    """The child a restart's new run stands in for at its spawn ``call`` of ``agent`` on
+    these arguments: the child doing that spawn's work in the nearest run it replaces that
+    made the same spawn at the same call (so the new child takes over its effects); None
+    when there is none or this run is no restart's."""
+    if ctx.writer.state.parent_run_id is None:
+        return None
+    rid, seen = started(ctx.store, ctx.run_id).reuses, set()
+    while rid is not None and rid not in seen:
+        seen.add(rid)
+        log = [r.event for r in read_events(ctx.store, rid)]
+        spawn = next((e for e in log if isinstance(e, ev.ChildSpawned) and e.call == call), None)
+        if spawn is not None:
+            if (spawn.agent, spawn.args_hash) != (agent, args_hash):
+                return None
+            now = [e for e in log if isinstance(e, ev.ChildRestarted) and e.call == call]
+            return now[-1].child_run_id if now else spawn.child_run_id
+        head = log[0]
+        rid = head.reuses if isinstance(head, ev.AgentStarted) else None
+    return None
 
 
 def _took(intents: Iterable[ev.Event | None], source: str | None) -> set[tuple[str | None, int]]:
