@@ -53,7 +53,7 @@ class Source(StrEnum):
     VERIFIED = "verified"  # the tool's verifier found the effect
     HUMAN = "human"  # a person said the effect happened
     FALLBACK = "fallback"  # the circuit was open: the degraded path, not the effect
-    PARENT = "parent"  # a rewound fork took over its parent's effect
+    PARENT = "parent"  # a rewound fork (or a restart's new run) took over another run's effect
 
 
 class Effects(StrEnum):

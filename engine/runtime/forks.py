@@ -65,9 +65,7 @@ def inheritance(ctx: RunContext) -> Inheritance:
 
 
 def _read(ctx: RunContext) -> Inheritance:
-    log = read_events(ctx.store, ctx.run_id)
-    head = log[0].event
-    assert isinstance(head, ev.AgentStarted)
+    head = started(ctx.store, ctx.run_id)
     mine = [e.intent for e in ctx.journal.calls.values() if e.intent is not None]
     if head.reuses is not None:
         return Inheritance(_replaced(ctx, head.reuses, mine))
