@@ -183,3 +183,45 @@ def test_a_restarted_sibling_whose_own_child_paid_does_not_pay_again(
     assert counter.get("sibling") == 2 and counter.get("payer") == 2
     assert service.effects(svc) == {("pay", "o1"): 1}
     eng.verify(result.run_id)
+
+
+@STORES
+def test_a_restart_that_can_neither_undo_nor_take_over_stops_naming_the_effect(
+    eng: Engine, tmp_path: Path, svc: str
+) -> None:
+    """The sibling's payment has a compensation that fails: the restart stops before it
+    starts anything again; the supervisor fails with one message naming the sibling, the
+    tool and its call, and the payment was made once and never again."""
+    counter = Counter(tmp_path)
+
+    def refund(result: str) -> str:
+        raise PermissionError(f"refunds of {result} are closed")
+
+    @eng.tool(side_effect=True, compensate=refund, retry=None)
+    def charge(order: str, *, idempotency_key: str) -> str:
+        return service.perform("pay", order, idempotency_key)
+
+    @eng.agent
+    def payer(run: Any, order: str) -> str:
+        counter.bump("payer")
+        return str(charge(order))
+
+    @eng.agent
+    def breaker(run: Any, order: str) -> str:
+        while service.by_op("pay", order) is None:
+            time.sleep(0.01)  # the payer paid first
+        raise RuntimeError("breaker broke")
+
+    @eng.agent(supervise=Supervisor("one_for_all", max_restarts=3, within=60.0))
+    def team(run: Any, order: str) -> list[str]:
+        p, b = run.spawn(payer, order=order), run.spawn(breaker, order=order)
+        return [b.result(), p.result()]
+
+    result = eng.run(team, order="o1")
+    assert result.status == RunStatus.FAILED
+    paid = events_of(eng, result.run_id, "child_spawned")[0]["child_run_id"]
+    error = result.error or ""
+    assert paid in error and "charge" in error and "refunds of pay:o1 are closed" in error
+    assert events_of(eng, result.run_id, "child_restarted") == []
+    assert counter.get("payer") == 1
+    assert service.effects(svc) == {("pay", "o1"): 1}
