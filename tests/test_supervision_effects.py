@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from agents import service
 from conftest import backends
+from structlog.testing import capture_logs
 from test_supervision_kit import Counter, events_of
 
 from engine import Engine, Supervisor
+from engine import observe as engine_log
 from engine.kinds import RunStatus
 
 STORES = backends("sqlite", "postgres")
@@ -225,3 +227,49 @@ def test_a_restart_that_can_neither_undo_nor_take_over_stops_naming_the_effect(
     assert events_of(eng, result.run_id, "child_restarted") == []
     assert counter.get("payer") == 1
     assert service.effects(svc) == {("pay", "o1"): 1}
+
+
+@STORES
+def test_a_restarted_run_that_does_not_make_the_same_call_is_warned_about(
+    eng: Engine, tmp_path: Path, svc: str
+) -> None:
+    """The payer's new run pays for another order (its call differs): it cannot take the
+    first payment over, which still stands; when it completes, a warning names the run
+    it replaced, the tool, the call and the key of that payment."""
+    counter = Counter(tmp_path)
+
+    @eng.tool(side_effect=True)
+    def pay(order: str, *, idempotency_key: str) -> str:
+        return service.perform("pay", order, idempotency_key)
+
+    @eng.agent
+    def payer(run: Any, order: str) -> str:
+        n = counter.bump("payer")
+        pay(order if n == 1 else f"{order}-again")
+        return "pay:o1"
+
+    @eng.agent
+    def breaker(run: Any, order: str) -> str:
+        n = counter.bump("breaker")
+        while service.by_op("pay", order) is None:
+            time.sleep(0.01)  # the payer paid first
+        if n == 1:
+            raise RuntimeError("breaker broke")
+        return "fixed"
+
+    engine_log.get()  # a first use may configure structlog, which would undo capture_logs
+    with capture_logs() as logs:
+        result = _one_for_all(eng, payer, breaker, restarts=1)
+        deadline = time.time() + 60  # a guard against a hang, not a limit tested
+        while not _warned(logs) and time.time() < deadline:
+            time.sleep(0.01)  # the child's thread may warn just after its parent returned
+    first = events_of(eng, result.run_id, "child_spawned")[0]["child_run_id"]
+    [paid] = [e.data for e in eng.events(first) if e.type == "tool_invoked"]
+    warned = _warned(logs)
+    assert [(w["replaced"], w["call"], w["key"]) for w in warned] == [(first, 1, paid["key"])]
+    assert warned[0]["tool"].endswith("pay")
+    assert service.effects(svc) == {("pay", "o1"): 1, ("pay", "o1-again"): 1}
+
+
+def _warned(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [x for x in logs if x["event"] == "restart_left_effect_standing"]

@@ -32,7 +32,7 @@ from ..policy import describe
 from ..secrets import refuse_secret_input
 from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
-from . import adoption, children, locks, wakeups
+from . import adoption, children, forks, locks, wakeups
 from .answer import answer as answer_run
 from .catalog import Catalog
 from .childstart import agent_started
@@ -227,6 +227,7 @@ class Engine(Catalog, Declaring):
         the parent that waits on it."""
         self._signals.notify()
         locks.after_run(self, self.store, result)  # a run that ended frees its locks
+        forks.after_run(self.store, result)  # before its parent goes on: warned by then
         children.after_run(self, self.store, result)
         wakeups.after_run(self, self.store, result)
         return result

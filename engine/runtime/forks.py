@@ -18,12 +18,15 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .. import events as ev
+from .. import observe
 from ..effects import Effect, Outcome, effects
 from ..history import read_events, started
-from ..kinds import Effects, Source
+from ..kinds import Effects, RunStatus, Source
+from ..store import Store
 
 if TYPE_CHECKING:
     from .context import RunContext
+    from .results import RunResult
 
 REUSE, COMPENSATE, RESEND = Effects.REUSE, Effects.COMPENSATE, Effects.RESEND
 MODES = tuple(Effects)
@@ -68,7 +71,7 @@ def _read(ctx: RunContext) -> Inheritance:
     head = started(ctx.store, ctx.run_id)
     mine = [e.intent for e in ctx.journal.calls.values() if e.intent is not None]
     if head.reuses is not None:
-        return Inheritance(_replaced(ctx, head.reuses, mine))
+        return Inheritance(_replaced(ctx.store, head.reuses, mine))
     if head.effects != REUSE or head.parent_run_id is None:
         return NOTHING
     taken = _took(mine, None)
@@ -77,7 +80,7 @@ def _read(ctx: RunContext) -> Inheritance:
     return Inheritance([(None, fx) for fx in left if (None, fx.call) not in taken and reusable(fx)])
 
 
-def _replaced(ctx: RunContext, first: str, mine: list[ev.ToolInvoked]) -> list[Inherited]:
+def _replaced(store: Store, first: str, mine: Iterable[ev.Event | None]) -> list[Inherited]:
     """The effects a restart's new run may take over: those of the run it replaced, then
     those its predecessors made that no run after them took over (a run stopped before
     it made a call the one before it had made), nearest first, each once."""
@@ -87,7 +90,7 @@ def _replaced(ctx: RunContext, first: str, mine: list[ev.ToolInvoked]) -> list[I
     seen: set[str] = set()
     while rid is not None and rid not in seen:
         seen.add(rid)
-        log = read_events(ctx.store, rid)
+        log = read_events(store, rid)
         head = log[0].event if log else None
         before = head.reuses if isinstance(head, ev.AgentStarted) else None
         pool += [(rid, fx) for fx in effects(log)]
@@ -126,6 +129,22 @@ def _took(intents: Iterable[ev.Event | None], source: str | None) -> set[tuple[s
         for i in intents
         if isinstance(i, ev.ToolInvoked) and i.parent_call is not None
     }
+
+
+def after_run(store: Store, result: RunResult) -> None:
+    """A restart's new run completed: warn, naming each, of the effects of the runs it
+    replaced that still stand and that it did not take over (it made other calls), so
+    nobody takes a second effect for the only one."""
+    if result.status != RunStatus.COMPLETED or result.parent_run_id is None:
+        return
+    head = started(store, result.run_id)
+    if head.reuses is None:
+        return
+    mine = [r.event for r in read_events(store, result.run_id)]
+    for rid, fx in _replaced(store, head.reuses, mine):
+        observe.get(run_id=result.run_id).warning(
+            "restart_left_effect_standing", replaced=rid, tool=fx.tool, call=fx.call, key=fx.key
+        )
 
 
 def reusable(fx: Effect) -> bool:
