@@ -26,7 +26,7 @@ from engine import events as ev
 from engine import observe as engine_log
 from engine.history import RunWriter, run_stream
 from engine.runtime.context import RunContext
-from engine.runtime.leases import HOST, alive
+from engine.runtime.leases import HOST, alive, pid_space
 from engine.state import RunState
 from engine.store import Append, stream_id
 
@@ -216,7 +216,7 @@ def test_an_exited_but_unreaped_owner_is_dead() -> None:
     its lease owner is dead all the same. A live child's owner is alive."""
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=-1)
     try:
-        owner = f"{HOST}:{child.pid}:0123abcd"
+        owner = f"{HOST}:{child.pid}:0123abcd:{pid_space()}"
         assert alive(owner)
         assert child.stdin is not None
         child.stdin.close()  # it exits now; nobody reaps it until wait() below
@@ -246,7 +246,7 @@ def test_resume_takes_over_a_run_whose_owner_is_a_zombie(tmp_path: Path) -> None
     try:
         _until(lambda: _state(child.pid) == "Z", "the child to become a zombie")
         now = time.time()
-        e.store.take_lease(rid, f"{HOST}:{child.pid}:0123abcd", now + 300, now)
+        e.store.take_lease(rid, f"{HOST}:{child.pid}:0123abcd:{pid_space()}", now + 300, now)
         assert e.resume(rid).output == 7
     finally:
         child.wait()

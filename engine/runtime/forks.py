@@ -137,12 +137,18 @@ def after_run(store: Store, result: RunResult) -> None:
     nobody takes a second effect for the only one."""
     if result.status != RunStatus.COMPLETED or result.parent_run_id is None:
         return
-    head = started(store, result.run_id)
-    if head.reuses is None:
+    log = observe.get(run_id=result.run_id)
+    try:
+        head = started(store, result.run_id)
+        if head.reuses is None:
+            return
+        mine = [r.event for r in read_events(store, result.run_id)]
+        left = _replaced(store, head.reuses, mine)
+    except Exception as e:  # a warning never fails the run's end (the store may be gone)
+        log.error("restart_effects_not_checked", error=str(e))
         return
-    mine = [r.event for r in read_events(store, result.run_id)]
-    for rid, fx in _replaced(store, head.reuses, mine):
-        observe.get(run_id=result.run_id).warning(
+    for rid, fx in left:
+        log.warning(
             "restart_left_effect_standing", replaced=rid, tool=fx.tool, call=fx.call, key=fx.key
         )
 
