@@ -40,7 +40,7 @@ from .callstate import (
     retried,
 )
 from .context import RunContext
-from .defs import ToolDef, args_hash, normalize
+from .defs import ToolDef, args_hash, hashed_args, normalize
 from .outcomes import Call, record
 
 LEDGER_WAIT_DEFAULT = 10.0
@@ -72,8 +72,9 @@ def call_tool(
     coroutine runs on the caller's ``loop`` while this thread records and retries.
     """
     number = ctx.next_call() if number is None else number
-    named = normalize(tool.bind(args, kwargs), f"arguments of tool {tool.name}")
-    ahash = args_hash(tool.name, named, ctx.hash_key)
+    bound = tool.bind(args, kwargs)
+    named = normalize(bound, f"arguments of tool {tool.name}")
+    ahash = args_hash(tool.name, hashed_args(bound, named), ctx.hash_key)
     # On replay too: the secrets of its arguments join the run's set, masked again later.
     shown = ctx.seen.mask_all(tool.redacted(named, ctx.seen))
     call = Call(ctx, tool, number, args, kwargs, ahash, shown, loop)

@@ -25,6 +25,7 @@ from ..errors import RunInterrupt, UsageError
 from ..kinds import RunStatus
 from ..store.locking import check_name, check_ttl
 from .callstate import CallState
+from .defs import Fence
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -48,7 +49,7 @@ def lock(ctx: RunContext, name: str, ttl: float) -> Iterator[int]:
     else:
         fence, held = entry.fence, _retake(ctx, entry, name, ttl)
     try:
-        yield fence
+        yield Fence(fence)
     except (RunInterrupt, GeneratorExit):
         _forget(ctx, name, held)  # paused, suspended or stopped: the hold is left to expire
         raise
