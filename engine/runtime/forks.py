@@ -4,7 +4,9 @@ The parent's side effects after the fork position stay in the world. When the fo
 a side-effecting call its parent made there (same tool, same arguments), it takes the
 parent's effect instead of sending a second one: each parent effect at most once, the
 earliest matching one in the parent's call order. A fork's log says which it took (the
-intent's ``parent_call``), so a resumed fork never takes one twice.
+intent's ``parent_call``), so a resumed fork never takes one twice. A durable message
+the parent sent there (``run.send``, same recipient, topic and value) is taken over the
+same way: the fork records the parent's message id and posts nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from ..effects import Effect, Outcome, effects
+from ..effects import Effect, Outcome, effects, sends
 from ..history import read_events, started
 from ..kinds import Effects, Source
 
@@ -57,15 +59,12 @@ def _read(ctx: RunContext) -> Inheritance:
     if head.effects != REUSE:
         return NOTHING
     assert head.parent_run_id is not None
-    taken = {
-        entry.intent.parent_call
-        for entry in ctx.journal.calls.values()
-        if entry.intent is not None and entry.intent.parent_call is not None
-    }
+    taken = {e.parent_call for e in ctx.journal.calls.values() if e.parent_call is not None}
     parent = read_events(ctx.store, head.parent_run_id)
+    after = head.fork_position or 0
     left = [
         fx
-        for fx in effects(parent, after=head.fork_position or 0)
+        for fx in sorted([*effects(parent, after), *sends(parent, after)], key=lambda fx: fx.call)
         if fx.call not in taken and reusable(fx)
     ]
     return Inheritance(left)
