@@ -17,6 +17,7 @@ from agents.kit import log_of
 from conftest import backends
 
 from engine import Engine, Permanent
+from engine.runtime import calls
 
 STORES = backends("sqlite", "postgres")
 
@@ -98,3 +99,31 @@ def test_a_fork_passing_its_new_fence_is_not_refused(
     assert fork.output == {"fence": 1, "step": 1}  # the parent's effect, not a second one
     assert _fences(eng, fork.run_id) == [2]
     assert len(svc.accepted) == 1 and fork.standing == ()
+
+
+@STORES
+def test_a_call_recorded_with_its_fence_hashed_still_replays(
+    eng: Engine, svc: FencingService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run paused inside its block, its write recorded with the fence in the argument
+    hash (as versions before fences were left out recorded it), is answered after the
+    upgrade: no divergence, and the write is not sent again."""
+
+    @eng.tool(side_effect=True)
+    def write(resource: str, fence: int, step: int, *, idempotency_key: str) -> dict[str, Any]:
+        return _post(svc, resource, fence, step, idempotency_key)
+
+    @eng.agent
+    def holder(run: Any) -> Any:
+        with run.lock("doc", ttl=30) as fence:
+            first = write("doc", fence, 1)
+            run.ask("go on?")
+            return first
+
+    monkeypatch.setattr(calls, "hashed_args", lambda bound, named: named)  # the old hash
+    parent = eng.run(holder)
+    monkeypatch.undo()
+    assert parent.status == "paused"
+    done = eng.answer(parent.run_id, "yes")
+    assert (done.status, done.output) == ("completed", {"fence": 1, "step": 1})
+    assert len(svc.accepted) == 1
