@@ -2,7 +2,9 @@
 its parent sent after the fork position takes the parent's message over (recorded, posted
 once), and until it does the message is among the parent's effects that still stand; a
 receiver's fork rewound before its receives receives again, in order and each once, the
-messages its parent consumed after the fork position, then its own inbox."""
+messages its parent consumed after the fork position, then its own inbox. Real processes
+SIGKILLed right after the fork's take-over or first receive, then recovered, post and
+receive each message once."""
 
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents.kit import wait_until
+from agents.kit import python, wait_until
 from conftest import backends
 
 from engine import Engine
 from engine.history import standing
 from engine.runtime.config import EngineConfig
 from engine.runtime.mailbox import posted
+from tests.agents import mailbox_agents as agents
 
 STORES = backends("sqlite", "postgres")
 
@@ -123,3 +126,61 @@ def test_a_receivers_fork_receives_what_its_parent_consumed(
     stored = json.loads((tmp_path / "stored.json").read_text())
     assert stored == (["a", "b"] if effects == "reuse" else ["a", "b", "a", "b"])
     assert _inbox(eng, fork.run_id) == [] and _inbox(eng, parent.run_id) == ["a", "b"]
+
+
+REWIND = """
+import sys
+from engine import Engine
+Engine.open(sys.argv[1]).rewind(sys.argv[2], to=1)
+"""
+RECOVER = """
+import json, sys
+from engine import Engine
+print(json.dumps([[r.run_id, r.status, r.output] for r in Engine.open(sys.argv[1]).recover()]))
+"""
+
+
+@STORES
+def test_a_receivers_fork_killed_after_its_first_receive_receives_each_once(
+    store_url: str, eng: Engine
+) -> None:
+    """A real process rewinding a receiver is SIGKILLed right after the fork's first
+    receive committed; recover in another process: the fork replays that receive and
+    takes the parent's second message, each once, in the parent's order."""
+    parent = eng.run(agents.receiver, n=2)
+    assert parent.status == "waiting"
+    eng.run(agents.sender, to=parent.run_id, value="first")
+    eng.run(agents.sender, to=parent.run_id, value="second")
+    wait_until(lambda: eng.state(parent.run_id).status == "completed", "the parent to finish")
+    p = python("-c", REWIND, store_url, parent.run_id, env={"AGENTLOG_FAILPOINTS": "after_recv"})
+    assert p.returncode == -9, p.stderr[-2000:]
+    p = python("-c", RECOVER, store_url)
+    assert p.returncode == 0, p.stderr[-2000:]
+    forks = [r for r in json.loads(p.stdout) if r[0] != parent.run_id]
+    assert [r[1:] for r in forks] == [["completed", ["first", "second"]]]
+    ids = [d["message_id"] for d in _data(eng, parent.run_id, "message_received")]
+    assert [d["message_id"] for d in _data(eng, forks[0][0], "message_received")] == ids
+
+
+@STORES
+def test_a_senders_fork_killed_after_taking_the_send_over_posts_nothing(
+    store_url: str, eng: Engine
+) -> None:
+    """A real process rewinding a sender is SIGKILLed right after the fork took the
+    parent's send over; recovered, the fork replays it: the inbox holds one message."""
+    box = eng.run(agents.receiver, n=2)
+    eng.run(agents.sender, to=box.run_id, value="once")
+    p = python("-c", REWIND, store_url, _sender_of(eng, box.run_id), env=_KILL_AFTER_SEND)
+    assert p.returncode == -9, p.stderr[-2000:]
+    p = python("-c", RECOVER, store_url)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert _inbox(eng, box.run_id) == ["once"]
+    wait_until(lambda: eng.state(box.run_id).status == "waiting", "the receiver to wait")
+    assert [d["value"] for d in _data(eng, box.run_id, "message_received")] == ["once"]
+
+
+_KILL_AFTER_SEND = {"AGENTLOG_FAILPOINTS": "after_send"}
+
+
+def _sender_of(eng: Engine, run_id: str) -> str:
+    return str(posted(eng.store, run_id)[0][1].from_run_id)

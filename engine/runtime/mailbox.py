@@ -108,6 +108,7 @@ def send(ctx: RunContext, to: str, topic: str, value: Any) -> None:
             parent_call=parent.call,
         )
         ctx.record(taken)
+        failpoints.hit("after_send")
         ctx.log.info("message_reused", call=call, to=to, topic=topic, id=parent.key)
         return
     _check_recipient(ctx.store, to)
