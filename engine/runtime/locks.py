@@ -10,7 +10,9 @@ On replay the recorded fence is returned. A block recorded as left takes nothing
 left unfinished (a crash, a pause inside it) takes the lock again keeping its fence if
 nobody took it since; otherwise the fence is stale, the block runs with it all the same
 (replay is deterministic) and the outside service, seeing a higher fence, rejects its
-writes. See docs/locks.md.
+writes. A fork never inherits an open block (a rewind target inside one means before its
+acquire): it takes the lock afresh. The fence is a ``Fence``, which argument hashes leave
+out, so a call passed the fence is the same call under a newer one. See docs/locks.md.
 """
 
 from __future__ import annotations
