@@ -68,6 +68,8 @@ def enc_hook(value: Any) -> Any:
     hooks = _hooks(tp)
     if hooks is not None:
         return hooks[0](value)
+    if isinstance(value, int):  # an int subclass (a lock's fence): recorded as its number
+        return int(value)
     if _pydantic(tp):
         # Aliases and round_trip: what model_validate takes back (computed fields left out).
         return value.model_dump(mode="json", by_alias=True, round_trip=True)

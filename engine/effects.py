@@ -17,6 +17,7 @@ from .kinds import FailureKind, Source
 # Outcome sources that are not the run's own effect: taken from the shared ledger (another
 # run sent it), from a fork's parent, or a degraded path that sent nothing of the tool.
 NOT_OWN = frozenset({Source.LEDGER, Source.PARENT, Source.FALLBACK})
+SEND = "run.send"  # the ``tool`` of a durable message's effect (its ``key``: the message id)
 
 
 class Outcome(StrEnum):
@@ -106,6 +107,30 @@ def effects(recorded: Iterable[ev.Positioned], after: int = 0) -> list[Effect]:
     return sorted((fx for fx in found.values() if fx.position > after), key=lambda fx: fx.call)
 
 
+def sends(recorded: Iterable[ev.Positioned], after: int = 0) -> list[Effect]:
+    """The durable messages the run sent (``run.send``) after position ``after``,
+    as effects (tool :data:`SEND`, key the message id, result its recipient and topic),
+    in call order; a fork's send that
+    took over its parent's is the parent's message (its id)."""
+    return [
+        Effect(
+            e.call,
+            SEND,
+            e.message_id,
+            {"to": e.to_run_id, "topic": e.topic},
+            Outcome.COMMITTED,
+            args_hash=e.args_hash,
+            position=r.position,
+        )
+        for r in recorded
+        if isinstance(e := r.event, ev.MessageSent) and r.position > after
+    ]
+
+
+def _call(fx: Effect) -> int:
+    return fx.call
+
+
 def uncertain(recorded: Iterable[ev.Positioned]) -> list[Effect]:
     """The side-effecting calls that may have happened with nobody recording whether: an
     intent with no outcome, or a final failure after an attempt whose outcome was unknown
@@ -117,13 +142,21 @@ def standing_after(
     parent: Iterable[ev.Positioned], target: int, fork: Iterable[ev.Positioned] = ()
 ) -> list[Effect]:
     """The parent's effects after ``target`` that still stand in the world: committed,
-    not undone, and not taken over by the fork (by reuse, or through the ledger's key)."""
+    not undone, and not taken over by the fork (by reuse, or through the ledger's key);
+    its durable messages among them (:func:`sends`)."""
+    fork = list(fork)
     mine = effects(fork)
     taken = {fx.parent_call for fx in mine if fx.parent_call is not None}
+    taken |= {
+        e.parent_call
+        for r in fork
+        if isinstance(e := r.event, ev.MessageSent) and e.parent_call is not None
+    }
     keys = {fx.key for fx in mine if fx.outcome == Outcome.COMMITTED and fx.source == Source.LEDGER}
+    parent = list(parent)
     return [
         fx
-        for fx in effects(parent, after=target)
+        for fx in sorted([*effects(parent, after=target), *sends(parent, target)], key=_call)
         if fx.outcome == Outcome.COMMITTED
         and fx.source != Source.FALLBACK
         and not fx.undone

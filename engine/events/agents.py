@@ -87,6 +87,7 @@ class MessageSent(Event, frozen=True, tag="message_sent"):
     topic: str
     message_id: str
     args_hash: str = ""
+    parent_call: int | None = None  # a fork's send that took over its parent's (posted nothing)
 
 
 class MessagePosted(Event, frozen=True, tag="message_posted"):

@@ -58,7 +58,7 @@ FOLDS: dict[type[Any], _Fold] = {
     ev.LockAcquired: _locked,
     ev.LockReleased: _unlocked,
     ev.MessageSent: lambda s, e: CallState(
-        "send", e.topic, e.args_hash, outcome=e, ref=e.message_id
+        "send", e.topic, e.args_hash, outcome=e, ref=e.message_id, parent_call=e.parent_call
     ),
     ev.TimerSet: _timer,
     ev.MessageReceived: _received,

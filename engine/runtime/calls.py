@@ -40,7 +40,7 @@ from .callstate import (
     retried,
 )
 from .context import RunContext
-from .defs import ToolDef, args_hash, normalize
+from .defs import ToolDef, args_hash, hashed_args, normalize
 from .outcomes import Call, record
 
 LEDGER_WAIT_DEFAULT = 10.0
@@ -72,8 +72,9 @@ def call_tool(
     coroutine runs on the caller's ``loop`` while this thread records and retries.
     """
     number = ctx.next_call() if number is None else number
-    named = normalize(tool.bind(args, kwargs), f"arguments of tool {tool.name}")
-    ahash = args_hash(tool.name, named, ctx.hash_key)
+    bound = tool.bind(args, kwargs)
+    named = normalize(bound, f"arguments of tool {tool.name}")
+    ahash = _args_hash(ctx, tool, number, bound, named)
     # On replay too: the secrets of its arguments join the run's set, masked again later.
     shown = ctx.seen.mask_all(tool.redacted(named, ctx.seen))
     call = Call(ctx, tool, number, args, kwargs, ahash, shown, loop)
@@ -100,6 +101,17 @@ def call_tool(
     parent = forks.inheritance(ctx).take(tool.name, ahash)
     opening = _write_intent(call, state) if parent is None else _take_over(call, state, *parent)
     return drive(call, *opening)
+
+
+def _args_hash(ctx: RunContext, tool: ToolDef, number: int, bound: Any, named: Any) -> str:
+    """The call's argument hash, fences left out; a call recorded when fences were still
+    hashed keeps the hash it was recorded (and its key claimed) with."""
+    hashed = hashed_args(bound, named)
+    ahash = args_hash(tool.name, hashed, ctx.hash_key)
+    if hashed is not named and (entry := ctx.journal.calls.get(number)) is not None:
+        legacy = args_hash(tool.name, named, ctx.hash_key)
+        return legacy if entry.args_hash == legacy else ahash
+    return ahash
 
 
 def _take_over(call: Call, state: CallState, run: str | None, parent: Effect) -> Opening:

@@ -54,6 +54,33 @@ def args_hash(name: str, args: Any, key: bytes | None = None) -> str:
     return hmac.new(key or replay_key(), blob, hashlib.sha256).hexdigest()[:32]
 
 
+class Fence(int):
+    """A lock's fencing token (``with run.lock(...) as fence``). A call's argument hash
+    leaves it out, so a fork (or any run) holding the lock under a newer fence makes the
+    same call as the holder it takes over from; the tool still receives the number."""
+
+
+def hashed_args(bound: dict[str, Any], named: Any) -> Any:
+    """What a call's argument hash covers: its ``named`` arguments, with every
+    :class:`Fence` in ``bound`` (in dicts, lists, tuples) left out as a marker."""
+    unfenced = _without_fences(bound)
+    return named if unfenced is bound else normalize(unfenced, "arguments")
+
+
+def _without_fences(value: Any) -> Any:
+    """``value`` itself when it holds no fence; else a copy with markers for fences."""
+    if isinstance(value, Fence):
+        return "<fence>"
+    if isinstance(value, dict):
+        items = {k: _without_fences(v) for k, v in value.items()}
+        same = all(items[k] is v for k, v in value.items())
+        return value if same else items
+    if isinstance(value, list | tuple):
+        parts = [_without_fences(v) for v in value]
+        return value if all(p is v for p, v in zip(parts, value, strict=True)) else parts
+    return value
+
+
 def normalize(value: Any, what: str) -> Any:
     """``value`` as the log will give it back (so live and replayed runs see the same)."""
     try:

@@ -5,7 +5,9 @@ The parent's side effects after the fork position stay in the world. When the fo
 a side-effecting call its parent made there (same tool, same arguments), it takes the
 parent's effect instead of sending a second one: each parent effect at most once, the
 earliest matching one in the parent's call order. A fork's log says which it took (the
-intent's ``parent_call``), so a resumed fork never takes one twice. A restart's new run
+intent's ``parent_call``), so a resumed fork never takes one twice. A durable message
+the parent sent there (``run.send``, same recipient, topic and value) is taken over the
+same way: the fork records the parent's message id and posts nothing. A restart's new run
 does the same with every effect still standing in the run it replaces, and in that run's
 own predecessors (those none of their successors took over); its intents also name the
 run they took from (``parent_run``).
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from .. import events as ev
 from .. import observe
-from ..effects import Effect, Outcome, effects
+from ..effects import Effect, Outcome, effects, sends
 from ..history import read_events, started
 from ..kinds import Effects, RunStatus, Source
 from ..store import Store
@@ -74,10 +76,12 @@ def _read(ctx: RunContext) -> Inheritance:
         return Inheritance(_replaced(ctx.store, head.reuses, mine))
     if head.effects != REUSE or head.parent_run_id is None:
         return NOTHING
-    taken = _took(mine, None)
+    # a fork's calls (tools and sends) name the parent's call they took over
+    taken = {c.parent_call for c in ctx.journal.calls.values() if c.parent_call is not None}
     parent = read_events(ctx.store, head.parent_run_id)
-    left = effects(parent, after=head.fork_position or 0)
-    return Inheritance([(None, fx) for fx in left if (None, fx.call) not in taken and reusable(fx)])
+    after = head.fork_position or 0
+    left = sorted([*effects(parent, after), *sends(parent, after)], key=lambda fx: fx.call)
+    return Inheritance([(None, fx) for fx in left if fx.call not in taken and reusable(fx)])
 
 
 def _replaced(store: Store, first: str, mine: Iterable[ev.Event | None]) -> list[Inherited]:

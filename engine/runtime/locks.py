@@ -10,7 +10,9 @@ On replay the recorded fence is returned. A block recorded as left takes nothing
 left unfinished (a crash, a pause inside it) takes the lock again keeping its fence if
 nobody took it since; otherwise the fence is stale, the block runs with it all the same
 (replay is deterministic) and the outside service, seeing a higher fence, rejects its
-writes. See docs/locks.md.
+writes. A fork never inherits an open block (a rewind target inside one means before its
+acquire): it takes the lock afresh. The fence is a ``Fence``, which argument hashes leave
+out, so a call passed the fence is the same call under a newer one. See docs/locks.md.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..errors import RunInterrupt, UsageError
 from ..kinds import RunStatus
 from ..store.locking import check_name, check_ttl
 from .callstate import CallState
+from .defs import Fence
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -48,7 +51,7 @@ def lock(ctx: RunContext, name: str, ttl: float) -> Iterator[int]:
     else:
         fence, held = entry.fence, _retake(ctx, entry, name, ttl)
     try:
-        yield fence
+        yield Fence(fence)
     except (RunInterrupt, GeneratorExit):
         _forget(ctx, name, held)  # paused, suspended or stopped: the hold is left to expire
         raise

@@ -17,6 +17,11 @@ durable: ``timer_set`` records the deadline first, and when it passes
 follows the timers' rule (``runtime.timers``): inline up to ``inline_wait``, then the
 run suspends until a message on its topic is posted or the deadline passes.
 
+Forks: a fork rewound with ``effects="reuse"`` that sends what its parent sent after the
+fork position takes the parent's message over (``message_sent`` with ``parent_call`` and
+the parent's message id; nothing is posted). A fork's receives first take, in order, the
+messages its parent consumed after the fork position, then its own inbox.
+
 Failpoints: ``after_send`` (a message committed), ``after_recv`` (a receive committed).
 """
 
@@ -31,12 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from .. import failpoints
+from ..effects import SEND
 from ..errors import ConcurrencyError, CorruptData, RunNotFound, UsageError
 from ..history import check_run_id, iter_run, rebuild
 from ..kinds import ENDED
 from ..secrets import redact
 from ..store import Append, stream_id
-from . import timers
+from . import forks, timers
 from .defs import args_hash, normalize
 
 if TYPE_CHECKING:
@@ -89,6 +95,23 @@ def send(ctx: RunContext, to: str, topic: str, value: Any) -> None:
     if ctx.recorded(call, "send", topic, ahash) is not None:
         return  # sent before: the message is in the inbox already
     ctx.live(call, f"send {topic!r} to {to}")
+    inherited = forks.inheritance(ctx).take(SEND, ahash)
+    if inherited is not None:  # a fork sending what its parent sent after the fork position
+        parent = inherited[1]
+        assert parent.key is not None
+        taken = ev.MessageSent(
+            at=ev.now(),
+            call=call,
+            to_run_id=to,
+            topic=topic,
+            message_id=parent.key,
+            args_hash=ahash,
+            parent_call=parent.call,
+        )
+        ctx.record(taken)
+        failpoints.hit("after_send")
+        ctx.log.info("message_reused", call=call, to=to, topic=topic, id=parent.key)
+        return
     _check_recipient(ctx.store, to)
     mid, at = f"{ctx.run_id}:{call}", ev.now()
     sent = ev.MessageSent(
@@ -135,7 +158,7 @@ class Inbox:
         self.ctx = ctx
         self.lock = threading.RLock()
         self.read_to = 0
-        self.messages: list[ev.MessagePosted] = []
+        self.messages: list[ev.MessagePosted] = _parent_consumed(ctx)
         calls = ctx.journal.calls.values()
         self.consumed = {c.ref for c in calls if c.kind == "recv" and c.ref is not None}
 
@@ -174,6 +197,28 @@ class Inbox:
         failpoints.hit("after_recv")
         self.ctx.log.info("message_received", call=call, topic=topic, id=message.message_id)
         return True, message.value
+
+
+def _parent_consumed(ctx: RunContext) -> list[ev.MessagePosted]:
+    """For a fork, the messages its parent consumed after the fork position, in the
+    parent's order: the fork receives them again (each once, recorded in its own log)
+    before anything in its own inbox. Nothing for a run that is not a fork."""
+    state = ctx.writer.state
+    if state.fork_position is None or state.parent_run_id is None:
+        return []
+    return [
+        ev.MessagePosted(
+            at=e.at,
+            message_id=e.message_id,
+            from_run_id=e.message_id.rpartition(":")[0],
+            topic=e.topic,
+            value=e.value,
+        )
+        for r in iter_run(ctx.store, state.parent_run_id)
+        if r.position > state.fork_position
+        and isinstance(e := r.event, ev.MessageReceived)
+        and e.message_id is not None
+    ]
 
 
 _inboxes: weakref.WeakKeyDictionary[RunContext, Inbox] = weakref.WeakKeyDictionary()

@@ -122,13 +122,17 @@ def _undoable(saga: Saga, agent: AgentDef, after: list[Effect]) -> list[Step]:
 
 
 def outside_calls(recorded: list[Recorded], target: int) -> int:
-    """A position inside a tool call (between its intent and its outcome) means just
-    before the call."""
+    """A position inside a tool call (between its intent and its outcome) or inside a
+    lock block (between ``lock_acquired`` and ``lock_released``) means just before it:
+    a fork never inherits an open lock block (the parent's fence), it takes the lock
+    afresh under a new fence."""
     open_at: dict[int, int] = {}
     for r in recorded[:target]:
         e = r.event
-        if isinstance(e, ev.ToolInvoked):
+        if isinstance(e, ev.ToolInvoked | ev.LockAcquired):
             open_at[e.call] = r.position
+        elif isinstance(e, ev.LockReleased):
+            open_at.pop(e.call, None)
         elif (call := answered(e)) is not None:
             open_at.pop(call, None)
     return min(open_at.values()) - 1 if open_at else target
