@@ -66,6 +66,7 @@ class Counts(msgspec.Struct, frozen=True, omit_defaults=True):
     uncertain: dict[str, int] = {}  # resolution -> uncertain calls resolved that way
     transitions: int = 0  # breaker transitions (circuit rows)
     latency: Latency = Latency()
+    attempt_failures: dict[str, int] = {}  # failed attempts (retried or not) by kind
 
 
 class Breaker(msgspec.Struct, frozen=True):
@@ -118,7 +119,9 @@ def _bump(d: Mapping[str, int], key: str) -> dict[str, int]:
 
 class View(Projection[Row]):
     name = "tools"
-    version = "3"  # 2: latency buckets from 1 µs (were 0.1 ms); 3: decisions' attempts apart
+    # 2: latency buckets from 1 µs (were 0.1 ms); 3: decisions' attempts apart;
+    # 4: failed attempts by kind (attempt_failures)
+    version = "4"
     row = Row
     columns = (Column("kind"), Column("agent"), Column("tool"), Column("window_start", "int"))
 
@@ -217,6 +220,7 @@ def _tool_event(
     attempt = not e.final or e.error_type != ""  # a final failure may carry the last attempt
     if attempt:
         counts = _attempted(counts, note, e.duration)
+        counts = replace(counts, attempt_failures=_bump(counts.attempt_failures, e.kind))
     doubt = note.side_effect and e.kind == FailureKind.INDETERMINATE
     note = replace(note, uncertain=note.uncertain or doubt)
     if e.final:
@@ -309,6 +313,7 @@ class _Sum:
             _added(s.uncertain, c.uncertain),
             s.transitions + c.transitions,
             s.latency.merge(c.latency),
+            _added(s.attempt_failures, c.attempt_failures),
         )
 
 
@@ -387,6 +392,7 @@ def _stats(tool: str, s: _Sum, transitions: int, breaker: Breaker | None) -> Too
         uncertain=dict(sorted(uncertain.items())),
         attempts=c.attempts,
         effects_reused=c.reused,
+        attempt_failures=dict(sorted(c.attempt_failures.items())),
     )
 
 
