@@ -124,12 +124,7 @@ class Seen:
         """``text`` with every value seen replaced by ``***`` (the longest first)."""
         if not self._values or not text:
             return text
-        pattern = self._pattern
-        if pattern is None:
-            with self._lock:
-                ordered = sorted(self._values, key=len, reverse=True)
-                pattern = self._pattern = re.compile("|".join(map(re.escape, ordered)))
-        return pattern.sub(MASK, text)
+        return self._compiled().sub(MASK, text)
 
     def scrub(self, event: _S) -> _S:
         """``event`` with :meth:`mask_all` applied to its payload fields (arguments,
@@ -146,13 +141,32 @@ class Seen:
         return msgspec.structs.replace(event, **changes) if changes else event
 
     def mask_all(self, value: Any) -> Any:
-        """``value`` with :meth:`mask` applied to every string inside it (keys too)."""
+        """``value`` with :meth:`mask` applied to every string inside it (keys too). A
+        container none of whose text holds a seen value (the usual case) is returned as
+        it is after one search of its JSON, without a walk."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, dict | list | tuple) and self._values:
+            with contextlib.suppress(TypeError, msgspec.EncodeError):
+                if self._compiled().search(msgspec.json.encode(value).decode()) is None:
+                    return value
+        return self._walk(value)
+
+    def _compiled(self) -> re.Pattern[str]:
+        pattern = self._pattern
+        if pattern is None:
+            with self._lock:
+                ordered = sorted(self._values, key=len, reverse=True)
+                pattern = self._pattern = re.compile("|".join(map(re.escape, ordered)))
+        return pattern
+
+    def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.mask(value)
         if isinstance(value, dict):
-            return {self.mask_all(k): self.mask_all(v) for k, v in value.items()}
+            return {self._walk(k): self._walk(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self.mask_all(v) for v in value]
+            return [self._walk(v) for v in value]
         return value
 
 
@@ -193,8 +207,14 @@ def _forms(text: str) -> set[str]:
     return {
         form
         for part in _parts(text)
-        for form in (part, json.dumps(part)[1:-1], quote(part, safe=""), quote_plus(part))
-    }
+        for form in (part, json.dumps(part)[1:-1], _json(part), quote(part, safe=""))
+    } | {quote_plus(part) for part in _parts(text)}
+
+
+def _json(text: str) -> str:
+    """``text`` as msgspec writes it inside JSON (non-ASCII kept): what
+    :meth:`Seen.mask_all` searches a container's encoding for."""
+    return msgspec.json.encode(text).decode()[1:-1]
 
 
 def redact(value: Any, words: frozenset[str] = WORDS, seen: Seen | None = None) -> Any:
@@ -218,23 +238,30 @@ def _redact(value: Any, words: frozenset[str], seen: Seen | None) -> Any:
                 out[k] = _redact(v, words, seen) if isinstance(v, _NESTED) else v
         return out
     if isinstance(value, list | tuple):
-        return [_pair(v, words, seen) if isinstance(v, _NESTED) else v for v in value]
+        return [
+            _pair(v, words, seen)
+            if isinstance(v, _SEQ) and len(v) == 2
+            else _redact(v, words, seen)
+            if isinstance(v, _NESTED)
+            else v
+            for v in value
+        ]
     return value
 
 
 def _pair(value: Any, words: frozenset[str], seen: Seen | None) -> Any:
     """An item of a list: a ``(name, value)`` pair (headers as a list of pairs) with a
     secret name has its value redacted; any other item is redacted as a value."""
-    if isinstance(value, list | tuple) and len(value) == 2:
-        name, v = value
-        if isinstance(name, str) and _named_secret(name, words) and is_secret_entry(name, v, words):
-            if seen is not None and v != REDACTED:
-                seen.add(v)
-            return [name, REDACTED]
+    name, v = value
+    if isinstance(name, str) and _named_secret(name, words) and is_secret_entry(name, v, words):
+        if seen is not None and v != REDACTED:
+            seen.add(v)
+        return [name, REDACTED]
     return _redact(value, words, seen)
 
 
 _NESTED = (dict, list, tuple)  # what may hold a named entry: the rest is kept as it is
+_SEQ = (list, tuple)  # a tuple, not ``list | tuple``: that builds a union at each test
 
 
 def secret_names(value: Any, words: frozenset[str] = WORDS, path: str = "") -> list[str]:

@@ -20,6 +20,7 @@ Every event is counted in the hour of its own ``at``; latencies are the recorded
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 from msgspec.structs import replace
@@ -119,9 +120,7 @@ def _bump(d: Mapping[str, int], key: str) -> dict[str, int]:
 
 class View(Projection[Row]):
     name = "tools"
-    # 2: latency buckets from 1 µs (were 0.1 ms); 3: decisions' attempts apart;
-    # 4: failed attempts by kind (attempt_failures)
-    version = "4"
+    version = "4"  # 2: latency buckets from 1 µs; 3: decisions' attempts apart; 4: attempt_failures
     row = Row
     columns = (Column("kind"), Column("agent"), Column("tool"), Column("window_start", "int"))
 
@@ -302,19 +301,15 @@ class _Sum:
     def add(self, c: Counts) -> None:
         s = self.counts
         self.counts = Counts(
-            s.calls + c.calls,
-            s.attempts + c.attempts,
-            _added(s.failures, c.failures),
-            s.retries + c.retries,
-            s.fallbacks + c.fallbacks,
-            s.effects_sent + c.effects_sent,
-            s.deduplicated + c.deduplicated,
-            s.reused + c.reused,
-            _added(s.uncertain, c.uncertain),
-            s.transitions + c.transitions,
-            s.latency.merge(c.latency),
-            _added(s.attempt_failures, c.attempt_failures),
+            **{f: _plus(getattr(s, f), getattr(c, f)) for f in Counts.__struct_fields__}
         )
+
+
+def _plus(a: Any, b: Any) -> Any:
+    """Two figures of one field of :class:`Counts` added up (counts, maps of counts, latencies)."""
+    if isinstance(a, Latency):
+        return a.merge(b)
+    return _added(a, b) if isinstance(a, dict) else a + b
 
 
 def _added(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
