@@ -9,6 +9,8 @@ compares arguments with uses a key that never lives in the store (:func:`replay_
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -18,8 +20,10 @@ import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus
+
+import msgspec
 
 from .errors import UsageError
 
@@ -46,8 +50,9 @@ MIN_MASKED = 4
 
 
 def folded(name: str) -> str:
-    """``name`` as secret words are matched: lower case, without ``-`` and ``_``."""
-    return name.lower().replace("-", "").replace("_", "")
+    """``name`` as secret words are matched: lower case, without ``-``, ``_`` and spaces
+    (``"API Key"`` is ``apikey``)."""
+    return name.lower().replace("-", "").replace("_", "").replace(" ", "")
 
 
 def is_secret(name: object, words: frozenset[str] = WORDS) -> bool:
@@ -86,6 +91,15 @@ def _counts(value: Any, depth: int = 0) -> bool:
     return False
 
 
+# The fields of an event that carry what agents, tools and people gave (never the
+# identities, hashes and keys the fold and the ledger match by, nor the run's input,
+# which resume needs whole).
+PAYLOAD = frozenset(
+    {"args", "error", "evidence", "message", "output", "question", "result", "value"}
+)
+_S = TypeVar("_S", bound=msgspec.Struct)
+
+
 class Seen:
     """The secret values one run has seen, and the masking of them inside any text."""
 
@@ -110,21 +124,49 @@ class Seen:
         """``text`` with every value seen replaced by ``***`` (the longest first)."""
         if not self._values or not text:
             return text
+        return self._compiled().sub(MASK, text)
+
+    def scrub(self, event: _S) -> _S:
+        """``event`` with :meth:`mask_all` applied to its payload fields (arguments,
+        results, values, outputs, messages, evidence): what the run writes holds none of
+        the secret values it has seen. Free while the run has seen none."""
+        if not self._values:
+            return event
+        changes = {}
+        for name in PAYLOAD.intersection(event.__struct_fields__):
+            value = getattr(event, name)
+            masked = self.mask_all(value)
+            if masked != value:
+                changes[name] = masked
+        return msgspec.structs.replace(event, **changes) if changes else event
+
+    def mask_all(self, value: Any) -> Any:
+        """``value`` with :meth:`mask` applied to every string inside it (keys too). A
+        container none of whose text holds a seen value (the usual case) is returned as
+        it is after one search of its JSON, without a walk."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, dict | list | tuple) and self._values:
+            with contextlib.suppress(TypeError, msgspec.EncodeError):
+                if self._compiled().search(msgspec.json.encode(value).decode()) is None:
+                    return value
+        return self._walk(value)
+
+    def _compiled(self) -> re.Pattern[str]:
         pattern = self._pattern
         if pattern is None:
             with self._lock:
                 ordered = sorted(self._values, key=len, reverse=True)
                 pattern = self._pattern = re.compile("|".join(map(re.escape, ordered)))
-        return pattern.sub(MASK, text)
+        return pattern
 
-    def mask_all(self, value: Any) -> Any:
-        """``value`` with :meth:`mask` applied to every string inside it (keys too)."""
+    def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.mask(value)
         if isinstance(value, dict):
-            return {self.mask_all(k): self.mask_all(v) for k, v in value.items()}
+            return {self._walk(k): self._walk(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self.mask_all(v) for v in value]
+            return [self._walk(v) for v in value]
         return value
 
 
@@ -143,14 +185,48 @@ def _leaves(value: Any) -> Iterable[str]:
             yield from _leaves(v)
 
 
+# ``Authorization: Bearer <t>``: the credential ``<t>`` is a secret on its own (an error
+# message or a body may quote it bare); Basic's ``user:password`` too, once decoded.
+_SCHEME = re.compile(r"\s*(?:bearer|token|basic|digest|apikey|bot|jwt|dpop)\s+(\S+)\s*", re.I)
+
+
+def _parts(text: str) -> list[str]:
+    """``text`` and the credential it carries after an auth scheme (``Bearer <t>``)."""
+    found = _SCHEME.fullmatch(text) if len(text) < 8192 else None
+    if found is None:
+        return [text]
+    token = found.group(1)
+    out = [text, token]
+    with contextlib.suppress(ValueError, UnicodeDecodeError):
+        _user, sep, password = base64.b64decode(token, validate=True).decode().partition(":")
+        out += [password] if sep else []
+    return out
+
+
 def _forms(text: str) -> set[str]:
-    return {text, json.dumps(text)[1:-1], quote(text, safe=""), quote_plus(text)}
+    return {
+        form
+        for part in _parts(text)
+        for form in (part, json.dumps(part)[1:-1], _json(part), quote(part, safe=""))
+    } | {quote_plus(part) for part in _parts(text)}
+
+
+def _json(text: str) -> str:
+    """``text`` as msgspec writes it inside JSON (non-ASCII kept): what
+    :meth:`Seen.mask_all` searches a container's encoding for."""
+    return msgspec.json.encode(text).decode()[1:-1]
 
 
 def redact(value: Any, words: frozenset[str] = WORDS, seen: Seen | None = None) -> Any:
     """``value`` (as normalised: dicts, lists, scalars) with each entry whose name contains
-    one of ``words`` replaced by ``<redacted>``, at any depth; the values replaced join
-    ``seen``."""
+    one of ``words`` replaced by ``<redacted>``, at any depth (a ``[name, value]`` pair in
+    a list too); the values replaced join ``seen``, whose values are then masked wherever
+    else they appear in ``value`` (a result quoting its own token in another field)."""
+    out = _redact(value, words, seen)
+    return seen.mask_all(out) if seen else out
+
+
+def _redact(value: Any, words: frozenset[str], seen: Seen | None) -> Any:
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
@@ -159,14 +235,33 @@ def redact(value: Any, words: frozenset[str] = WORDS, seen: Seen | None = None) 
                 if seen is not None and v != REDACTED:
                     seen.add(v)
             else:
-                out[k] = redact(v, words, seen) if isinstance(v, _NESTED) else v
+                out[k] = _redact(v, words, seen) if isinstance(v, _NESTED) else v
         return out
     if isinstance(value, list | tuple):
-        return [redact(v, words, seen) if isinstance(v, _NESTED) else v for v in value]
+        return [
+            _pair(v, words, seen)
+            if isinstance(v, _SEQ) and len(v) == 2
+            else _redact(v, words, seen)
+            if isinstance(v, _NESTED)
+            else v
+            for v in value
+        ]
     return value
 
 
+def _pair(value: Any, words: frozenset[str], seen: Seen | None) -> Any:
+    """An item of a list: a ``(name, value)`` pair (headers as a list of pairs) with a
+    secret name has its value redacted; any other item is redacted as a value."""
+    name, v = value
+    if isinstance(name, str) and _named_secret(name, words) and is_secret_entry(name, v, words):
+        if seen is not None and v != REDACTED:
+            seen.add(v)
+        return [name, REDACTED]
+    return _redact(value, words, seen)
+
+
 _NESTED = (dict, list, tuple)  # what may hold a named entry: the rest is kept as it is
+_SEQ = (list, tuple)  # a tuple, not ``list | tuple``: that builds a union at each test
 
 
 def secret_names(value: Any, words: frozenset[str] = WORDS, path: str = "") -> list[str]:

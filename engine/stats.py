@@ -54,6 +54,7 @@ class ToolStats(msgspec.Struct, frozen=True):
     uncertain: dict[str, int] = {}  # how uncertain outcomes were resolved -> count
     attempts: int = 0  # executions of the tool, failed or not
     effects_reused: int = 0  # a rewound fork taking over its parent's effect (not sent)
+    attempt_failures: dict[str, int] = {}  # failure kind -> failed attempts of that kind
 
 
 class RecoveryStats(msgspec.Struct, frozen=True):

@@ -63,6 +63,44 @@ def test_stats_json_filters_by_agent_and_since(w: Workdir) -> None:
     assert future["runs"] == {"total": 0, "by_status": {}}
 
 
+RETRIER = """
+import json
+from pathlib import Path
+
+from engine import Engine, RetryPolicy, Transient
+
+engine = Engine.open()
+
+
+@engine.tool(retry=RetryPolicy(max_attempts=3, initial=0.01, jitter=False))
+def quote() -> str:
+    counter = Path("executions.json")
+    n = json.loads(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(json.dumps(n))
+    if n <= 2:
+        raise Transient("503 service unavailable")
+    return "ok"
+
+
+@engine.agent
+def quoter(run):
+    return quote()
+"""
+
+
+def test_stats_json_counts_every_failed_attempt_apart_from_final_failures(w: Workdir) -> None:
+    """A call retried after two 503s and then answered: ``attempt_failures`` is
+    ``{"transient": 2}`` while ``failures`` (calls that failed for good) is ``{}``."""
+    (w.path / "retrier.py").write_text(RETRIER)
+    w.run_id("retrier:quoter", code=0)
+    assert (w.path / "executions.json").read_text() == "3"
+    (row,) = [t for t in w.ok("stats", "--json").json()["tools"] if t["tool"].endswith("quote")]
+    assert (row["attempt_failures"], row["failures"]) == ({"transient": 2}, {})
+    assert (row["calls"], row["attempts"], row["retries"]) == (1, 3, 2)
+    broken = [t for t in w.ok("stats", "--json").json()["tools"] if t["tool"].endswith("broken")]
+    assert broken[0]["attempt_failures"] == broken[0]["failures"] == {"permanent": 1}
+
+
 def test_stats_prometheus_prints_the_same_figures(w: Workdir) -> None:
     r = w.ok("stats", "--prometheus")
     assert runs_by_status(r.out) == {"completed": 2, "failed": 1, "paused": 1}

@@ -191,12 +191,21 @@ def _expected(d: dict[str, Any]) -> dict[str, ToolStats]:
     """The hand count of the scenario (latencies checked apart)."""
     n = _name
     return {
-        n(d["flaky"]): ToolStats(n(d["flaky"]), calls=1, retries=2, attempts=3),
-        n(d["strict"]): ToolStats(n(d["strict"]), calls=1, failures={"permanent": 1}, attempts=1),
+        n(d["flaky"]): ToolStats(
+            n(d["flaky"]), calls=1, retries=2, attempts=3, attempt_failures={"transient": 2}
+        ),
+        n(d["strict"]): ToolStats(
+            n(d["strict"]),
+            calls=1,
+            failures={"permanent": 1},
+            attempts=1,
+            attempt_failures={"permanent": 1},
+        ),
         n(d["rates"]): ToolStats(
             n(d["rates"]),
             calls=3,
             failures={"transient": 1},
+            attempt_failures={"transient": 1},
             fallbacks=1,
             attempts=2,
             breaker="closed",
@@ -395,6 +404,7 @@ def test_a_call_failing_fast_on_an_open_circuit_is_a_failure_not_an_attempt(
     assert [eng.run(checker).status for _ in range(2)] == ["failed", "failed"]
     (s,) = summarize(eng.store, None, None)
     assert (s.calls, s.attempts, s.failures) == (2, 1, {"transient": 2})
+    assert s.attempt_failures == {"transient": 1}  # the fast failure ran nothing
     assert (s.breaker, s.breaker_transitions) == ("open", 1)
     assert s.p50_ms == pytest.approx(250.0) and s.mean_ms == pytest.approx(250.0)
 

@@ -68,13 +68,14 @@ def test_a_secret_named_tool_argument_reaches_the_tool_and_is_redacted_in_its_ca
 
     r = eng.run(support)
     assert r.status == "paused", r.error
-    assert received == ["chat-42"] and outputs == ["done: closed chat-42"]
+    # The tool got the value; its result quoting it is masked, live as on replay.
+    assert received == ["chat-42"] and outputs == ["done: closed ***"]
     (invoked,) = _events(eng, r.run_id, "tool_invoked")
     assert invoked["args"]["tool_args"] == {"session_id": REDACTED, "max_tokens": 5}
     first = _events(eng, r.run_id, "llm_decided")[0]["value"]
     assert REDACTED not in json.dumps(first)
     done = eng.answer(r.run_id, "y")  # replayed: the recorded call's args, unredacted
-    assert (done.status, done.output) == ("completed", "done: closed chat-42"), done.error
+    assert (done.status, done.output) == ("completed", "done: closed ***"), done.error
     assert received == ["chat-42"] and calls["model"] == 2
 
 

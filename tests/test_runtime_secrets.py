@@ -63,13 +63,13 @@ def test_redacted_arguments_never_reach_the_store_and_resume_still_matches(
             user, s["password"], s["token"], s["api_key"], s["authorization"], s["secret"]
         )
         run.checkpoint("logged-in")
-        return {"session": session["sid"], "paid": pay(order, s["card_number"])}
+        return {"sid": session["sid"], "paid": pay(order, s["card_number"])}
 
     with pytest.raises(Crash):
         eng.run(checkout, run_id="secret-run", order="o1")
     crash["on"] = False
     r = eng.resume("secret-run")
-    assert (r.status, r.output) == ("completed", {"session": "s-1", "paid": "paid o1"})
+    assert (r.status, r.output) == ("completed", {"sid": "s-1", "paid": "paid o1"})
     assert count == {"login": 1, "pay": 2}  # login replayed by hash; pay re-sent
 
     data = stored_bytes(store_url, eng)

@@ -11,6 +11,7 @@ from .. import events as ev
 from ..errors import UsageError
 from ..history import rebuild
 from ..kinds import RunStatus
+from ..secrets import Seen, redact
 from . import children
 from .asked import offering
 from .calls import check_uncertain_answer
@@ -57,5 +58,7 @@ def _answer(runs: RunRepository, driver: Driver, rid: str, value: object) -> Run
         # nothing then.
         with offering(rid, asked[-1].call, value):
             driver.replays(runs.store, run.agent, rid, [r.event for r in run.recorded])
-        run.writer.append(ev.HumanInputProvided(at=ev.now(), call=asked[-1].call, value=value))
+        # A secret-named field of the answer is redacted (and masked where quoted).
+        shown = redact(value, seen=Seen())
+        run.writer.append(ev.HumanInputProvided(at=ev.now(), call=asked[-1].call, value=shown))
         return resume(runs, driver, rid)

@@ -185,7 +185,7 @@ class RunContext:
         self.host.leases.check(self.run_id)
         with self._lock:
             marker = self._resume_marker
-            batch = (*self.deferred, *events)
+            batch = tuple(map(self.seen.scrub, (*self.deferred, *events)))
             if marker:
                 batch = (ev.AgentResumed(at=self._resumed_at, owner=self.host.owner), *batch)
             self.writer.append(*batch, extra=extra, measure=True, rows=rows)

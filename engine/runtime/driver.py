@@ -127,7 +127,9 @@ def _finished(ctx: RunContext, output: Any) -> RunResult:
         return RunResult(rid, RunStatus.COMPLETED, normalize(output, "the agent's output"))
     if state.status == RunStatus.COMPLETED:
         return result_of(state)
-    ctx.record(ev.AgentFinished(at=ev.now(), output=normalize(output, "agent output")))
+    # Secret-named entries of the output are redacted as a tool's result is.
+    shown = redact(normalize(output, "agent output"), seen=ctx.seen)
+    ctx.record(ev.AgentFinished(at=ev.now(), output=shown))
     ctx.log.info("run_completed")
     return RunResult(rid, RunStatus.COMPLETED, ctx.writer.state.output)
 

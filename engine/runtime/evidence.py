@@ -80,10 +80,21 @@ def _headers(response: object, words: frozenset[str], seen: Seen) -> dict[str, s
     """A response object's headers as text, those with secret names redacted."""
     headers = getattr(response, "headers", None)
     items = getattr(headers, "items", None)
-    if not callable(items):
+    if callable(items):
+        pairs = list(items())
+    elif isinstance(headers, list | tuple):  # raw headers: a list of (name, value) pairs
+        pairs = [p for p in headers if isinstance(p, list | tuple) and len(p) == 2]
+    else:
         return {}
-    shown = {str(k): str(v) for k, v in items()}
+    shown = {_text(k): _text(v) for k, v in pairs}
     return dict(redact(shown, words, seen))
+
+
+def _text(value: object) -> str:
+    """A header's name or value as text (raw headers are bytes)."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("latin-1")
+    return str(value)
 
 
 def _read_body(response: object) -> str | bytes | None:

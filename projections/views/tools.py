@@ -20,6 +20,7 @@ Every event is counted in the hour of its own ``at``; latencies are the recorded
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 from msgspec.structs import replace
@@ -66,6 +67,7 @@ class Counts(msgspec.Struct, frozen=True, omit_defaults=True):
     uncertain: dict[str, int] = {}  # resolution -> uncertain calls resolved that way
     transitions: int = 0  # breaker transitions (circuit rows)
     latency: Latency = Latency()
+    attempt_failures: dict[str, int] = {}  # failed attempts (retried or not) by kind
 
 
 class Breaker(msgspec.Struct, frozen=True):
@@ -118,7 +120,7 @@ def _bump(d: Mapping[str, int], key: str) -> dict[str, int]:
 
 class View(Projection[Row]):
     name = "tools"
-    version = "3"  # 2: latency buckets from 1 µs (were 0.1 ms); 3: decisions' attempts apart
+    version = "4"  # 2: latency buckets from 1 µs; 3: decisions' attempts apart; 4: attempt_failures
     row = Row
     columns = (Column("kind"), Column("agent"), Column("tool"), Column("window_start", "int"))
 
@@ -217,6 +219,7 @@ def _tool_event(
     attempt = not e.final or e.error_type != ""  # a final failure may carry the last attempt
     if attempt:
         counts = _attempted(counts, note, e.duration)
+        counts = replace(counts, attempt_failures=_bump(counts.attempt_failures, e.kind))
     doubt = note.side_effect and e.kind == FailureKind.INDETERMINATE
     note = replace(note, uncertain=note.uncertain or doubt)
     if e.final:
@@ -298,18 +301,15 @@ class _Sum:
     def add(self, c: Counts) -> None:
         s = self.counts
         self.counts = Counts(
-            s.calls + c.calls,
-            s.attempts + c.attempts,
-            _added(s.failures, c.failures),
-            s.retries + c.retries,
-            s.fallbacks + c.fallbacks,
-            s.effects_sent + c.effects_sent,
-            s.deduplicated + c.deduplicated,
-            s.reused + c.reused,
-            _added(s.uncertain, c.uncertain),
-            s.transitions + c.transitions,
-            s.latency.merge(c.latency),
+            **{f: _plus(getattr(s, f), getattr(c, f)) for f in Counts.__struct_fields__}
         )
+
+
+def _plus(a: Any, b: Any) -> Any:
+    """Two figures of one field of :class:`Counts` added up (counts, maps of counts, latencies)."""
+    if isinstance(a, Latency):
+        return a.merge(b)
+    return _added(a, b) if isinstance(a, dict) else a + b
 
 
 def _added(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
@@ -387,6 +387,7 @@ def _stats(tool: str, s: _Sum, transitions: int, breaker: Breaker | None) -> Too
         uncertain=dict(sorted(uncertain.items())),
         attempts=c.attempts,
         effects_reused=c.reused,
+        attempt_failures=dict(sorted(c.attempt_failures.items())),
     )
 
 
