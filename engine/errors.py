@@ -141,6 +141,12 @@ class Suspended(RunInterrupt):
         self.reason = reason
 
 
+class OutcomeNotRecorded(RunInterrupt):
+    """A tool ran but the store failed to record what it did: the run stops here (it stays
+    ``running``, resumable) and its resume resolves the call as uncertain (ledger,
+    verifier, same-key re-send or a person). Agent code cannot retry past it."""
+
+
 __all__ = [
     "AgentlogError",
     "ChildFailed",
@@ -149,6 +155,7 @@ __all__ = [
     "Indeterminate",
     "Logical",
     "NonDeterminismError",
+    "OutcomeNotRecorded",
     "Paused",
     "PayloadTooLarge",
     "Permanent",

@@ -197,6 +197,9 @@ class ToolFailed(Event, frozen=True, tag="tool_failed"):
     # tool call; ``args_hash`` identifies the decision's arguments for replay.
     decision: bool = False
     args_hash: str = ""
+    # The effect happened but its result could not be recorded (too large, too deep): the
+    # failure settles the call, and a resume of the failed run does not send it again.
+    landed: bool = False
 
 
 class ToolLateResult(Event, frozen=True, tag="tool_late_result"):

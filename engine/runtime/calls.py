@@ -87,7 +87,7 @@ def call_tool(
         out = entry.outcome
         if isinstance(out, ev.ToolSucceeded):
             return out.result
-        if isinstance(out, ev.ToolFailed) and ctx.journal.failed_call != number:
+        if isinstance(out, ev.ToolFailed) and (ctx.journal.failed_call != number or out.landed):
             ctx.failed_call = number
             raise error_for(out.kind, f"{tool.name}: {out.message}")  # as it was raised live
         if entry.unresolved and tool.side_effect:

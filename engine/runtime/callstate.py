@@ -103,7 +103,7 @@ def _failed(s: CallState | None, e: ev.ToolFailed, position: int) -> CallState:
         s,
         outcome=e if e.final else s.outcome,
         attempts=max(s.attempts, e.attempt),
-        maybe_landed=s.maybe_landed or e.kind == INDETERMINATE,
+        maybe_landed=s.maybe_landed or e.kind == INDETERMINATE or e.landed,
     )
 
 

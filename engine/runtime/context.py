@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from .. import budget, observe
 from .. import events as ev
-from ..errors import NonDeterminismError, Paused, RunInterrupt
+from ..errors import NonDeterminismError, OutcomeNotRecorded, Paused, RunInterrupt, StoreError
 from ..history import RunWriter
 from ..kinds import RunStatus
 from ..secrets import Seen
@@ -117,6 +117,9 @@ class RunContext:
         # Once code and log disagree, nothing may run or be written, even if agent code
         # swallows the error (``except Exception``): every later step raises it again.
         self.diverged: NonDeterminismError | None = None
+        # Once what a tool did could not be recorded, this execution writes nothing more
+        # (no later commit may record the run completed): every write raises it again.
+        self.stopped: OutcomeNotRecorded | None = None
         self._lock = threading.RLock()
         # This execution of the run is over: whatever finishes later (a tool abandoned at
         # its timeout) may no longer write to the run's stream.
@@ -170,8 +173,9 @@ class RunContext:
 
     def live(self, call: int, what: str) -> None:
         """About to do live work at ``call``: stop here when only verifying, or when this
-        owner lost the run's lease."""
+        owner lost the run's lease (or could not record what a tool did)."""
         self.check_diverged()
+        self.check_stopped()
         self.host.leases.check(self.run_id)
         if self.verify:
             raise LogEnd(f"log ends before call {call} ({what})")
@@ -182,13 +186,20 @@ class RunContext:
         """Append ``events`` in one commit (with the resume marker on the first write;
         ``extra`` and ``rows``: other streams' events and other runs' index rows)."""
         self.check_diverged()
+        self.check_stopped()
         self.host.leases.check(self.run_id)
         with self._lock:
             marker = self._resume_marker
             batch = tuple(map(self.seen.scrub, (*self.deferred, *events)))
             if marker:
                 batch = (ev.AgentResumed(at=self._resumed_at, owner=self.host.owner), *batch)
-            self.writer.append(*batch, extra=extra, measure=True, rows=rows)
+            try:
+                self.writer.append(*batch, extra=extra, measure=True, rows=rows)
+            except StoreError as err:
+                if not self.deferred:
+                    raise  # nothing a tool did was lost: an ordinary store error
+                lost = ", ".join(f"{e.tool} (call {e.call})" for e in _outcomes(self.deferred))
+                raise self.stop(f"the outcome of {lost} was not recorded: {err}") from err
             self._resume_marker = False
             self.deferred = []
             for e in batch:
@@ -202,6 +213,21 @@ class RunContext:
                 position=self.writer.state.position,
                 types=[e.__struct_config__.tag for e in batch],
             )
+
+    def check_stopped(self) -> None:
+        if self.stopped is not None:
+            raise OutcomeNotRecorded(str(self.stopped))
+
+    def stop(self, message: str) -> OutcomeNotRecorded:
+        """What a tool did could not be recorded: this execution stops and writes nothing
+        more; the intents in the log leave those calls uncertain for its resume."""
+        with self._lock:
+            self.stopped = OutcomeNotRecorded(
+                f"run {self.run_id} stopped: {message}; it stays running and its resume "
+                "resolves the call as uncertain"
+            )
+            self.deferred = []
+            return self.stopped
 
     def end(self) -> None:
         """This execution of the run is over (it finished, paused, failed or stopped)."""
@@ -235,7 +261,7 @@ class RunContext:
 
     def flush(self) -> None:
         """Commit deferred outcomes now, if there are any."""
-        if self.deferred and not self.verify:
+        if self.deferred and not self.verify and self.stopped is None:
             self.record()
 
     def recorded(self, call: int, kind: str, name: str, ahash: str = "") -> CallState | None:
@@ -352,3 +378,7 @@ class RunContext:
                     )
                 )
             return waiting.question
+
+
+def _outcomes(events: Sequence[ev.Event]) -> list[ev.ToolSucceeded]:
+    return [e for e in events if isinstance(e, ev.ToolSucceeded)]

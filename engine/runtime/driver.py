@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from .. import events as ev
-from ..errors import NonDeterminismError, Paused, Suspended, ToolError
+from ..errors import NonDeterminismError, OutcomeNotRecorded, Paused, Suspended, ToolError
 from ..history import RunWriter, run_stream
 from ..kinds import ENDED, FailureKind, RunStatus
 from ..policy import describe
@@ -80,7 +80,7 @@ class Driver:
             _current.reset(token)
             try:
                 ctx.flush()  # e.g. interrupted by KeyboardInterrupt after an effect completed
-            except Exception as e:  # the outcome stays uncertain and resolves on resume
+            except (Exception, OutcomeNotRecorded) as e:  # uncertain: resolved on resume
                 ctx.log.warning("deferred_outcome_not_recorded", error=str(e))
             ctx.end()
 
@@ -98,7 +98,17 @@ class Driver:
 
 
 def _outcome(ctx: RunContext, input: dict[str, Any]) -> RunResult:
-    """Execute the agent of ``ctx`` on ``input``: how this execution of the run ended."""
+    """Execute the agent of ``ctx`` on ``input``: how this execution of the run ended. One
+    that could not record what a tool did stops, recording nothing more (not even its
+    end, however agent code handled it): the run stays running, for a resume."""
+    try:
+        return _executed(ctx, input)
+    except OutcomeNotRecorded as stop:
+        ctx.log.error("run_stopped", reason=str(stop))
+        return RunResult(ctx.run_id, RunStatus.RUNNING, error=str(stop))
+
+
+def _executed(ctx: RunContext, input: dict[str, Any]) -> RunResult:
     rid = ctx.run_id
     try:
         output = ctx.agent.fn(ctx, **input)

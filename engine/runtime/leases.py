@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import observe
-from ..errors import RunBusy, RunInterrupt
+from ..errors import RunBusy, RunInterrupt, StoreError
 from ..store import LeaseStore
 
 LEASE_TTL = 30.0
@@ -195,7 +195,7 @@ class Leases:
         if hold.beat is not None:
             hold.beat.join()
         try:
-            store.drop_lease(run_id, self.owner)
+            _drop(store, run_id, self.owner)
         finally:
             with self._lock:
                 del self._held[run_id]
@@ -213,3 +213,12 @@ class Leases:
                 with self._lock:
                     self._lost[run_id] = holder
                 return
+
+
+def _drop(store: LeaseStore, run_id: str, owner: str) -> None:
+    """Drop the lease; if the store fails, the run's result stands (it is recorded, or
+    the run stays running) and the lease expires by itself."""
+    try:
+        store.drop_lease(run_id, owner)
+    except StoreError as e:
+        observe.get(run_id=run_id).warning("lease_not_dropped", error=str(e))

@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
+from msgspec.structs import replace
 
 from .. import events as ev
 from .. import failpoints
+from ..errors import StoreError, UsageError
+from ..kinds import FailureKind
+from ..policy import error_for
 from ..store import Append, Store, stream_id
+from ..store.codec import encode_event
 from . import ledger
 from .callstate import CallState, Settlement, evolve, releases, settle
 from .context import RunContext
@@ -95,8 +100,11 @@ def succeed(
     tool, ctx = call.tool, call.ctx
     if call.decided is not None:
         return call.decided(result, duration, max(state.attempts, 1))
-    # Secret-named entries are redacted live too: the agent sees what a replay will give it.
-    value = tool.redacted(normalize(result, f"result of tool {tool.name}"), ctx.seen)
+    try:
+        # Secret-named entries are redacted live too: the agent sees what a replay gives it.
+        value = tool.redacted(normalize(result, f"result of tool {tool.name}"), ctx.seen)
+    except (UsageError, RecursionError) as e:
+        _unkeepable(call, state, str(e) if isinstance(e, UsageError) else "nested too deep")
     done = ev.ToolSucceeded(
         at=ev.now(),
         call=call.number,
@@ -106,6 +114,9 @@ def succeed(
         duration=duration,
         source=source,
     )
+    size = len(encode_event(done)[1])
+    if size > ctx.store.max_payload:
+        _unkeepable(call, state, f"{size} bytes, over the {ctx.store.max_payload}-byte cap")
     how = settle(tool, state, source, defer=ctx.config.defer_outcomes)
     if how is Settlement.DEFER:
         ctx.defer(done)  # a crash before the next commit leaves it uncertain: self-resolving
@@ -118,17 +129,23 @@ def succeed(
                 extra.append(ledger.commit_event(key, version, run_id, call.number, value))
             else:  # the degraded path is not the effect: the key is free again
                 extra.append(ledger.release_event(key, version, run_id, call.number, source))
-        _append(call, state, (done,), extra, with_intent or state.intent is None)
+        _outcome(call, state, done, extra, with_intent or state.intent is None)
     failpoints.hit("after_outcome")
     ctx.log.info("tool_succeeded", call=call.number, tool=tool.name, key=state.key, source=source)
     return value
 
 
 def fail(
-    call: Call, state: CallState, kind: str, message: str, failed: ev.ToolFailed | None
+    call: Call,
+    state: CallState,
+    kind: str,
+    message: str,
+    failed: ev.ToolFailed | None,
+    *,
+    landed: bool = False,
 ) -> None:
     """Write the call's final failure (its last failed attempt's evidence with it),
-    freeing its key unless the effect may have happened."""
+    freeing its key unless the effect may have happened (``landed``: it did)."""
     ctx = call.ctx
     evidence = failed.evidence if failed else {}
     if call.tool.decision:  # usage the failed decision reported: evidence, not another's
@@ -148,14 +165,38 @@ def fail(
         evidence=evidence,
         decision=call.tool.decision,
         args_hash=call.ahash if call.tool.decision else "",
+        landed=landed,
     )
     extra: list[Append] = []
     if releases(state, kind):
         assert state.key is not None
         extra.append(ledger.release_event(state.key, state.claim, ctx.run_id, call.number, kind))
-    _append(call, state, (final,), extra, None)
+    _outcome(call, state, final, extra, None)
     ctx.failed_call = call.number
     ctx.log.info("tool_failed", call=call.number, tool=call.tool.name, kind=kind, key=state.key)
+
+
+def _outcome(
+    call: Call, state: CallState, out: ev.Event, extra: list[Append], with_intent: bool | None
+) -> None:
+    """Write the call's outcome. A store failure here, after the tool ran, stops the run
+    (``OutcomeNotRecorded``, which agent code cannot retry past): the call stays uncertain
+    in the log, and its resume resolves it instead of sending it again blind."""
+    try:
+        _append(call, state, (out,), extra, with_intent)
+    except StoreError as e:
+        what = f"the outcome of {call.tool.name} (call {call.number}) was not recorded: {e}"
+        raise call.ctx.stop(what) from e
+
+
+def _unkeepable(call: Call, state: CallState, why: str) -> NoReturn:
+    """The tool ran but its result cannot be kept (too large, nested too deep): a final
+    failure settles the call (the effect happened, so its key stays held), and the run
+    fails at it once; nothing is sent again for it."""
+    message = f"result cannot be recorded ({why}); the effect happened, its result is lost"
+    kind = FailureKind.PERMANENT
+    fail(call, replace(state, maybe_landed=True), kind, message, None, landed=True)
+    raise error_for(kind, f"{call.tool.name}: {message}")
 
 
 def tool_stream_append(store: Store, tool: str, event: ev.Event) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
     PostgresApplicationRecorder,
@@ -199,6 +199,16 @@ class PostgresLeases(PostgresRecorder, LeaseStore):
             return str(row["owner"])
 
     def drop_lease(self, run_id: str, owner: str) -> None:
+        try:
+            self._drop_lease(run_id, owner)
+        except OperationalError:
+            # The server dropped its connections (a restart, a terminated backend): the
+            # pool's idle ones are dead too. Replace them, then drop the lease once more,
+            # so a run that stops on a lost connection is resumable by others at once.
+            self.datastore.pool.check()
+            self._drop_lease(run_id, owner)
+
+    def _drop_lease(self, run_id: str, owner: str) -> None:
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(self._drop, (run_id, owner))
 
