@@ -45,7 +45,8 @@ def _answer(runs: RunRepository, driver: Driver, rid: str, value: object) -> Run
         run = runs.load(rid, "be answered")
         state = run.state
         if state.status != RunStatus.PAUSED or state.waiting is None:
-            raise UsageError(f"run {rid} is not waiting for an answer (it is {state.status})")
+            doing = f"{state.status}: {state.waiting}" if state.waiting else state.status
+            raise UsageError(f"run {rid} is not waiting for an answer (it is {doing})")
         if state.waiting_on is not None:  # the child's question moved on meanwhile
             raise UsageError(f"run {rid} waits on {state.waiting}: answer the run that asks")
         asked = [r.event for r in run.recorded if isinstance(r.event, ev.HumanInputRequested)]

@@ -15,6 +15,7 @@ import msgspec
 from .. import codec
 from .. import events as ev
 from ..errors import Paused, RunInterrupt, UsageError
+from .callstate import AFFIRMATIVE, NEGATIVE
 
 # The answer engine.answer is about to record: (run id, its event).
 _offered: contextvars.ContextVar[tuple[str, ev.HumanInputProvided] | None] = contextvars.ContextVar(
@@ -51,8 +52,17 @@ def paused(run_id: str, call: int, question: str, returns: Any, *, verify: bool)
             try:
                 codec.typed(given.value, returns, f"the answer to {question!r}", live=True)
             except UsageError as e:
-                raise _Unfit(str(e)) from None
+                raise _Unfit(str(e) + _hint(given.value, returns)) from None
     return Paused(question)
+
+
+def _hint(value: Any, returns: Any) -> str:
+    """What to answer instead of a yes/no word to a question that wants a bool."""
+    words = AFFIRMATIVE | NEGATIVE
+    if returns is bool and isinstance(value, str) and value.strip().lower() in words:
+        truth = "true" if value.strip().lower() in AFFIRMATIVE else "false"
+        return f"; answer {truth} with --json-value (engine.answer(run_id, {truth.title()}))"
+    return ""
 
 
 def check_result(run_id: str, call: int, tool: str, returns: Any) -> None:
