@@ -65,3 +65,24 @@ def test_an_unknown_checkpoint_name_lists_the_run_s_checkpoints(eng: Engine) -> 
         eng.rewind(r.run_id, to="shipped")
     with pytest.raises(UsageError, match=r"it has: 'planned', 'reviewed'"):
         eng.state(r.run_id, at="shipped")
+
+
+@all_backends
+def test_an_agent_without_its_run_parameter_is_told_the_first_one_receives_the_run(
+    eng: Engine,
+) -> None:
+    """``def support(ticket)``: running it with ticket=... says the first parameter
+    receives the run (not Python's 'multiple values for argument'); nothing is written."""
+
+    def support(ticket: dict[str, str]) -> str:
+        return ticket["order"]
+
+    with pytest.raises(UsageError, match=r"first parameter receives the run.*def support\(run"):
+        eng.run(eng.agent(support), ticket={"order": "o1"})
+
+    def nothing() -> str:
+        return "?"
+
+    with pytest.raises(UsageError, match="takes no parameter: its first receives the run"):
+        eng.run(eng.agent(nothing))
+    assert eng.runs() == []
