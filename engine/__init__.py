@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .budget import Budget, Usage
     from .policy import CircuitBreaker, RetryPolicy
     from .runtime import Engine, EventView, RunResult, RunSummary
+    from .runtime.asked import Given
     from .runtime.config import EngineConfig
     from .state import RunState
     from .supervision import Supervisor
@@ -40,6 +41,7 @@ _LAZY = {
     "Engine": ".runtime.engine",
     "EngineConfig": ".runtime.config",
     "EventView": ".runtime.results",
+    "Given": ".runtime.asked",
     "RetryPolicy": ".policy",
     "RunResult": ".runtime.results",
     "RunState": ".state",
@@ -58,6 +60,7 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "EventView",
+    "Given",
     "Indeterminate",
     "Logical",
     "NonDeterminismError",

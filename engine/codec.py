@@ -123,8 +123,12 @@ def typed(plain: Any, tp: Any, what: str, *, live: bool = False, lenient: bool =
         ) from None
 
 
-def _name(tp: Any) -> str:
+def type_name(tp: Any) -> str:
+    """``tp`` as a message names it."""
     return getattr(tp, "__qualname__", None) or repr(tp)
 
 
-__all__ = ["dec_hook", "enc_hook", "register", "returns", "typed"]
+_name = type_name
+
+
+__all__ = ["dec_hook", "enc_hook", "register", "returns", "type_name", "typed"]

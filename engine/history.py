@@ -251,12 +251,11 @@ def resolve_position(
         if not 1 <= pos <= state.position:
             raise UsageError(f"position {pos} is outside the run (1..{state.position})")
         return pos
-    found = None
-    for ref in checkpoint_refs(records):
-        if ref.name == at:
-            found = ref.position
+    refs = list(checkpoint_refs(records))
+    found = next((ref.position for ref in reversed(refs) if ref.name == at), None)
     if found is None:
-        raise UsageError(f"no checkpoint named {at!r} in run {state.run_id}")
+        known = ", ".join(repr(n) for n in dict.fromkeys(r.name for r in refs)) or "none"
+        raise UsageError(f"no checkpoint named {at!r} in run {state.run_id} (it has: {known})")
     return found
 
 

@@ -94,8 +94,16 @@ class Session:
         if self.as_json:
             self.out.json(result_doc(r))
         else:
-            self.out.lines(views.result_rows(r))
+            self.out.lines(views.result_rows(r, self.failure(r)))
         return exit_status(r.status)
+
+    def failure(self, r: RunResult) -> tuple[str, int | None] | None:
+        """A failed run's failure kind and the call that failed (None: the agent's own
+        code), from its last ``agent_failed``; None for a run that did not fail."""
+        if r.status != "failed":
+            return None
+        failed = [e.data for e in self.engine.events(r.run_id) if e.type == "agent_failed"]
+        return (failed[-1]["kind"], failed[-1]["call"]) if failed else None
 
     def owner(self, run_id: str) -> dict[str, Any] | None:
         """Who holds the run's lease, and whether that process is still alive."""

@@ -144,11 +144,19 @@ def answer(
     ctx: typer.Context,
     run: Run,
     value: Annotated[str, typer.Argument(show_default=False)],
-    json_value: Annotated[bool, typer.Option("--json-value", help="Parse VALUE as JSON.")] = False,
+    json_value: Annotated[
+        bool,
+        typer.Option(
+            "--json-value", help="Parse VALUE as JSON (to an uncertain effect: its result)."
+        ),
+    ] = False,
 ) -> int:
-    """Answer the question a paused run waits on, and continue it."""
+    """Answer the question a paused run waits on, and continue it. To "did the effect
+    happen?": 'done', 'not done', or the result it had (--json-value)."""
     s = session(ctx)
-    answer_value: Any = args.json_value(value, "VALUE") if json_value else value
+    from engine import Given
+
+    answer_value: Any = Given(args.json_value(value, "VALUE")) if json_value else value
     return s.result(s.engine.answer(run, answer_value))
 
 

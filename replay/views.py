@@ -169,8 +169,9 @@ def checkpoint_rows(run_id: str, checkpoints: Sequence[CheckpointRef]) -> list[l
     return rows
 
 
-def result_rows(r: RunResult) -> list[list[Piece]]:
-    """What happened, and the command that moves the run on."""
+def result_rows(r: RunResult, failure: tuple[str, int | None] | None = None) -> list[list[Piece]]:
+    """What happened, and the command that moves the run on (for a failed run, by its
+    ``failure``: kind and failed call, None for the agent's own code)."""
     rows: list[list[Piece]] = [["run ", (r.run_id, "bold"), " ", status_piece(r.status)]]
     if r.status == RunStatus.COMPLETED:
         rows.append(["output: ", brief(r.output, 400)])
@@ -184,10 +185,18 @@ def result_rows(r: RunResult) -> list[list[Piece]]:
         )
     elif r.status == RunStatus.FAILED:
         rows.append(["error: ", (r.error or "?", "red")])
-        rows.append([("next: ", "dim"), f"agentlog resume {r.run_id[:12]}  (re-attempts the call)"])
+        rows.append([("next: ", "dim"), f"agentlog resume {r.run_id[:12]}  {_again(failure)}"])
     elif r.status == RunStatus.ABANDONED and r.error:
         rows.append(["reason: ", r.error])
     return rows
+
+
+def _again(failure: tuple[str, int | None] | None) -> str:
+    """What a resume of a failed run will do: a deterministic failure recurs."""
+    if failure is None or (failure[0] in ("transient", "indeterminate") and failure[1]):
+        return "(re-attempts the call)"
+    what = "the agent's code" if failure[1] is None else f"call {failure[1]}"
+    return f"(after fixing the cause: {what} failed {failure[0]}, and would fail the same way)"
 
 
 def standing_docs(standing: Sequence[Effect]) -> list[dict[str, Any]]:

@@ -87,7 +87,9 @@ def test_a_child_question_pauses_the_parent_and_answer_parent_reaches_it(eng: En
 
     done = eng.answer(r.run_id, "yes")
     assert (done.run_id, done.status, done.output) == (r.run_id, "completed", "x:yes")
-    assert _data(eng, kid, "human_input_provided") == [{"call": 1, "value": "yes"}]
+    assert _data(eng, kid, "human_input_provided") == [
+        {"call": 1, "value": "yes", "confirmed": False}
+    ]
     assert eng.state(kid).status == "completed"
     assert ran["after"] == 1
     assert _data(eng, r.run_id, "human_input_provided") == []

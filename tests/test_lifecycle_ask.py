@@ -15,7 +15,7 @@ import pytest
 from agents.kit import Crash, log_of
 from conftest import all_backends
 
-from engine import Engine, RetryPolicy
+from engine import Engine, Given, RetryPolicy
 from engine.errors import RunNotFound, UsageError
 
 
@@ -55,7 +55,7 @@ def test_ask_records_the_question_pauses_and_answer_continues(eng: Engine) -> No
     done = eng.answer(r.run_id, "yes")
     assert (done.status, done.output) == ("completed", {"prepared": "P-o1", "verdict": "yes"})
     provided = [d for _, t, d in log_of(eng, r.run_id) if t == "human_input_provided"]
-    assert provided == [{"call": 2, "value": "yes"}]
+    assert provided == [{"call": 2, "value": "yes", "confirmed": False}]
     assert eng.state(r.run_id).waiting is None
     assert count == {"prepare": 1, "after": 1}
     assert eng.store.lease(r.run_id) is None
@@ -205,8 +205,11 @@ def test_a_run_paused_on_an_uncertain_effect_names_the_tool_and_key(eng: Engine)
     with pytest.raises(UsageError, match="done"):
         eng.answer("fx", "maybe")
     assert log_of(eng, "fx") == before
-    done = eng.answer("fx", "done")
-    assert (done.status, done.output) == ("completed", "done")
+    with pytest.raises(UsageError, match="--json-value"):
+        eng.answer("fx", "done")  # fax returns str: a bare 'done' gives it no result
+    assert log_of(eng, "fx") == before
+    done = eng.answer("fx", Given("F-o7"))
+    assert (done.status, done.output) == ("completed", "F-o7")
     assert sent == ["o7"]
     sources = [d["source"] for _, t, d in log_of(eng, "fx") if t == "tool_succeeded"]
     assert sources == ["human"]
@@ -310,7 +313,7 @@ def test_two_uncertain_effects_of_one_gather_are_asked_one_at_a_time(eng: Engine
     with pytest.raises(Crash):
         eng.run(posting, run_id="two")
     crash["on"] = False
-    truth = {"a": "done", "b": "not done"}
+    truth: dict[str, Any] = {"a": Given("P-a"), "b": "not done"}
     r = eng.resume("two")
     asked = []
     while r.status == "paused":
@@ -324,7 +327,7 @@ def test_two_uncertain_effects_of_one_gather_are_asked_one_at_a_time(eng: Engine
         asked.append(op)
         r = eng.answer("two", truth[op])
     assert sorted(asked) == ["a", "b"]
-    assert (r.status, r.output) == ("completed", ["done", "P-b"])
+    assert (r.status, r.output) == ("completed", ["P-a", "P-b"])
     assert sent == {"a": 1, "b": 1}
 
 
@@ -368,7 +371,7 @@ def test_a_sibling_outcome_recorded_after_a_question_keeps_the_run_answerable(
     assert types.index("human_input_requested") < types.index("tool_succeeded")
     state = eng.state(r.run_id)
     assert (state.status, state.waiting) == ("paused", r.waiting)
-    done = eng.answer(r.run_id, "done")
+    done = eng.answer(r.run_id, {"wired": "o1"})  # a value, not a word: the result
     assert done.status == "completed", done.error
-    assert done.output == ["done", {"sent": "o1"}]
+    assert done.output == [{"wired": "o1"}, {"sent": "o1"}]
     assert sent == Counter(wire=1, email=1)

@@ -11,7 +11,7 @@ import pytest
 from agents.kit import Crash, log_of
 from conftest import all_backends
 
-from engine import Engine, Indeterminate
+from engine import Engine, Given, Indeterminate
 from engine.errors import UsageError
 
 
@@ -452,7 +452,7 @@ def test_an_uncertain_parent_effect_is_not_sent_blind_by_a_reuse_fork(eng: Engin
     asked = eng.rewind("dead-uncertain_blind", to="start")
     assert asked.status == "paused" and "dead-uncertain_blind:2" in (asked.waiting or "")
     assert count["mail"] == 1
-    settled = eng.answer(asked.run_id, "done")
+    settled = eng.answer(asked.run_id, Given("mailed a"))
     assert settled.status == "completed" and count["mail"] == 1
     # A resumed fork never takes the same parent effect twice, nor sends it.
     assert eng.resume(asked.run_id).status == "completed" and count["mail"] == 1

@@ -23,6 +23,7 @@ from conftest import all_backends
 from engine import (
     AgentlogError,
     Engine,
+    Given,
     Indeterminate,
     Logical,
     Permanent,
@@ -326,8 +327,8 @@ def test_indeterminate_effect_without_verifier_or_key_pauses_for_a_person(eng: E
     asked = [d for _, t, d in log_of(eng, r.run_id) if t == "human_input_requested"]
     assert asked[0]["reason"] == "uncertain"
     assert "retry_scheduled" not in types_of(eng, r.run_id)
-    done = eng.answer(r.run_id, "done")
-    assert done.status == "completed" and len(gw.requests) == 1
+    done = eng.answer(r.run_id, Given("W-900"))  # the result it had
+    assert (done.status, done.output) == ("completed", "W-900") and len(gw.requests) == 1
     succeeded = [d for _, t, d in log_of(eng, r.run_id) if t == "tool_succeeded"]
     assert succeeded[0]["source"] == "human"
 

@@ -17,7 +17,7 @@ from agents.fake_time import FakeTime, timed_engine
 from agents.kit import craft_uncertain, tool_def
 from conftest import all_backends
 
-from engine import CircuitBreaker, Engine, Permanent, RetryPolicy, Transient
+from engine import CircuitBreaker, Engine, Given, Permanent, RetryPolicy, Transient
 from engine import events as ev
 from engine.history import RunWriter
 from engine.policy import NO_RETRY
@@ -174,7 +174,7 @@ def _scenario(eng: Engine, fake: FakeTime, svc: Service, step: Any) -> dict[str,
     step()
     craft_uncertain(eng, d["faxer"], "u-human", {"number": "5"}, d["fax"], ("5",))
     assert eng.resume("u-human").status == "paused"
-    assert eng.answer("u-human", "done").status == "completed"  # a person says so
+    assert eng.answer("u-human", Given("faxed 5")).status == "completed"  # a person says so
     step()
     craft_uncertain(eng, d["faxer"], "u-left", {"number": "6"}, d["fax"], ("6",))
     assert eng.resume("u-left").status == "paused"

@@ -20,6 +20,7 @@ ENGINE_ALL = [
     "Engine",
     "EngineConfig",
     "EventView",
+    "Given",
     "Indeterminate",
     "Logical",
     "NonDeterminismError",

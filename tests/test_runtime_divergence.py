@@ -14,6 +14,10 @@ from agents.kit import log_of
 from conftest import all_backends
 
 from engine import Engine, NonDeterminismError
+from engine import events as ev
+from engine.history import RunWriter
+from engine.secrets import key_check, replay_key
+from engine.state import RunState
 
 
 def _refused_everywhere(eng: Engine, run_id: str, needle: str) -> None:
@@ -138,3 +142,49 @@ def test_verify_of_a_completed_run_reports_code_that_now_makes_more_calls(eng: E
 
     with pytest.raises(NonDeterminismError, match="decide 'b'"):
         eng.verify(r.run_id)
+
+
+@all_backends
+def test_a_changed_sleep_duration_diverges_and_a_log_without_its_hash_replays(
+    eng: Engine,
+) -> None:
+    """``run.sleep(0.01)`` recorded and now ``run.sleep(0.02)``: verify, answer and resume
+    raise NonDeterminismError naming the sleep's call, nothing written; the old code
+    still answers. A ``timer_set`` written before durations were hashed (no
+    ``args_hash``) replays whatever the duration."""
+
+    def v1(run: Any) -> str:
+        run.sleep(0.01)
+        return f"slept: {run.ask('go?')}"
+
+    def v2(run: Any) -> str:
+        run.sleep(0.02)
+        return f"slept: {run.ask('go?')}"
+
+    agent = eng.agent(v1)
+    r = eng.run(agent)
+    assert r.status == "paused"
+    [timer] = [d for _, t, d in log_of(eng, r.run_id) if t == "timer_set"]
+    assert timer["args_hash"]
+    eng.agent(v2, name=agent.name)
+    _refused_everywhere(eng, r.run_id, r"call 1.*sleep.*different arguments")
+    eng.agent(v1, name=agent.name)
+    assert eng.answer(r.run_id, "yes").output == "slept: yes"
+
+    _old_sleep_log(eng, agent, "old-sleep")
+    eng.agent(v2, name=agent.name)
+    assert eng.verify("old-sleep").status == "paused"
+    assert eng.answer("old-sleep", "yes").output == "slept: yes"
+
+
+def _old_sleep_log(eng: Engine, agent: Any, run_id: str) -> None:
+    """A run paused at ``ask('go?')`` after a sleep, as agentlog wrote it before sleep
+    durations were hashed (its ``timer_set`` has no ``args_hash``)."""
+    at = ev.now()
+    writer = RunWriter(eng.store, RunState(run_id=run_id))
+    started = ev.AgentStarted(
+        at=at, agent=agent.name, import_path=agent.import_path, key_check=key_check(replay_key())
+    )
+    writer.append(started)
+    writer.append(ev.TimerSet(at=at, call=1, until=at))
+    writer.append(ev.HumanInputRequested(at=at, call=2, question="go?"))

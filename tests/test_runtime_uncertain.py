@@ -12,7 +12,7 @@ import pytest
 from agents.kit import Crash, craft_uncertain, log_of
 from conftest import all_backends
 
-from engine import Engine, RetryPolicy
+from engine import Engine, Given, RetryPolicy
 
 
 class Service:
@@ -169,7 +169,7 @@ def test_no_verifier_and_no_key_pauses_and_a_done_answer_completes_without_execu
     assert eng.resume("unsure-ask").status == "paused"
     assert log_of(eng, "unsure-ask") == before
 
-    done = eng.answer("unsure-ask", "done")
+    done = eng.answer("unsure-ask", Given("faxed 555"))
     assert done.status == "completed" and count == {}
     assert _sources(eng, "unsure-ask") == ["human"]
     assert _intent_keys(eng, "unsure-ask") == {key}
@@ -217,7 +217,7 @@ def test_a_crash_during_a_not_done_resend_asks_again_instead_of_sending_blind(
     crash["on"] = False
     again = eng.resume("unsure-twice")
     assert again.status == "paused" and count == {"fax": 1}  # asked again, not re-sent
-    assert eng.answer("unsure-twice", "done").status == "completed"
+    assert eng.answer("unsure-twice", Given("faxed 1")).status == "completed"
     assert count == {"fax": 1}
     assert _intent_keys(eng, "unsure-twice") == {key}
 

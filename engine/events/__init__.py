@@ -152,6 +152,9 @@ class HumanInputRequested(Event, frozen=True, tag="human_input_requested"):
 class HumanInputProvided(Event, frozen=True, tag="human_input_provided"):
     call: int
     value: Any = None
+    # A person confirmed an uncertain effect happened: ``value`` is the effect's result
+    # (None for a bare "done"). A "done" word without it: a log from before results.
+    confirmed: bool = False
 
 
 # --- tools -----------------------------------------------------------------------------

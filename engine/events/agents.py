@@ -117,6 +117,7 @@ class TimerSet(Event, frozen=True, tag="timer_set"):
     until: float
     purpose: str = "sleep"
     topic: str | None = None
+    args_hash: str = ""  # a sleep's duration, hashed (replay sees a changed one); older: ""
 
 
 class RunWaiting(Event, frozen=True, tag="run_waiting"):

@@ -43,7 +43,7 @@ def _unlocked(s: CallState | None, e: ev.LockReleased) -> CallState | None:
 def _timer(s: CallState | None, e: ev.TimerSet) -> CallState:
     kind = "recv" if e.purpose == "recv" else "sleep"
     name = (e.topic or "") if kind == "recv" else ""
-    return CallState(kind, name, started_at=e.at, until=e.until)
+    return CallState(kind, name, e.args_hash, started_at=e.at, until=e.until)
 
 
 def _received(s: CallState | None, e: ev.MessageReceived) -> CallState:

@@ -7,14 +7,16 @@ deepest paused descendant); that run continues, and each parent waiting on it in
 
 from __future__ import annotations
 
+import msgspec
+
 from .. import events as ev
 from ..errors import UsageError
 from ..history import rebuild
 from ..kinds import RunStatus
 from ..secrets import Seen, redact
 from . import children
-from .asked import offering
-from .calls import check_uncertain_answer
+from .asked import Given, offering
+from .calls import uncertain_answer
 from .childwake import asking_run
 from .defs import normalize
 from .driver import Driver, resume
@@ -46,19 +48,24 @@ def _answer(runs: RunRepository, driver: Driver, rid: str, value: object) -> Run
         run = runs.load(rid, "be answered")
         state = run.state
         if state.status != RunStatus.PAUSED or state.waiting is None:
-            raise UsageError(f"run {rid} is not waiting for an answer (it is {state.status})")
+            doing = f"{state.status}: {state.waiting}" if state.waiting else state.status
+            raise UsageError(f"run {rid} is not waiting for an answer (it is {doing})")
         if state.waiting_on is not None:  # the child's question moved on meanwhile
             raise UsageError(f"run {rid} waits on {state.waiting}: answer the run that asks")
         asked = [r.event for r in run.recorded if isinstance(r.event, ev.HumanInputRequested)]
-        value = normalize(value, "the answer")
-        if asked[-1].reason == "uncertain":
-            check_uncertain_answer(value)  # nothing is recorded for an unclear answer
+        given = isinstance(value, Given)
+        value = normalize(value.value if isinstance(value, Given) else value, "the answer")
+        call = asked[-1].call
+        if asked[-1].reason == "uncertain":  # nothing is recorded for an unclear answer
+            answered = uncertain_answer(call, value, given=given)
+        else:
+            answered = ev.HumanInputProvided(at=ev.now(), call=call, value=value)
         # Changed code would fail at the answer's call, and an answer that does not fit
-        # the type the question declares (run.ask(..., returns=T)) is refused: record
-        # nothing then.
-        with offering(rid, asked[-1].call, value):
+        # the type the question declares (run.ask(..., returns=T), an uncertain tool's
+        # return type) is refused: record nothing then.
+        with offering(rid, answered):
             driver.replays(runs.store, run.agent, rid, [r.event for r in run.recorded])
         # A secret-named field of the answer is redacted (and masked where quoted).
-        shown = redact(value, seen=Seen())
-        run.writer.append(ev.HumanInputProvided(at=ev.now(), call=asked[-1].call, value=shown))
+        shown = redact(answered.value, seen=Seen())
+        run.writer.append(msgspec.structs.replace(answered, value=shown))
         return resume(runs, driver, rid)

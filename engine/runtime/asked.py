@@ -1,6 +1,7 @@
 """Typed answers: ``run.ask(question, returns=T)`` gives a person's answer back as ``T``,
 live and on replay. ``engine.answer`` offers the answer to the paused run's replay first
-(:func:`offering`): one that does not fit ``T`` is refused before anything is recorded."""
+(:func:`offering`): one that does not fit ``T`` is refused before anything is recorded, and
+so is a result given for an uncertain effect that does not fit the tool's return type."""
 
 from __future__ import annotations
 
@@ -9,13 +10,24 @@ import contextvars
 from collections.abc import Iterator
 from typing import Any
 
-from .. import codec
-from ..errors import Paused, RunInterrupt, UsageError
+import msgspec
 
-# The answer engine.answer is about to record: (run id, ask call, value).
-_offered: contextvars.ContextVar[tuple[str, int, Any] | None] = contextvars.ContextVar(
+from .. import codec
+from .. import events as ev
+from ..errors import Paused, RunInterrupt, UsageError
+from .callstate import AFFIRMATIVE, NEGATIVE
+
+# The answer engine.answer is about to record: (run id, its event).
+_offered: contextvars.ContextVar[tuple[str, ev.HumanInputProvided] | None] = contextvars.ContextVar(
     "agentlog_offered_answer", default=None
 )
+
+
+class Given(msgspec.Struct, frozen=True):
+    """An answer given as a value, not a word (``agentlog answer --json-value``): to a
+    question it is the answer; to an uncertain effect it is the result the effect had."""
+
+    value: Any
 
 
 class _Unfit(RunInterrupt):
@@ -35,20 +47,49 @@ def paused(run_id: str, call: int, question: str, returns: Any, *, verify: bool)
     which writes nothing), an answer that does not fit ``returns`` stops it instead."""
     offered = _offered.get()
     if returns is not None and offered is not None and verify:
-        rid, at, value = offered
-        if (rid, at) == (run_id, call):
+        rid, given = offered
+        if (rid, given.call) == (run_id, call):
             try:
-                codec.typed(value, returns, f"the answer to {question!r}", live=True)
+                codec.typed(given.value, returns, f"the answer to {question!r}", live=True)
             except UsageError as e:
-                raise _Unfit(str(e)) from None
+                raise _Unfit(str(e) + _hint(given.value, returns)) from None
     return Paused(question)
 
 
+def _hint(value: Any, returns: Any) -> str:
+    """What to answer instead of a yes/no word to a question that wants a bool."""
+    words = AFFIRMATIVE | NEGATIVE
+    if returns is bool and isinstance(value, str) and value.strip().lower() in words:
+        truth = "true" if value.strip().lower() in AFFIRMATIVE else "false"
+        return f"; answer {truth} with --json-value (engine.answer(run_id, {truth.title()}))"
+    return ""
+
+
+def check_result(run_id: str, call: int, tool: str, returns: Any) -> None:
+    """While ``engine.answer`` checks the answer it is about to record to the uncertain
+    effect of ``tool`` at ``call`` (a ``verify`` replay reaching it), a result that does
+    not fit the tool's return type ``returns`` (a bare "done" gives None) stops it."""
+    offered = _offered.get()
+    if returns is not None and offered is not None:
+        rid, given = offered
+        if (rid, given.call) == (run_id, call) and given.confirmed is True:
+            try:
+                codec.typed(given.value, returns, f"the result of {tool}", live=True)
+            except UsageError as e:
+                message = str(e)
+                if given.value is None:
+                    message = (
+                        f"{tool} returns {codec.type_name(returns)}: 'done' alone gives it "
+                        "no result; pass the result it had with --json-value JSON"
+                    )
+                raise _Unfit(message) from None
+
+
 @contextlib.contextmanager
-def offering(run_id: str, call: int, value: Any) -> Iterator[None]:
-    """Replays of ``run_id`` in the block check ``value`` as the answer to ``call``:
+def offering(run_id: str, given: ev.HumanInputProvided) -> Iterator[None]:
+    """Replays of ``run_id`` in the block check ``given`` as the answer to its call:
     UsageError (naming the declared type) when it does not fit."""
-    token = _offered.set((run_id, call, value))
+    token = _offered.set((run_id, given))
     try:
         yield
     except _Unfit as e:
@@ -57,4 +98,4 @@ def offering(run_id: str, call: int, value: Any) -> Iterator[None]:
         _offered.reset(token)
 
 
-__all__ = ["answered", "offering", "paused"]
+__all__ = ["Given", "answered", "check_result", "offering", "paused"]

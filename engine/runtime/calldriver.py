@@ -134,7 +134,8 @@ class _Driver:
         tool, key = self.call.tool, self.state.key
         question = (
             f"Did {tool.name} (key {key}) take effect? {reason}. "
-            "Answer 'done' or 'not done', or abandon the run."
+            "Answer 'not done', or 'done' with the result it had (--json-value), "
+            "or abandon the run."
         )
         self.call.ctx.request_answer(self.call.number, question, reason="uncertain")
 

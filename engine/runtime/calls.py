@@ -23,7 +23,7 @@ from ..effects import Effect, Outcome
 from ..errors import ConcurrencyError, UsageError
 from ..kinds import Source
 from ..policy import error_for
-from . import forks, ledger
+from . import asked, forks, ledger
 from .calldriver import drive
 from .callstate import (
     AFFIRMATIVE,
@@ -47,14 +47,22 @@ LEDGER_WAIT_DEFAULT = 10.0
 Opening = tuple[CallState, Decision]
 
 
-def check_uncertain_answer(value: object) -> None:
-    """A person settling an uncertain effect must say plainly whether it happened: any
-    other answer would be taken as 'not done' and re-send an effect that may be done."""
-    if str(value).strip().lower() not in AFFIRMATIVE | NEGATIVE:
-        raise UsageError(
-            f"answer {value!r} does not say whether the effect happened: "
-            "answer 'done' or 'not done' (or abandon the run)"
-        )
+def uncertain_answer(call: int, value: object, *, given: bool) -> ev.HumanInputProvided:
+    """A person's word on an uncertain effect, as it is recorded: 'not done' (it is sent
+    again), 'done' (it happened, with no result: None), or, ``given`` as a value or any
+    value that is not a word, the result the effect had. Any other word is refused: it
+    would be taken as 'not done' and re-send an effect that may be done."""
+    if given or not isinstance(value, str | bool):
+        return ev.HumanInputProvided(at=ev.now(), call=call, value=value, confirmed=True)
+    word = str(value).strip().lower()
+    if word in NEGATIVE:
+        return ev.HumanInputProvided(at=ev.now(), call=call, value=value)
+    if word in AFFIRMATIVE:
+        return ev.HumanInputProvided(at=ev.now(), call=call, value=None, confirmed=True)
+    raise UsageError(
+        f"answer {value!r} does not say whether the effect happened: answer 'done' or "
+        "'not done', or give the result it had with --json-value (or abandon the run)"
+    )
 
 
 def call_tool(
@@ -91,6 +99,8 @@ def call_tool(
             ctx.failed_call = number
             raise error_for(out.kind, f"{tool.name}: {out.message}")  # as it was raised live
         if entry.unresolved and tool.side_effect:
+            if ctx.verify:  # engine.answer checking a result given for it
+                asked.check_result(ctx.run_id, number, tool.name, tool.returns)
             ctx.live(number, f"resolve uncertain {tool.name}")
             return drive(call, *_resolve_uncertain(call, resumed(entry, key)))
         state = retried(entry, key)  # the failure that ended the run: re-attempt it
@@ -190,4 +200,4 @@ def _resolve_uncertain(call: Call, state: CallState) -> Opening:
     return state, decide(call.tool, state, Unsure("the outcome of a sent request is unknown"))
 
 
-__all__ = ["call_tool", "check_uncertain_answer"]
+__all__ = ["call_tool", "uncertain_answer"]

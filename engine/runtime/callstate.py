@@ -40,6 +40,7 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
     completed: bool = False  # a step's step_completed, an ask's answer
     asked: bool = False  # an uncertain tool call waits for a person
     answer: Any = None
+    confirmed: bool = False  # the answer confirms an uncertain effect: it is the result
     key: str | None = None  # the key the request goes out under (side effects)
     parent_call: int | None = None  # a fork taking over its parent's effect at this call
     parent_run: str | None = None  # whose call that is, if not the fork's parent's
@@ -118,7 +119,9 @@ def _asked(s: CallState | None, e: ev.HumanInputRequested, position: int) -> Cal
 
 
 def _answered(s: CallState | None, e: ev.HumanInputProvided, position: int) -> CallState | None:
-    return None if s is None else replace(s, completed=True, answer=e.value)
+    if s is None:
+        return None
+    return replace(s, completed=True, answer=e.value, confirmed=e.confirmed is True)
 
 
 def _step_done(s: CallState | None, e: ev.StepCompleted, position: int) -> CallState | None:
@@ -337,7 +340,9 @@ def _unsure(tool: ToolDef, state: CallState, reason: str) -> Decision:
         return _uncertain(tool, reason)
     if not state.completed:
         return Pause(f"waiting for a person to say whether {tool.name} took effect")
-    if str(state.answer).strip().lower() in AFFIRMATIVE:
+    if state.confirmed:  # the person gave the effect's result (None for a bare "done")
+        return Done(state.answer, Source.HUMAN)
+    if str(state.answer).strip().lower() in AFFIRMATIVE:  # a log from before results
         return Done(state.answer, Source.HUMAN)
     # Not done: re-sent under a new intent, so a crash during it leaves the call uncertain
     # (and asks again) instead of replaying the answer into a blind second re-send.

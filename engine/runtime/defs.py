@@ -175,8 +175,17 @@ class AgentDef(Generic[P, R]):
         """UsageError if ``input`` does not fit the agent's parameters (a missing or an
         unknown keyword): caught before the run is written, not as a failed run."""
         try:
+            params = list(inspect.signature(self.fn).parameters.values())
             inspect.signature(self.fn).bind(None, **input)
         except TypeError as e:
+            first = params[0].name if params else None
+            if first is None or first in input:  # the run took the input's place
+                raise UsageError(
+                    f"agent {self.name}'s first parameter receives the run, so it cannot "
+                    f"take input {first!r} too: define it as def {self.fn.__name__}(run, ...)"
+                    if first
+                    else f"agent {self.name} takes no parameter: its first receives the run"
+                ) from None
             raise UsageError(f"input does not fit agent {self.name}: {e}") from None
         except ValueError:  # no signature to check (a builtin): the call decides
             pass

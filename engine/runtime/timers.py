@@ -27,6 +27,7 @@ from .. import failpoints
 from ..errors import Suspended, UsageError
 from ..kinds import RunStatus
 from ..state import waiting_text
+from .defs import args_hash
 
 if TYPE_CHECKING:
     from .callstate import CallState
@@ -83,14 +84,19 @@ def deadline(
     seconds: float,
     purpose: str = "sleep",
     topic: str | None = None,
+    ahash: str = "",
 ) -> float:
     """The wake-up time of timer ``call``: the recorded one, else now + ``seconds``,
-    recorded (``timer_set``) before anything waits on it."""
+    recorded (``timer_set``, with the hash ``ahash`` of a sleep's duration) before
+    anything waits on it."""
     if entry is not None and entry.until is not None:
         return entry.until
     at = ev.now()
     until = at + seconds
-    ctx.record(ev.TimerSet(at=at, call=call, until=until, purpose=purpose, topic=topic))
+    timer = ev.TimerSet(
+        at=at, call=call, until=until, purpose=purpose, topic=topic, args_hash=ahash
+    )
+    ctx.record(timer)
     return until
 
 
@@ -113,12 +119,15 @@ def sleep(ctx: RunContext, seconds: float) -> Awaitable[None] | None:
     """``run.sleep``: wait ``seconds`` durably (see the module's docstring)."""
     seconds = check_seconds(seconds, "run.sleep")
     call = ctx.next_call()
-    entry = ctx.recorded(call, "sleep", "")
+    ahash = args_hash("run.sleep", {"seconds": seconds}, ctx.hash_key)
+    # A log written before durations were hashed has none to compare: it replays as is.
+    known = ctx.journal.calls.get(call)
+    entry = ctx.recorded(call, "sleep", "", ahash if known and known.args_hash else "")
     if entry is not None and (ctx.verify or passed(ctx, call)):
         return Ready() if in_loop(ctx) else None
     if entry is None:
         ctx.live(call, "sleep")
-    until = deadline(ctx, call, entry, seconds)
+    until = deadline(ctx, call, entry, seconds, ahash=ahash)
     remaining = until - time.time()
     if remaining > ctx.config.inline_wait:
         suspend(ctx, call, "timer", until)
