@@ -54,6 +54,12 @@ class Effect(msgspec.Struct, frozen=True):
     undone: bool = False  # a compensation succeeded
     undo_open: bool = False  # a compensation started and has no outcome (interrupted)
     parent_call: int | None = None  # a fork's call that took over this parent call
+    sent_key: str | None = None  # the versioned key it went out under, if not ``key``
+
+    @property
+    def sends_under(self) -> str | None:
+        """The idempotency key its tool, verifier and compensation receive."""
+        return self.sent_key or self.key
 
     @property
     def own(self) -> bool:
@@ -86,6 +92,7 @@ def effects(recorded: Iterable[ev.Positioned], after: int = 0) -> list[Effect]:
                     position=r.position,
                     maybe_landed=before is not None and before.maybe_landed,
                     parent_call=e.parent_call,
+                    sent_key=e.sent_key,
                 )
             continue
         call = getattr(e, "call", None)

@@ -163,6 +163,9 @@ class ToolInvoked(Event, frozen=True, tag="tool_invoked"):
     key: str | None = None
     side_effect: bool = False
     parent_call: int | None = None  # a fork's call taking over its parent's effect at this call
+    # The key the request goes out under when it is not ``key``: a new ledger version of
+    # a business key whose earlier effect was compensated (``ledger.sent_key``).
+    sent_key: str | None = None
 
 
 class ToolSucceeded(Event, frozen=True, tag="tool_succeeded"):
@@ -247,6 +250,7 @@ class EffectClaimed(Event, frozen=True, tag="effect_claimed"):
     run_id: str
     call: int
     args_hash: str = ""
+    sent_key: str | None = None  # the claim's versioned key, after a compensated effect
 
 
 class EffectCommitted(Event, frozen=True, tag="effect_committed"):

@@ -40,7 +40,8 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
     completed: bool = False  # a step's step_completed, an ask's answer
     asked: bool = False  # an uncertain tool call waits for a person
     answer: Any = None
-    key: str | None = None  # the key the request goes out under (side effects)
+    key: str | None = None  # the business key (side effects): the ledger's stream
+    sent_key: str | None = None  # the key the request goes out under, if not ``key``
     parent_call: int | None = None  # a fork taking over its parent's effect at this call
     claim: int = 0  # the ledger version of this call's claim on its business key
     maybe_landed: bool = False  # an attempt's outcome was unknown: the effect may exist
@@ -63,6 +64,11 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
         unsure = isinstance(out, ev.ToolFailed) and out.kind == INDETERMINATE
         return self.intent is not None and (out is None or unsure)
 
+    @property
+    def sends_under(self) -> str | None:
+        """The idempotency key the tool, its verifier and its compensation receive."""
+        return self.sent_key or self.key
+
     def attempted(self) -> CallState:
         """An attempt went out (the log records how it ended)."""
         return replace(self, attempts=self.attempts + 1)
@@ -84,6 +90,7 @@ def _invoked(s: CallState | None, e: ev.ToolInvoked, position: int) -> CallState
         attempts=s.attempts if s else 0,
         started_at=e.at,
         key=e.key,
+        sent_key=e.sent_key,
         parent_call=e.parent_call,
         claim=s.claim if s else 0,
         maybe_landed=s.maybe_landed if s else False,

@@ -46,6 +46,7 @@ def intent(call: Call, state: CallState) -> ev.ToolInvoked:
         key=state.key,
         side_effect=call.tool.side_effect,
         parent_call=state.parent_call,
+        sent_key=state.sent_key,
     )
 
 

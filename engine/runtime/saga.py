@@ -99,10 +99,11 @@ class Saga:
         """An effect whose outcome is unknown, asked of its verifier: the effect with the
         verified result (recorded in a run that has not ended), or None if it did not
         happen (its business key released)."""
-        if tool.verify is None or effect.key is None:
+        key = effect.sends_under
+        if tool.verify is None or key is None:
             what = f"{effect.tool} (call {effect.call}, key {effect.key}) has an unknown outcome"
             raise CannotUndo(effect, what + " and no verifier")
-        found = tool.verify(effect.key)
+        found = tool.verify(key)
         if found is None:  # it never happened: nothing to undo, and its key is free
             release = self.release(effect, tool, "not done")
             if release:
@@ -134,7 +135,7 @@ class Saga:
         self.writer.append(
             ev.CompensationStarted(at=ev.now(), call=call, tool=name, key=effect.key)
         )
-        kwargs = {"idempotency_key": f"undo:{effect.key}"} if takes_key else {}
+        kwargs = {"idempotency_key": f"undo:{effect.sends_under}"} if takes_key else {}
         try:
             undone = tool.compensate(effect.result, **kwargs)
             result = tool.redacted(normalize(undone, f"compensation of {name}"))
@@ -144,7 +145,7 @@ class Saga:
             what = f"compensation of {name} (call {call}) failed: {message}"
             raise CannotUndo(effect, what, unknowable=False) from None
         failpoints.hit("in_compensation")
-        extra = self.release(effect, tool, "compensated")
+        extra = self.release(effect, tool, ledger.COMPENSATED)
         self.writer.append(
             ev.Compensated(at=ev.now(), call=call, tool=name, result=result), extra=extra
         )
