@@ -55,6 +55,7 @@ class Effect(msgspec.Struct, frozen=True):
     undo_open: bool = False  # a compensation started and has no outcome (interrupted)
     parent_call: int | None = None  # a fork's call that took over this parent call
     sent_key: str | None = None  # the versioned key it went out under, if not ``key``
+    run_id: str = ""  # its run, when read across a run tree (``engine.subtree``)
 
     @property
     def sends_under(self) -> str | None:
@@ -120,20 +121,22 @@ def uncertain(recorded: Iterable[ev.Positioned]) -> list[Effect]:
     return [fx for fx in effects(recorded) if fx.uncertain]
 
 
-def standing_after(
-    parent: Iterable[ev.Positioned], target: int, fork: Iterable[ev.Positioned] = ()
+def still_standing(
+    parent: Iterable[Effect], fork: Iterable[Effect], parent_id: str
 ) -> list[Effect]:
-    """The parent's effects after ``target`` that still stand in the world: committed,
-    not undone, and not taken over by the fork (by reuse, or through the ledger's key)."""
-    mine = effects(fork)
-    taken = {fx.parent_call for fx in mine if fx.parent_call is not None}
+    """Of the effects of a parent's subtree after a fork's position (``parent``), those
+    that still stand in the world: committed, not undone, and not taken over by the
+    effects of the fork's subtree (``fork``: by reuse of one of the parent's own calls, or
+    through the ledger's key). In ``parent``'s order."""
+    mine = list(fork)
+    taken = {fx.parent_call for fx in mine if fx.parent_call is not None}  # the fork's own
     keys = {fx.key for fx in mine if fx.outcome == Outcome.COMMITTED and fx.source == Source.LEDGER}
     return [
         fx
-        for fx in effects(parent, after=target)
+        for fx in parent
         if fx.outcome == Outcome.COMMITTED
         and fx.source != Source.FALLBACK
         and not fx.undone
-        and fx.call not in taken
+        and not (fx.run_id == parent_id and fx.call in taken)
         and not (fx.key is not None and fx.key in keys)
     ]

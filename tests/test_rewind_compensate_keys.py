@@ -37,6 +37,8 @@ def test_a_compensating_rewind_charges_again_under_a_new_key_version(demo: Workd
     r = demo.ok("rewind", original, "--to", "customer-loaded", "--effects", "compensate", "--json")
     fork = r.json()
     assert fork["status"] == "completed" and fork["standing"] == []
+    [undone] = fork["compensated"]  # named in the rewind's output
+    assert (undone["run_id"], undone["key"]) == (original, f"charge:{before['order_id']}")
     charges = _charges(demo)
     refunded = [c for c in charges if c["refunded"]]
     standing = [c for c in charges if not c["refunded"]]

@@ -27,6 +27,7 @@ from ..history import RunWriter, rebuild
 from ..kinds import ENDED, FailureKind, RunStatus, Source
 from ..policy import describe
 from ..store import Append, Recorded
+from ..subtree import tree_effects
 from . import ledger, registry
 from .defs import ToolDef, normalize
 from .repository import LoadedRun, RunRepository
@@ -225,7 +226,19 @@ def abandon(runs: RunRepository, run_id: str, stopping: Stopping | None = None) 
     owner elsewhere executes is RunBusy, naming it."""
     rid = runs.resolve(run_id)
     with runs.held(rid):
-        return abandon_held(runs, rid, stopping or Stopping())
+        result = abandon_held(runs, rid, stopping or Stopping())
+    return reported(runs, result)
+
+
+def reported(runs: RunRepository, result: RunResult) -> RunResult:
+    """The abandon's result with the effects of the run's subtree that were undone
+    (``compensated``) and those that still stand in the world (``standing``: committed
+    and not undone, with no compensation or left as they are), deepest first."""
+    inherited = runs.load(result.run_id, "be abandoned").started.inherited
+    found = tree_effects(runs.store, result.run_id, after=1 + inherited)
+    undone = tuple(fx for fx in found if fx.undone)
+    stands = tuple(fx for fx in found if fx.own and not fx.undone)
+    return msgspec.structs.replace(result, compensated=undone, standing=stands)
 
 
 def abandon_held(
