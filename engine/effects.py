@@ -55,6 +55,13 @@ class Effect(msgspec.Struct, frozen=True):
     undone: bool = False  # a compensation succeeded
     undo_open: bool = False  # a compensation started and has no outcome (interrupted)
     parent_call: int | None = None  # a fork's call that took over this parent call
+    sent_key: str | None = None  # the versioned key it went out under, if not ``key``
+    run_id: str = ""  # its run, when read across a run tree (``engine.subtree``)
+
+    @property
+    def sends_under(self) -> str | None:
+        """The idempotency key its tool, verifier and compensation receive."""
+        return self.sent_key or self.key
 
     @property
     def own(self) -> bool:
@@ -87,6 +94,7 @@ def effects(recorded: Iterable[ev.Positioned], after: int = 0) -> list[Effect]:
                     position=r.position,
                     maybe_landed=before is not None and before.maybe_landed,
                     parent_call=e.parent_call,
+                    sent_key=e.sent_key,
                 )
             continue
         call = getattr(e, "call", None)
@@ -120,15 +128,12 @@ def sends(recorded: Iterable[ev.Positioned], after: int = 0) -> list[Effect]:
             {"to": e.to_run_id, "topic": e.topic},
             Outcome.COMMITTED,
             args_hash=e.args_hash,
+            parent_call=e.parent_call,
             position=r.position,
         )
         for r in recorded
         if isinstance(e := r.event, ev.MessageSent) and r.position > after
     ]
-
-
-def _call(fx: Effect) -> int:
-    return fx.call
 
 
 def uncertain(recorded: Iterable[ev.Positioned]) -> list[Effect]:
@@ -138,28 +143,23 @@ def uncertain(recorded: Iterable[ev.Positioned]) -> list[Effect]:
     return [fx for fx in effects(recorded) if fx.uncertain]
 
 
-def standing_after(
-    parent: Iterable[ev.Positioned], target: int, fork: Iterable[ev.Positioned] = ()
+def still_standing(
+    parent: Iterable[Effect], fork: Iterable[Effect], parent_id: str
 ) -> list[Effect]:
-    """The parent's effects after ``target`` that still stand in the world: committed,
-    not undone, and not taken over by the fork (by reuse, or through the ledger's key);
-    its durable messages among them (:func:`sends`)."""
-    fork = list(fork)
-    mine = effects(fork)
-    taken = {fx.parent_call for fx in mine if fx.parent_call is not None}
-    taken |= {
-        e.parent_call
-        for r in fork
-        if isinstance(e := r.event, ev.MessageSent) and e.parent_call is not None
-    }
+    """Of the effects of a parent's subtree after a fork's position (``parent``), those
+    that still stand in the world: committed, not undone, and not taken over by the
+    effects of the fork's subtree (``fork``: by reuse of one of the parent's own calls, or
+    through the ledger's key). In ``parent``'s order."""
+    mine = list(fork)
+    taken = {fx.parent_call for fx in mine if fx.parent_call is not None}  # the fork's own
     keys = {fx.key for fx in mine if fx.outcome == Outcome.COMMITTED and fx.source == Source.LEDGER}
     parent = list(parent)
     return [
         fx
-        for fx in sorted([*effects(parent, after=target), *sends(parent, target)], key=_call)
+        for fx in parent
         if fx.outcome == Outcome.COMMITTED
         and fx.source != Source.FALLBACK
         and not fx.undone
-        and fx.call not in taken
+        and not (fx.run_id == parent_id and fx.call in taken)
         and not (fx.key is not None and fx.key in keys)
     ]

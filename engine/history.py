@@ -7,7 +7,6 @@ positions, a missing or repeated ``agent_started``, an event after the run ended
 the newest snapshot at or before the target. ``RunWriter`` appends a run's events one
 commit at a time, with the run index, and snapshots every N events and at checkpoints.
 ``checkpoints`` reads checkpoint occurrences from the log (a name is its latest one).
-``standing`` tells which of a fork's parent's effects still stand.
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from . import effects, failpoints, observe
 from . import events as ev
+from . import failpoints, observe
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from .events import Positioned
 from .kinds import ENDED
@@ -386,14 +385,3 @@ class RunWriter:
             parent_run_id=state.parent_run_id,
             position=state.position,
         )
-
-
-def standing(store: Store, run_id: str) -> list[effects.Effect]:
-    """For a fork, its parent's effects after the fork's position that still stand;
-    empty for a run that is not a fork."""
-    head = started(store, run_id)  # most runs are not forks: one event read
-    if head.parent_run_id is None or head.fork_position is None:  # not a fork (a child)
-        return []
-    fork = read_events(store, run_id)
-    parent = read_events(store, head.parent_run_id)
-    return effects.standing_after(parent, head.fork_position or 0, fork)

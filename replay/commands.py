@@ -164,7 +164,14 @@ def answer(
 def abandon(ctx: typer.Context, run: Run) -> int:
     """Stop a run for good, running its compensations in reverse order."""
     s = session(ctx)
-    return s.result(s.engine.abandon(run))
+    r = s.engine.abandon(run)
+    if s.as_json:
+        s.out.json({**result_doc(r), **views.effects_docs(r)})
+        return exit_status(r.status)
+    code = s.result(r)
+    s.out.lines(views.compensated_rows(r.compensated, "undone by this abandon"))
+    s.out.lines(views.standing_rows(r.standing, "not undone by this abandon"))
+    return code
 
 
 @app.command()
@@ -191,11 +198,15 @@ def rewind(
     parent = s.engine.resolve(run)
     r = s.engine.rewind(parent, to, effects=effects)
     if s.as_json:
-        s.out.json({**result_doc(r), "standing": views.standing_docs(r.standing)})
+        undone = views.standing_docs(r.compensated)
+        s.out.json(
+            {**result_doc(r), "standing": views.standing_docs(r.standing), "compensated": undone}
+        )
         return exit_status(r.status)
     s.out.line("fork ", (r.run_id, "bold cyan"), f" of {parent} at {to!r} (effects: {effects})")
     code = s.result(r)
-    s.out.lines(views.standing_rows(r.standing))
+    s.out.lines(views.compensated_rows(r.compensated, "undone before the fork"))
+    s.out.lines(views.standing_rows(r.standing, views.FORK_STANDING))
     return code
 
 

@@ -112,7 +112,7 @@ def show(ctx: typer.Context, run: Run) -> int:
     state = s.engine.state(run)
     children = s.forks(state.run_id)
     owner = s.owner(state.run_id) if state.status == RunStatus.RUNNING else None
-    from engine.history import standing
+    from engine.subtree import standing
 
     stands = standing(s.engine.store, state.run_id) if state.parent_run_id else []
     marks, given = _beside(s, state)
@@ -126,7 +126,7 @@ def show(ctx: typer.Context, run: Run) -> int:
         s.out.lines(views.state_rows(state, marks, given, children))
         if state.status == RunStatus.RUNNING and not state.imported:
             s.out.lines([views.owner_row(owner)])
-        s.out.lines(views.standing_rows(stands))
+        s.out.lines(views.standing_rows(stands, views.FORK_STANDING))
     return 0
 
 

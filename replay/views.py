@@ -199,19 +199,42 @@ def _again(failure: tuple[str, int | None] | None) -> str:
     return f"(after fixing the cause: {what} failed {failure[0]}, and would fail the same way)"
 
 
+FORK_STANDING = (
+    "effects after the fork position of the parent and its children, "
+    "not reused by this fork and not compensated"
+)
+
+
 def standing_docs(standing: Sequence[Effect]) -> list[dict[str, Any]]:
-    """A fork's parent effects that still stand, as ``--json`` shows them."""
-    return [{"call": e.call, "tool": e.tool, "key": e.key, "result": e.result} for e in standing]
+    """Effects (still standing, or compensated) as ``--json`` shows them; ``run_id`` names
+    the run of each (the parent, or one of its descendants)."""
+    return [
+        {"run_id": e.run_id, "call": e.call, "tool": e.tool, "key": e.key, "result": e.result}
+        for e in standing
+    ]
 
 
-def standing_rows(standing: Sequence[Effect]) -> list[list[Piece]]:
-    """The parent's effects after the fork position that still stand in the world."""
+def effects_docs(r: RunResult) -> dict[str, list[dict[str, Any]]]:
+    """A rewind's or an abandon's effects still standing and compensated, for ``--json``."""
+    return {"standing": standing_docs(r.standing), "compensated": standing_docs(r.compensated)}
+
+
+def _effect_row(e: Effect) -> list[Piece]:
+    where = f"run {e.run_id[:12]} " if e.run_id else ""
+    return [f"  {where}call {e.call} {e.tool} (key {e.key}) -> ", brief(e.result, 120)]
+
+
+def standing_rows(standing: Sequence[Effect], why: str) -> list[list[Piece]]:
+    """Effects that still stand in the world (``why``), deepest first."""
     if not standing:
         return []
-    rows: list[list[Piece]] = [
-        [("still standing", "bold yellow"), " (the parent's effects after the fork position,"],
-        ["  not reused by this fork and not compensated):"],
-    ]
-    for e in standing:
-        rows.append([f"  call {e.call} {e.tool} (key {e.key}) -> ", brief(e.result, 120)])
-    return rows
+    head: list[Piece] = [("still standing", "bold yellow"), f" ({why}):"]
+    return [head] + [_effect_row(e) for e in standing]
+
+
+def compensated_rows(undone: Sequence[Effect], why: str) -> list[list[Piece]]:
+    """Effects undone (``why``), deepest first."""
+    if not undone:
+        return []
+    head: list[Piece] = [("compensated", "bold yellow"), f" ({why}):"]
+    return [head] + [_effect_row(e) for e in undone]

@@ -12,7 +12,7 @@ from typing import Any
 from conftest import backends
 
 from engine import Engine
-from engine.history import standing
+from engine.subtree import standing
 
 TREE = backends("sqlite", "postgres")
 

@@ -69,6 +69,7 @@ def test_rewind_effects_modes_and_the_standing_effects(work: Workdir) -> None:
     assert _lines(work, "charges.txt") == ["a", "b"]
     assert other["standing"] == [
         {
+            "run_id": parent,
             "call": 3,
             "tool": "charge",
             "key": f"{parent}:3",

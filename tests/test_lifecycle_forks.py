@@ -92,7 +92,7 @@ def test_reuse_takes_each_parent_effect_once_in_call_order_and_sends_the_rest(
 def test_a_resumed_fork_does_not_take_a_parent_effect_twice(eng: Engine) -> None:
     """A fork that crashed after taking over the parent's first charge, resumed, takes the
     parent's second identical charge for its next identical call, not the first again."""
-    from engine.history import standing
+    from engine.subtree import standing
 
     sent: list[str] = []
     crash = {"on": False}
@@ -177,7 +177,7 @@ def test_a_fork_that_skips_the_effect_lists_it_as_standing(eng: Engine) -> None:
     """A fork that takes another path and never makes the call leaves the parent's effect
     in the world, and says so; once the parent is abandoned (its effect undone), it no
     longer stands."""
-    from engine.history import standing
+    from engine.subtree import standing
 
     shop = Shop(eng, "skip")
     shop.plan["items"] = [("a", 1), ("b", 2)]

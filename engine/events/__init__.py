@@ -173,6 +173,9 @@ class ToolInvoked(Event, frozen=True, tag="tool_invoked"):
     # The run whose call ``parent_call`` is, when a restart's new run took it over (None:
     # a fork's parent).
     parent_run: str | None = None
+    # The key the request goes out under when it is not ``key``: a new ledger version of
+    # a business key whose earlier effect was compensated (``ledger.sent_key``).
+    sent_key: str | None = None
 
 
 class ToolSucceeded(Event, frozen=True, tag="tool_succeeded"):
@@ -260,6 +263,7 @@ class EffectClaimed(Event, frozen=True, tag="effect_claimed"):
     run_id: str
     call: int
     args_hash: str = ""
+    sent_key: str | None = None  # the claim's versioned key, after a compensated effect
 
 
 class EffectCommitted(Event, frozen=True, tag="effect_committed"):

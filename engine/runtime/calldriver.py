@@ -117,7 +117,7 @@ class _Driver:
         return d.then
 
     def verify(self, d: Verify) -> Decision:
-        verifier, key = self.call.tool.verify, self.state.key
+        verifier, key = self.call.tool.verify, self.state.sends_under
         assert verifier is not None and key is not None
         found = detached(verifier, key)
         return d.otherwise if found is None else Done(found, Source.VERIFIED)

@@ -130,7 +130,8 @@ def _take_over(call: Call, state: CallState, run: str | None, parent: Effect) ->
     outcome and sends nothing. An outcome the parent never learned
     is resolved under the parent's key (ledger, verifier, same-key re-send, or a person),
     never by a blind send under the fork's own key."""
-    state = replace(state, key=parent.key or state.key, parent_call=parent.call, parent_run=run)
+    key, sent = parent.key or state.key, parent.sent_key
+    state = replace(state, key=key, sent_key=sent, parent_call=parent.call, parent_run=run)
     if parent.outcome == Outcome.COMMITTED:
         return state, Done(parent.result, Source.PARENT, with_intent=True)
     state = record(call, state, with_intent=True)
@@ -154,7 +155,10 @@ def _write_intent(call: Call, state: CallState) -> Opening:
         if held.claim is not None and not held.owned_by(run_id, call.number):
             return _claimed_elsewhere(call, state, held)
         try:
-            claim = ledger.claim_event(key, held.version, run_id, call.number, call.ahash)
+            # A new claim after a compensated effect goes out under a new key version.
+            sent = ledger.sent_key(key, held)
+            state = replace(state, sent_key=sent)
+            claim = ledger.claim_event(key, held.version, run_id, call.number, call.ahash, sent)
             state = record(call, state, extra=[claim], with_intent=True)
         except ConcurrencyError:
             if ledger.read(store, key).version == held.version:
@@ -190,7 +194,8 @@ def _resolve_uncertain(call: Call, state: CallState) -> Opening:
         if held.committed is not None:
             return state, Done(held.committed.result, Source.LEDGER)
         if held.claim is None:
-            claim = ledger.claim_event(key, held.version, call.ctx.run_id, call.number, call.ahash)
+            run_id, sent = call.ctx.run_id, state.sent_key
+            claim = ledger.claim_event(key, held.version, run_id, call.number, call.ahash, sent)
             store.append([claim])
             state = evolve(state, claim.event, claim.position)
         elif held.owned_by(call.ctx.run_id, call.number):

@@ -41,7 +41,8 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
     asked: bool = False  # an uncertain tool call waits for a person
     answer: Any = None
     confirmed: bool = False  # the answer confirms an uncertain effect: it is the result
-    key: str | None = None  # the key the request goes out under (side effects)
+    key: str | None = None  # the business key (side effects): the ledger's stream
+    sent_key: str | None = None  # the key the request goes out under, if not ``key``
     parent_call: int | None = None  # a fork taking over its parent's effect at this call
     parent_run: str | None = None  # whose call that is, if not the fork's parent's
     claim: int = 0  # the ledger version of this call's claim on its business key
@@ -65,6 +66,11 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
         unsure = isinstance(out, ev.ToolFailed) and out.kind == INDETERMINATE
         return self.intent is not None and (out is None or unsure)
 
+    @property
+    def sends_under(self) -> str | None:
+        """The idempotency key the tool, its verifier and its compensation receive."""
+        return self.sent_key or self.key
+
     def attempted(self) -> CallState:
         """An attempt went out (the log records how it ended)."""
         return replace(self, attempts=self.attempts + 1)
@@ -86,6 +92,7 @@ def _invoked(s: CallState | None, e: ev.ToolInvoked, position: int) -> CallState
         attempts=s.attempts if s else 0,
         started_at=e.at,
         key=e.key,
+        sent_key=e.sent_key,
         parent_call=e.parent_call,
         parent_run=e.parent_run,
         claim=s.claim if s else 0,

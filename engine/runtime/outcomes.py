@@ -52,6 +52,7 @@ def intent(call: Call, state: CallState) -> ev.ToolInvoked:
         side_effect=call.tool.side_effect,
         parent_call=state.parent_call,
         parent_run=state.parent_run,
+        sent_key=state.sent_key,
     )
 
 

@@ -45,7 +45,7 @@ def attempt(call: Call, state: CallState) -> Outcome:
     tool, clock = call.tool, call.ctx.guards.clock
     started = clock()
     try:
-        result = invoke(call, state.key)
+        result = invoke(call, state.sends_under)
     except RunInterrupt:
         raise
     except Exception as exc:

@@ -26,9 +26,14 @@ class RunResult(msgspec.Struct, frozen=True):
     output: Any = None
     error: str | None = None
     waiting: str | None = None  # the question a paused run waits on
-    # For a rewind: the parent's side effects after the fork position that still stand
-    # in the world (committed, not reused by the fork, not compensated).
+    # For a rewind: the side effects after the fork position of the parent and of the
+    # descendants it started after it that still stand in the world (committed, not
+    # reused by the fork, not compensated); for an abandon, those of the run's subtree
+    # left standing (no compensation, or left as they are). Deepest first.
     standing: tuple[Effect, ...] = ()
+    # The effects undone, deepest first: by a rewind with effects "compensate" (of the
+    # parent's subtree after the fork position), or by an abandon (of the run's subtree).
+    compensated: tuple[Effect, ...] = ()
     # Set only by recover() for a run it could not resume: "refused" (an AgentlogError:
     # a damaged log, changed code, an agent that no longer imports) or "unexpected".
     not_resumed: str | None = None

@@ -4,6 +4,7 @@ caller's choice (``forks.MODES``)."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import msgspec
@@ -11,11 +12,12 @@ import msgspec
 from .. import events as ev
 from ..effects import Effect, answered, effects
 from ..errors import UsageError
-from ..history import RunWriter, read_events, resolve_position, standing
+from ..history import RunWriter, read_events, resolve_position
 from ..state import RunState
 from ..store import Recorded
+from ..subtree import below, standing
 from . import forks, registry
-from .defs import AgentDef
+from .defs import AgentDef, ToolDef
 from .driver import Driver
 from .journal import Journal
 from .repository import LoadedRun, RunRepository
@@ -54,8 +56,7 @@ def rewind(
     head = _fork_head(run, target, effects, inherited=len(inherited))
     agent = run.agent
     driver.replays(runs.store, agent, run.run_id, [head, *inherited])  # changed code: no fork
-    if effects == forks.COMPENSATE:
-        compensate_after(runs, run.run_id, target, agent)
+    undone = compensate_after(runs, run.run_id, target) if effects == forks.COMPENSATE else []
     with runs.held(fork_id):
         writer = RunWriter(
             runs.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every
@@ -63,7 +64,8 @@ def rewind(
         writer.append(head, *inherited)
         journal = Journal.from_events(read_events(runs.store, fork_id))
         result = driver.drive(agent, writer, journal, head.input, check=head.key_check)
-    return msgspec.structs.replace(result, standing=tuple(standing(runs.store, fork_id)))
+    stands = tuple(standing(runs.store, fork_id))
+    return msgspec.structs.replace(result, standing=stands, compensated=tuple(undone))
 
 
 def _fork_head(parent: LoadedRun, target: int, effects: str, inherited: int) -> ev.AgentStarted:
@@ -84,22 +86,48 @@ def _fork_head(parent: LoadedRun, target: int, effects: str, inherited: int) -> 
     )
 
 
-def compensate_after(runs: RunRepository, run_id: str, target: int, agent: AgentDef) -> None:
-    """Undo the parent's own effects after ``target`` in reverse order, each recorded in
-    the parent. One that cannot be undone safely raises UsageError naming it (before any
-    undo when that is known up front); the parent's log shows what was undone."""
-    with runs.held(run_id):
-        run = runs.load(run_id, "be rewound")
-        writer = RunWriter(runs.store, run.state, snapshot_every=agent.snapshot_every)
-        saga = Saga(writer)
-        try:
-            for effect, tool in _undoable(saga, agent, effects(run.recorded, after=target)[::-1]):
-                saga.undo(effect, tool)
-        except CannotUndo as stop:
-            raise UsageError(
-                f"rewind stopped, nothing forked: {stop.message} (run {run_id}); "
-                "rewind with effects 'reuse' or 'resend' (CLI --effects), or undo it by hand"
-            ) from None
+def compensate_after(runs: RunRepository, run_id: str, target: int) -> list[Effect]:
+    """Undo the effects after ``target`` of the parent and of the descendants it started
+    after it, deepest first, each run's last first, each undo recorded in its own run;
+    the effects undone (naming their runs). One that cannot be undone safely, anywhere in
+    the subtree, raises UsageError naming it before anything is undone when that is
+    known up front; the logs show what was undone."""
+    with contextlib.ExitStack() as held:
+        todo: list[tuple[Saga, list[Step]]] = []
+        for rid, after in below(runs.store, run_id, target):
+            held.enter_context(runs.held(rid))
+            run = runs.load(rid, "be rewound")
+            every = run.agent.snapshot_every
+            saga = Saga(RunWriter(runs.store, run.state, snapshot_every=every))
+            found = effects(run.recorded, after=after)[::-1]
+            todo.append((saga, _steps(saga, run.agent, found, rid)))
+        done: list[Effect] = []
+        for saga, steps in todo:
+            for effect, tool in steps:
+                _undo(saga, effect, tool)
+                done.append(msgspec.structs.replace(effect, run_id=saga.run_id))
+        return done
+
+
+def _steps(saga: Saga, agent: AgentDef, found: list[Effect], rid: str) -> list[Step]:
+    try:
+        return _undoable(saga, agent, found)
+    except CannotUndo as stop:
+        raise _stopped(stop, rid) from None
+
+
+def _undo(saga: Saga, effect: Effect, tool: ToolDef) -> None:
+    try:
+        saga.undo(effect, tool)
+    except CannotUndo as stop:
+        raise _stopped(stop, saga.run_id) from None
+
+
+def _stopped(stop: CannotUndo, rid: str) -> UsageError:
+    return UsageError(
+        f"rewind stopped, nothing forked: {stop.message} (run {rid}); "
+        "rewind with effects 'reuse' or 'resend' (CLI --effects), or undo it by hand"
+    )
 
 
 def _undoable(saga: Saga, agent: AgentDef, after: list[Effect]) -> list[Step]:

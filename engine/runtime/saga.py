@@ -27,6 +27,7 @@ from ..history import RunWriter, rebuild
 from ..kinds import ENDED, FailureKind, RunStatus, Source
 from ..policy import describe
 from ..store import Append, Recorded
+from ..subtree import tree_effects
 from . import ledger, registry
 from .defs import ToolDef, normalize
 from .repository import LoadedRun, RunRepository
@@ -99,10 +100,11 @@ class Saga:
         """An effect whose outcome is unknown, asked of its verifier: the effect with the
         verified result (recorded in a run that has not ended), or None if it did not
         happen (its business key released)."""
-        if tool.verify is None or effect.key is None:
+        key = effect.sends_under
+        if tool.verify is None or key is None:
             what = f"{effect.tool} (call {effect.call}, key {effect.key}) has an unknown outcome"
             raise CannotUndo(effect, what + " and no verifier")
-        found = tool.verify(effect.key)
+        found = tool.verify(key)
         if found is None:  # it never happened: nothing to undo, and its key is free
             release = self.release(effect, tool, "not done")
             if release:
@@ -134,7 +136,7 @@ class Saga:
         self.writer.append(
             ev.CompensationStarted(at=ev.now(), call=call, tool=name, key=effect.key)
         )
-        kwargs = {"idempotency_key": f"undo:{effect.key}"} if takes_key else {}
+        kwargs = {"idempotency_key": f"undo:{effect.sends_under}"} if takes_key else {}
         try:
             undone = tool.compensate(effect.result, **kwargs)
             result = tool.redacted(normalize(undone, f"compensation of {name}"))
@@ -144,7 +146,7 @@ class Saga:
             what = f"compensation of {name} (call {call}) failed: {message}"
             raise CannotUndo(effect, what, unknowable=False) from None
         failpoints.hit("in_compensation")
-        extra = self.release(effect, tool, "compensated")
+        extra = self.release(effect, tool, ledger.COMPENSATED)
         self.writer.append(
             ev.Compensated(at=ev.now(), call=call, tool=name, result=result), extra=extra
         )
@@ -224,7 +226,19 @@ def abandon(runs: RunRepository, run_id: str, stopping: Stopping | None = None) 
     owner elsewhere executes is RunBusy, naming it."""
     rid = runs.resolve(run_id)
     with runs.held(rid):
-        return abandon_held(runs, rid, stopping or Stopping())
+        result = abandon_held(runs, rid, stopping or Stopping())
+    return reported(runs, result)
+
+
+def reported(runs: RunRepository, result: RunResult) -> RunResult:
+    """The abandon's result with the effects of the run's subtree that were undone
+    (``compensated``) and those that still stand in the world (``standing``: committed
+    and not undone, with no compensation or left as they are), deepest first."""
+    inherited = runs.load(result.run_id, "be abandoned").started.inherited
+    found = tree_effects(runs.store, result.run_id, after=1 + inherited)
+    undone = tuple(fx for fx in found if fx.undone)
+    stands = tuple(fx for fx in found if fx.own and not fx.undone)
+    return msgspec.structs.replace(result, compensated=undone, standing=stands)
 
 
 def abandon_held(

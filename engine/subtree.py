@@ -1,0 +1,77 @@
+"""The side effects of a run's subtree: a run's own after a position and those of every
+descendant it started after it, deepest first (each later-started child's subtree before
+an earlier one's, all before the run's own, each run's last first), which is the order
+they are undone in. ``standing`` tells which of a fork's parent's still stand."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from . import events as ev
+from .effects import Effect, effects, sends, still_standing
+from .errors import CorruptData
+from .history import read_events, started
+from .store import Recorded, Store
+
+
+def spawned_after(recorded: Iterable[Recorded], after: int) -> list[str]:
+    """The child runs a run's log names (spawned, or started by a restart) after
+    position ``after``, in the order it started them."""
+    found: dict[str, None] = {}
+    for r in recorded:
+        if r.position > after and isinstance(r.event, ev.ChildSpawned | ev.ChildRestarted):
+            found.setdefault(r.event.child_run_id, None)
+    return list(found)
+
+
+def below(store: Store, run_id: str, after: int = 0) -> list[tuple[str, int]]:
+    """The run and the descendants it started after ``after``, deepest first, each with
+    the position its effects count from (``after`` for the run, 0 for a descendant). A
+    fork's inherited spawns name its parent's children: they are not the fork's."""
+    order: list[tuple[str, int]] = []
+    seen = {run_id}
+    todo: list[tuple[str, int, bool]] = [(run_id, after, False)]
+    while todo:  # an explicit stack: a deep tree does not recurse
+        rid, start, expanded = todo.pop()
+        if expanded:
+            order.append((rid, start))
+            continue
+        todo.append((rid, start, True))
+        for child in spawned_after(read_events(store, rid), start):
+            head = started(store, child)
+            if head.parent_run_id != rid or head.fork_position is not None:
+                continue
+            if child in seen:  # forged rows: a run its own ancestor
+                raise CorruptData(f"run {run_id}: its run tree loops (through {child})")
+            seen.add(child)
+            todo.append((child, 0, False))  # popped latest started first
+    return order
+
+
+def tree_effects(
+    store: Store, run_id: str, after: int = 0, *, messages: bool = False
+) -> list[Effect]:
+    """The effects of the run after ``after`` and of its descendants started after it,
+    deepest first, each naming its run (``Effect.run_id``); with ``messages``, their
+    durable sends too (which nothing undoes)."""
+    found: list[Effect] = []
+    for rid, start in below(store, run_id, after):
+        log = read_events(store, rid)
+        own = effects(log, start)
+        if messages:
+            own = sorted([*own, *sends(log, start)], key=lambda fx: fx.call)
+        found += [msgspec.structs.replace(fx, run_id=rid) for fx in reversed(own)]
+    return found
+
+
+def standing(store: Store, run_id: str) -> list[Effect]:
+    """For a fork, the effects of its parent's subtree after the fork's position that
+    still stand, deepest first; empty for a run that is not a fork."""
+    head = started(store, run_id)  # most runs are not forks: one event read
+    if head.parent_run_id is None or head.fork_position is None:  # not a fork (a child)
+        return []
+    parent = tree_effects(store, head.parent_run_id, head.fork_position, messages=True)
+    mine = tree_effects(store, run_id, messages=True)
+    return still_standing(parent, mine, head.parent_run_id)
