@@ -12,6 +12,7 @@ from ..errors import UsageError
 from ..history import rebuild
 from ..kinds import RunStatus
 from . import children
+from .adoption import refuse_imported
 from .asked import offering
 from .calls import check_uncertain_answer
 from .childwake import asking_run
@@ -31,6 +32,7 @@ def answer(runs: RunRepository, driver: Driver, run_id: str, value: object) -> R
     effect happen?", an answer that does not fit the type the question declares, and
     code that no longer replays the run's log; in each case nothing is recorded."""
     rid = runs.resolve(run_id)
+    refuse_imported(rebuild(runs.store, rid), "be answered")  # before following any child
     target = asking_run(runs.store, rid)
     result = _answer(runs, driver, target, value)
     if target == rid:
