@@ -41,3 +41,27 @@ def test_a_fifo_as_sqlite_store_is_refused_without_opening_it(tmp_path: Path, cr
     os.mkfifo(fifo)
     with pytest.raises(StoreUnavailable, match="is not a regular file"):
         open_store(f"sqlite:///{fifo}", create=create)
+
+
+def test_import_of_dev_zero_stops_at_one_overlong_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``import /dev/zero`` (an endless line) exits 2 naming a line longer than any event
+    could be, after reading about twice the payload cap, never the file whole."""
+    url = f"sqlite:///{tmp_path}/a.db?max_payload=65536&blob_threshold=1024"
+    assert run_cli(["import", "/dev/zero", "--url", url]) == 2
+    err = capsys.readouterr().err
+    assert "/dev/zero: a line longer than" in err and err.count("\n") == 1, err
+
+
+def test_import_of_a_file_past_the_size_cap_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file of short lines larger than the cap: exit 2 naming the cap, nothing read on."""
+    from replay import transfer
+
+    monkeypatch.setattr(transfer, "MAX_FILE", 3 << 20)
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b"{}\n" * (2 << 20))
+    assert run_cli(["import", str(big), "--url", f"sqlite:///{tmp_path}/a.db"]) == 2
+    assert f"larger than {3 << 20} bytes" in capsys.readouterr().err
