@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_cli_kit import make_workdir, sqlite_url
@@ -65,3 +67,30 @@ def test_import_of_a_file_past_the_size_cap_exits_2(
     big.write_bytes(b"{}\n" * (2 << 20))
     assert run_cli(["import", str(big), "--url", f"sqlite:///{tmp_path}/a.db"]) == 2
     assert f"larger than {3 << 20} bytes" in capsys.readouterr().err
+
+
+@pytest.mark.postgres
+def test_demo_passes_the_store_url_to_its_child_by_environment(
+    tmp_path: Path,
+    pg_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``agentlog demo --url postgresql://user:PASSWORD@...``: the child process that is
+    killed mid-payment gets the URL in its environment, never on its command line (which
+    ``ps`` shows to every user)."""
+    from replay import tour
+
+    url = pg_url.replace("postgres@", "postgres:s3cret-pw@", 1)
+    seen: list[tuple[list[str], dict[str, str]]] = []
+    real = subprocess.run
+
+    def spy(args: list[str], **kw: Any) -> Any:
+        seen.append((args, kw["env"]))
+        return real(args, **kw)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tour.subprocess, "run", spy)
+    assert run_cli(["demo", "--url", url]) == 0, capsys.readouterr()
+    [(args, env)] = seen
+    assert not any("s3cret-pw" in a for a in args) and env["AGENTLOG_URL"] == url
