@@ -4,15 +4,18 @@ FIFO is refused rather than hanging the open."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from conftest import backends, schema_of
 from test_cli_kit import make_workdir, sqlite_url
 
-from engine.errors import StoreUnavailable
+from engine.errors import StoreError, StoreUnavailable, UsageError
 from engine.store import open_store
 from replay.cli import run_cli
 
@@ -94,3 +97,32 @@ def test_demo_passes_the_store_url_to_its_child_by_environment(
     assert run_cli(["demo", "--url", url]) == 0, capsys.readouterr()
     [(args, env)] = seen
     assert not any("s3cret-pw" in a for a in args) and env["AGENTLOG_URL"] == url
+
+
+@backends("sqlite", "postgres")
+def test_a_lock_past_its_last_fencing_token_is_one_clear_error(store_url: str) -> None:
+    """A lock whose fence is at 2**63 - 1 (moved there by hand): the next acquire is a
+    StoreError naming the lock and the exhausted tokens, and a token out of range passed
+    to renew or release is a UsageError, never an OverflowError."""
+    store = open_store(store_url)
+    try:
+        assert store.locks.acquire("edge", "a", 30) == 1
+        assert store.locks.release("edge", "a", 1)
+        _set_fence(store_url, 2**63 - 1)
+        with pytest.raises(StoreError, match="'edge' has used every fencing token"):
+            store.locks.acquire("edge", "b", 30)
+        with pytest.raises(UsageError, match="is not a fencing token"):
+            store.locks.renew("edge", "b", 2**63, 30)
+        with pytest.raises(UsageError, match="is not a fencing token"):
+            store.locks.release("edge", "b", 2**63)
+    finally:
+        store.close()
+
+
+def _set_fence(url: str, fence: int) -> None:
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.split("?")[0][len("sqlite:///") :]) as conn:
+            conn.execute("UPDATE agentlog_locks SET fence = ?", (fence,))
+        return
+    with psycopg.connect(url.split("?")[0]) as conn:
+        conn.execute(f'UPDATE "{schema_of(url)}".agentlog_locks SET fence = %s', (fence,))
