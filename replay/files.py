@@ -55,11 +55,9 @@ def _writable_folder(path: str, target: str, option: str) -> str:
 
 
 def _mode_for(target: str) -> int:
-    """The permissions the file would have had if written in place: an existing file's own,
-    else the default for a new file under the process's umask."""
+    """An existing file's own permissions, else 0600: an export holds the run's inputs,
+    outputs and results, readable by its owner only."""
     try:
         return stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o600

@@ -272,12 +272,13 @@ def import_cmd(
     from . import transfer
 
     s = session(ctx)
+    cap = s.engine.store.max_payload
     if file == "-":
-        data, source = sys.stdin.buffer.read(), "stdin"
+        data, source = transfer.read_export(sys.stdin.buffer, "stdin", cap), "stdin"
     else:
         try:
             with open(file, "rb") as f:
-                data = f.read()
+                data = transfer.read_export(f, file, cap)
         except OSError as e:
             raise UsageError(f"cannot read {file}: {e.strerror}") from None
         source = file

@@ -174,10 +174,14 @@ def _next(con: Console, run_id: str, fork_id: str) -> None:
 
 
 def _run_child(url: str, run_id: str, ticket: dict[str, Any]) -> int:
-    env = {**os.environ, "AGENTLOG_FAILPOINTS": FAILPOINT}
-    code = "import sys; from replay.demo import child; child(*sys.argv[1:])"
+    # The URL (it may hold a password) goes by environment: a command line is public in ps.
+    env = {**os.environ, "AGENTLOG_FAILPOINTS": FAILPOINT, "AGENTLOG_URL": url}
+    code = (
+        "import os, sys; from replay.demo import child; "
+        "child(os.environ['AGENTLOG_URL'], *sys.argv[1:])"
+    )
     proc = subprocess.run(
-        [sys.executable, "-c", code, url, run_id, json.dumps(ticket)],
+        [sys.executable, "-c", code, run_id, json.dumps(ticket)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -25,7 +25,7 @@ import hmac
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
@@ -220,6 +220,32 @@ def _split(raw: bytes, where: str) -> tuple[bytes, str, str | None]:
 def _same_form(event: Event) -> tuple[str, bytes]:
     """An event's stored form: equal forms are the same fact (NaN included)."""
     return encode_event(event)
+
+
+MAX_FILE = 1 << 30  # an export larger than this is refused, not read whole
+_CHUNK = 1 << 20
+
+
+def read_export(f: BinaryIO, source: str, max_payload: int) -> bytes:
+    """The export file ``f`` read in chunks: UsageError (and nothing more read) once it
+    passes :data:`MAX_FILE` or holds a line longer than one event can be (an event's
+    payload cap ``max_payload``, base64-encoded, with room for its envelope)."""
+    max_line = 2 * max_payload + _CHUNK
+    parts: list[bytes] = []
+    size = line = 0
+    while chunk := f.read(_CHUNK):
+        size += len(chunk)
+        cut = chunk.rfind(b"\n")
+        line = line + len(chunk) if cut < 0 else len(chunk) - cut - 1
+        if size > MAX_FILE:
+            raise UsageError(f"{source}: larger than {MAX_FILE} bytes; not an export file")
+        if line > max_line:
+            raise UsageError(
+                f"{source}: a line longer than {max_line} bytes (no event is that large); "
+                "not an export file"
+            )
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def import_run(

@@ -28,7 +28,7 @@ from engine.errors import CipherError, StoreUnavailable
 from engine.state import RunState
 from engine.store import Append, BlobRef, Store, cipher_configured, open_store, stream_id
 from engine.store.base import BLOB_SUFFIX
-from engine.store.cipher import CIPHER_ENV
+from engine.store.cipher import CIPHER_ENV, Row, sealed_rows
 from replay.cli import run_cli
 from replay.transfer import export_lines, import_run
 
@@ -110,49 +110,45 @@ def test_each_table_holds_plaintext_only_when_not_encrypted(
 def test_a_wrong_missing_or_unexpected_key_is_one_clear_error(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Reopened with another key: "cannot decrypt ... with the key in AGENTLOG_CIPHER_KEY"
-    (snapshots too: not skipped as corrupt); without a key: "is encrypted"; a key on a
-    store written in clear: "not encrypted". Never garbage, never a foreign exception."""
+    """A sealed store reopened with another key or without one is refused when opened
+    (for reading too), naming the variable and never the key; a sealed row read with
+    another key says "cannot decrypt" (snapshots too: not skipped as corrupt)."""
     monkeypatch.setenv(CIPHER_ENV, KEY)
     store = open_store(store_url)
     stream = uuid.uuid4()
     store.append(_events(stream)[:2])
     store.save_snapshot(stream, RunState(run_id="r", position=2))
     store.close()
-
-    def read(url: str) -> list[str]:
-        s = open_store(url)
-        out = []
-        try:
-            for read_one in (lambda: s.read(stream), lambda: s.snapshot_at_or_before(stream, 2)):
-                with pytest.raises(CipherError) as info:
-                    read_one()
-                out.append(str(info.value))
-        finally:
-            s.close()
-        return out
-
+    other = sealed_rows("s", OTHER_KEY)
+    row = Row("events", stream, 1, "x")
+    with pytest.raises(CipherError, match=f"cannot decrypt the event .* key in {CIPHER_ENV}"):
+        other.unseal("s", row, sealed_rows("s", KEY).seal(row, b"data"))
     monkeypatch.setenv(CIPHER_ENV, OTHER_KEY)
-    for message in read(store_url):
-        assert "cannot decrypt the" in message and f"with the key in {CIPHER_ENV}" in message
-        assert KEY not in message and OTHER_KEY not in message
+    for create in (True, False):
+        with pytest.raises(CipherError, match="is not the key this store was sealed with") as e:
+            open_store(store_url, create=create)
+        assert KEY not in str(e.value) and OTHER_KEY not in str(e.value)
     monkeypatch.delenv(CIPHER_ENV)
-    for message in read(store_url):
-        assert f"is encrypted, and {CIPHER_ENV} is not set" in message
+    for create in (True, False):
+        with pytest.raises(CipherError, match=f"is encrypted .* {CIPHER_ENV} is not set"):
+            open_store(store_url, create=create)
 
 
 @backends("sqlite", "postgres")
 def test_a_key_on_a_store_written_in_clear_says_so(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Rows written without encryption, read with a key set: the error says the store was
-    written in clear, rather than taking unauthenticated rows as genuine."""
+    """A store written without encryption, opened with a key: a writer is refused (it
+    would mix sealed rows in), and a reader's row says the store was written in clear,
+    rather than taking unauthenticated rows as genuine."""
     store = open_store(store_url)
     stream = uuid.uuid4()
     store.append(_events(stream)[:2])
     store.close()
     monkeypatch.setenv(CIPHER_ENV, KEY)
-    store = open_store(store_url)
+    with pytest.raises(CipherError, match="was written in clear and is not sealed"):
+        open_store(store_url)
+    store = open_store(store_url, create=False)
     try:
         with pytest.raises(CipherError, match=f"is not encrypted, but {CIPHER_ENV} is set"):
             store.read(stream)
@@ -392,8 +388,8 @@ def test_a_killed_encrypted_run_resumes_in_a_new_process_with_the_key_only(
 def test_reading_commands_with_the_wrong_key_exit_2_naming_the_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``runs`` reads only the index (it stays readable); ``timeline``, ``state`` and
-    ``export`` refuse in one line, exit 2."""
+    """The store's seal does not open with another key: ``runs`` (which reads only the
+    index), ``timeline``, ``state`` and ``export`` refuse in one line, exit 2."""
     url = f"sqlite:///{tmp_path}/a.db"
     monkeypatch.setenv(CIPHER_ENV, KEY)
     eng = Engine.open(url)
@@ -405,10 +401,8 @@ def test_reading_commands_with_the_wrong_key_exit_2_naming_the_variable(
     rid = eng.run(hello, name=MARK).run_id
     eng.close()
     monkeypatch.setenv(CIPHER_ENV, OTHER_KEY)
-    assert run_cli(["runs", "--url", url]) == 0
-    assert rid in capsys.readouterr().out
-    for command in ("timeline", "state", "export"):
-        assert run_cli([command, rid, "--url", url]) == 2
+    for command in ("runs", "timeline", "state", "export"):
+        assert run_cli([command, *([] if command == "runs" else [rid]), "--url", url]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"with the key in {CIPHER_ENV}" in err, err
         assert MARK not in err

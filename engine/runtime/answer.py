@@ -15,6 +15,7 @@ from ..history import rebuild
 from ..kinds import RunStatus
 from ..secrets import Seen, redact
 from . import children
+from .adoption import refuse_imported
 from .asked import Given, offering
 from .calls import uncertain_answer
 from .childwake import asking_run
@@ -34,6 +35,7 @@ def answer(runs: RunRepository, driver: Driver, run_id: str, value: object) -> R
     effect happen?", an answer that does not fit the type the question declares, and
     code that no longer replays the run's log; in each case nothing is recorded."""
     rid = runs.resolve(run_id)
+    refuse_imported(rebuild(runs.store, rid), "be answered")  # before following any child
     target = asking_run(runs.store, rid)
     result = _answer(runs, driver, target, value)
     if target == rid:

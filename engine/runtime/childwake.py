@@ -62,8 +62,18 @@ def asker(store: Store, state: RunState) -> tuple[str, str] | None:
         if child is None:
             return None
         seen.add(s.run_id)
-        s = rebuild(store, child)
+        found = own_child(store, s, child)
+        if found is None:
+            return None  # a log that claims someone else's run: no answer goes there
+        s = found
     return None
+
+
+def own_child(store: Store, parent: RunState, child_id: str) -> RunState | None:
+    """The state of ``child_id`` if its recorded parent is ``parent``'s run, else None
+    (a forged or imported log may name any run as the child it waits on)."""
+    child = rebuild(store, child_id)
+    return child if child.parent_run_id == parent.run_id else None
 
 
 def asking_run(store: Store, run_id: str) -> str:
@@ -74,6 +84,11 @@ def asking_run(store: Store, run_id: str) -> str:
     child = waited_child(state)
     if child is None or state.status != RunStatus.PAUSED:
         return run_id
+    if own_child(store, state, child) is None:
+        raise UsageError(
+            f"run {run_id} says it waits on {child}, but {child} is not a child of run "
+            f"{run_id} (its recorded parent differs): no answer is passed to it"
+        )
     found = asker(store, state)
     if found is None:
         now = rebuild(store, child).status
@@ -92,7 +107,9 @@ def child_due(store: Store, state: RunState) -> bool:
     child_id = waited_child(state)
     if child_id is None:
         return False
-    child = rebuild(store, child_id)
+    child = own_child(store, state, child_id)
+    if child is None:
+        return False  # not its child: that run's news is not this run's
     if child.status in (RunStatus.RUNNING, RunStatus.NEW):
         return False
     if child.status == RunStatus.WAITING:

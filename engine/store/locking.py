@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Callable
 
-from ..errors import UsageError
+from ..errors import StoreError, UsageError
 from .ports import LockRow, LockStore
 
 MAX_NAME = 200
@@ -41,6 +41,22 @@ def check_ttl(ttl: object) -> float:
     return float(ttl)
 
 
+MAX_FENCE = 2**63 - 1  # the largest integer both SQL backends store exactly
+
+
+def check_fence(name: str, fence: int) -> None:
+    """UsageError for a fencing token no lock can have issued."""
+    if not 0 <= fence < MAX_FENCE:
+        raise UsageError(f"lock {name!r}: {fence} is not a fencing token (0 to {MAX_FENCE - 1})")
+
+
+def _exhausted(name: str) -> StoreError:
+    return StoreError(
+        f"lock {name!r} has used every fencing token up to {MAX_FENCE - 1}: no larger one "
+        "can be issued; use a lock of another name"
+    )
+
+
 class Locks:
     """The locks of one store (its :class:`LockStore`, checked and translated)."""
 
@@ -60,16 +76,27 @@ class Locks:
         check_name(name)
         ttl = check_ttl(ttl)
         now = self._clock()
-        with self._translated():
-            return self._port.acquire(name, holder, now + ttl, now, keep_fence)
+        check_fence(name, keep_fence)
+        try:
+            with self._translated():
+                fence = self._port.acquire(name, holder, now + ttl, now, keep_fence)
+        except StoreError as e:  # PostgreSQL: the bigint cannot be incremented
+            if "out of range" in str(e):
+                raise _exhausted(name) from e
+            raise
+        if fence is not None and fence >= MAX_FENCE:  # SQLite went past it into a float
+            raise _exhausted(name)
+        return fence
 
     def renew(self, name: str, holder: str, fence: int, ttl: float) -> bool:
         """Extend the hold for another ``ttl`` seconds; False if it is gone."""
         until = self._clock() + check_ttl(ttl)
+        check_fence(name, fence)
         with self._translated():
             return self._port.renew(check_name(name), holder, fence, until)
 
     def release(self, name: str, holder: str, fence: int) -> bool:
+        check_fence(name, fence)
         with self._translated():
             return self._port.release(check_name(name), holder, fence)
 

@@ -242,6 +242,8 @@ def open_sqlite(
         raise StoreUnavailable(f"{name}: directory {directory} does not exist")
     if os.path.isdir(path):
         raise StoreUnavailable(f"{name}: {path} is a directory, not a database file")
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would hang the open
+        raise StoreUnavailable(f"{name}: {path} is not a regular file, not a database file")
     if not os.path.exists(path):
         if not create:
             raise StoreUnavailable(f"no store at {path} (only run, demo and import create one)")

@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from ..errors import StoreUnavailable
 from ..secrets import is_secret
 from .cipher import CIPHER_ENV, ClearRows, sealed_rows
+from .seal import check_seal
 
 if TYPE_CHECKING:
     from .base import Store
@@ -115,11 +116,22 @@ def scrub(message: str, url: str) -> str:
 
 
 def open_store(url: str | None = None, *, create: bool = True, **options: Any) -> Store:
-    """Open the store named by ``url``; one clear :class:`StoreUnavailable` if it can't be.
+    """Open the store named by ``url``; one clear :class:`StoreUnavailable` if it can't be,
+    a :class:`CipherError` if its encryption settings do not match the store's seal.
 
     ``create=False`` creates nothing: a missing SQLite file is refused ("no store at ..."),
     and a database without agentlog's tables reads as an empty store.
     """
+    store = _open(url, create, options)
+    try:
+        check_seal(store, write=create)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _open(url: str | None, create: bool, options: dict[str, Any]) -> Store:
     url = url or default_url()
     name = mask(url)
     scheme, sep, rest = url.partition("://")
