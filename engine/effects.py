@@ -113,20 +113,20 @@ def uncertain(recorded: Iterable[ev.Positioned]) -> list[Effect]:
     return [fx for fx in effects(recorded) if fx.uncertain]
 
 
-def standing_after(
+def after_fork(
     parent: Iterable[ev.Positioned], target: int, fork: Iterable[ev.Positioned] = ()
-) -> list[Effect]:
-    """The parent's effects after ``target`` that still stand in the world: committed,
-    not undone, and not taken over by the fork (by reuse, or through the ledger's key)."""
+) -> tuple[list[Effect], list[Effect]]:
+    """The parent's effects after ``target`` that were committed and not undone, split in
+    two, each in call order: those that still stand in the world, and those the fork took
+    over instead of sending again (reusing the same call, or found by the ledger's key)."""
     mine = effects(fork)
     taken = {fx.parent_call for fx in mine if fx.parent_call is not None}
     keys = {fx.key for fx in mine if fx.outcome == Outcome.COMMITTED and fx.source == Source.LEDGER}
-    return [
-        fx
-        for fx in effects(parent, after=target)
-        if fx.outcome == Outcome.COMMITTED
-        and fx.source != Source.FALLBACK
-        and not fx.undone
-        and fx.call not in taken
-        and not (fx.key is not None and fx.key in keys)
-    ]
+    stands: list[Effect] = []
+    reused: list[Effect] = []
+    for fx in effects(parent, after=target):
+        if fx.outcome != Outcome.COMMITTED or fx.source == Source.FALLBACK or fx.undone:
+            continue
+        took = fx.call in taken or (fx.key is not None and fx.key in keys)
+        (reused if took else stands).append(fx)
+    return stands, reused

@@ -6,9 +6,8 @@ positions, a missing or repeated ``agent_started``, an event after the run ended
 ``CorruptData`` naming the run and the position. ``rebuild`` folds recorded facts onto
 the newest snapshot at or before the target. ``RunWriter`` appends a run's events one
 commit at a time, with the run index, and snapshots every N events and at checkpoints.
-``checkpoints`` reads checkpoint occurrences from the log (a name is its latest one).
-``standing`` tells which of a fork's parent's effects still stand.
-"""
+``checkpoints`` reads checkpoint occurrences from the log (a name is its latest one);
+``fork_effects`` which of a fork's parent's effects still stand and which it reused."""
 
 from __future__ import annotations
 
@@ -388,12 +387,10 @@ class RunWriter:
         )
 
 
-def standing(store: Store, run_id: str) -> list[effects.Effect]:
-    """For a fork, its parent's effects after the fork's position that still stand;
-    empty for a run that is not a fork."""
+def fork_effects(store: Store, run_id: str) -> tuple[list[effects.Effect], list[effects.Effect]]:
+    """A fork's parent's effects after its position: (still standing, reused by it)."""
     head = started(store, run_id)  # most runs are not forks: one event read
     if head.parent_run_id is None or head.fork_position is None:  # not a fork (a child)
-        return []
-    fork = read_events(store, run_id)
-    parent = read_events(store, head.parent_run_id)
-    return effects.standing_after(parent, head.fork_position or 0, fork)
+        return [], []
+    parent, fork = read_events(store, head.parent_run_id), read_events(store, run_id)
+    return effects.after_fork(parent, head.fork_position, fork)

@@ -191,10 +191,17 @@ def rewind(
     parent = s.engine.resolve(run)
     r = s.engine.rewind(parent, to, effects=effects)
     if s.as_json:
-        s.out.json({**result_doc(r), "standing": views.standing_docs(r.standing)})
+        s.out.json(
+            {
+                **result_doc(r),
+                "standing": views.standing_docs(r.standing),
+                "reused": views.standing_docs(r.reused),
+            }
+        )
         return exit_status(r.status)
     s.out.line("fork ", (r.run_id, "bold cyan"), f" of {parent} at {to!r} (effects: {effects})")
     code = s.result(r)
+    s.out.lines(views.reused_rows(r.reused))
     s.out.lines(views.standing_rows(r.standing))
     return code
 

@@ -112,9 +112,9 @@ def show(ctx: typer.Context, run: Run) -> int:
     state = s.engine.state(run)
     children = s.forks(state.run_id)
     owner = s.owner(state.run_id) if state.status == RunStatus.RUNNING else None
-    from engine.history import standing
+    from engine.history import fork_effects
 
-    stands = standing(s.engine.store, state.run_id) if state.parent_run_id else []
+    stands = fork_effects(s.engine.store, state.run_id)[0] if state.parent_run_id else []
     marks, given = _beside(s, state)
     if s.as_json:
         doc = state_doc(state, marks, given)

@@ -200,18 +200,40 @@ def _again(failure: tuple[str, int | None] | None) -> str:
 
 
 def standing_docs(standing: Sequence[Effect]) -> list[dict[str, Any]]:
-    """A fork's parent effects that still stand, as ``--json`` shows them."""
+    """A fork's parent effects that still stand (or that it reused), as ``--json`` shows
+    them."""
     return [{"call": e.call, "tool": e.tool, "key": e.key, "result": e.result} for e in standing]
 
 
 def standing_rows(standing: Sequence[Effect]) -> list[list[Piece]]:
     """The parent's effects after the fork position that still stand in the world."""
-    if not standing:
+    return _effect_rows(standing, "standing")
+
+
+def reused_rows(reused: Sequence[Effect]) -> list[list[Piece]]:
+    """The parent's effects after the fork position that the fork took over, not resent."""
+    return _effect_rows(reused, "reused")
+
+
+_HEADINGS: dict[str, tuple[Piece, str, str]] = {
+    "standing": (
+        ("still standing", "bold yellow"),
+        " (the parent's effects after the fork position,",
+        "  not reused by this fork and not compensated):",
+    ),
+    "reused": (
+        ("reused", "bold green"),
+        " (the parent's effects after the fork position that this fork took",
+        "  over instead of sending again):",
+    ),
+}
+
+
+def _effect_rows(found: Sequence[Effect], kind: str) -> list[list[Piece]]:
+    if not found:
         return []
-    rows: list[list[Piece]] = [
-        [("still standing", "bold yellow"), " (the parent's effects after the fork position,"],
-        ["  not reused by this fork and not compensated):"],
-    ]
-    for e in standing:
+    title, heading, more = _HEADINGS[kind]
+    rows: list[list[Piece]] = [[title, heading], [more]]
+    for e in found:
         rows.append([f"  call {e.call} {e.tool} (key {e.key}) -> ", brief(e.result, 120)])
     return rows

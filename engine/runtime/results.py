@@ -29,6 +29,9 @@ class RunResult(msgspec.Struct, frozen=True):
     # For a rewind: the parent's side effects after the fork position that still stand
     # in the world (committed, not reused by the fork, not compensated).
     standing: tuple[Effect, ...] = ()
+    # For a rewind: the parent's side effects after the fork position that the fork took
+    # over instead of sending again (same call reused, or found by the ledger's key).
+    reused: tuple[Effect, ...] = ()
     # Set only by recover() for a run it could not resume: "refused" (an AgentlogError:
     # a damaged log, changed code, an agent that no longer imports) or "unexpected".
     not_resumed: str | None = None

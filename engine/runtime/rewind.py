@@ -11,7 +11,7 @@ import msgspec
 from .. import events as ev
 from ..effects import Effect, answered, effects
 from ..errors import UsageError
-from ..history import RunWriter, read_events, resolve_position, standing
+from ..history import RunWriter, fork_effects, read_events, resolve_position
 from ..state import RunState
 from ..store import Recorded
 from . import forks, registry
@@ -63,7 +63,8 @@ def rewind(
         writer.append(head, *inherited)
         journal = Journal.from_events(read_events(runs.store, fork_id))
         result = driver.drive(agent, writer, journal, head.input, check=head.key_check)
-    return msgspec.structs.replace(result, standing=tuple(standing(runs.store, fork_id)))
+    stands, reused = fork_effects(runs.store, fork_id)
+    return msgspec.structs.replace(result, standing=tuple(stands), reused=tuple(reused))
 
 
 def _fork_head(parent: LoadedRun, target: int, effects: str, inherited: int) -> ev.AgentStarted:
