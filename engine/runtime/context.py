@@ -300,7 +300,8 @@ class RunContext:
         if entry is None:
             self.live(call, f"step {name!r}")
             self.record(ev.StepStarted(at=ev.now(), call=call, name=name))
-        started = time.time() if entry is None else entry.started_at
+        began = self.writer.state.started_at or 0.0  # a fork's inherited step began earlier
+        started = time.time() if entry is None else max(entry.started_at, began)
         yield
         if entry is None or not entry.completed:
             self.live(call, f"complete step {name!r}")
