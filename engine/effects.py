@@ -143,23 +143,23 @@ def uncertain(recorded: Iterable[ev.Positioned]) -> list[Effect]:
     return [fx for fx in effects(recorded) if fx.uncertain]
 
 
-def still_standing(
+def after_fork(
     parent: Iterable[Effect], fork: Iterable[Effect], parent_id: str
-) -> list[Effect]:
+) -> tuple[list[Effect], list[Effect]]:
     """Of the effects of a parent's subtree after a fork's position (``parent``), those
-    that still stand in the world: committed, not undone, and not taken over by the
-    effects of the fork's subtree (``fork``: by reuse of one of the parent's own calls, or
-    through the ledger's key). In ``parent``'s order."""
+    committed and not undone, split in two, each in ``parent``'s order: those that still
+    stand in the world, and those the effects of the fork's subtree (``fork``) took over
+    instead of sending again (by reuse of one of the parent's own calls, or through the
+    ledger's key)."""
     mine = list(fork)
     taken = {fx.parent_call for fx in mine if fx.parent_call is not None}  # the fork's own
     keys = {fx.key for fx in mine if fx.outcome == Outcome.COMMITTED and fx.source == Source.LEDGER}
-    parent = list(parent)
-    return [
-        fx
-        for fx in parent
-        if fx.outcome == Outcome.COMMITTED
-        and fx.source != Source.FALLBACK
-        and not fx.undone
-        and not (fx.run_id == parent_id and fx.call in taken)
-        and not (fx.key is not None and fx.key in keys)
-    ]
+    stands: list[Effect] = []
+    reused: list[Effect] = []
+    for fx in parent:
+        if fx.outcome != Outcome.COMMITTED or fx.source == Source.FALLBACK or fx.undone:
+            continue
+        own = fx.run_id == parent_id and fx.call in taken
+        took = own or (fx.key is not None and fx.key in keys)
+        (reused if took else stands).append(fx)
+    return stands, reused

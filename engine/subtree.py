@@ -10,7 +10,7 @@ from collections.abc import Iterable
 import msgspec
 
 from . import events as ev
-from .effects import Effect, effects, sends, still_standing
+from .effects import Effect, after_fork, effects, sends
 from .errors import CorruptData
 from .history import read_events, started
 from .store import Recorded, Store
@@ -66,12 +66,19 @@ def tree_effects(
     return found
 
 
-def standing(store: Store, run_id: str) -> list[Effect]:
-    """For a fork, the effects of its parent's subtree after the fork's position that
-    still stand, deepest first; empty for a run that is not a fork."""
+def fork_effects(store: Store, run_id: str) -> tuple[list[Effect], list[Effect]]:
+    """For a fork, the effects of its parent's subtree after the fork's position (its
+    durable sends among them), deepest first, split in two: those that still stand, and
+    those the fork took over (reused); both empty for a run that is not a fork."""
     head = started(store, run_id)  # most runs are not forks: one event read
     if head.parent_run_id is None or head.fork_position is None:  # not a fork (a child)
-        return []
+        return [], []
     parent = tree_effects(store, head.parent_run_id, head.fork_position, messages=True)
     mine = tree_effects(store, run_id, messages=True)
-    return still_standing(parent, mine, head.parent_run_id)
+    return after_fork(parent, mine, head.parent_run_id)
+
+
+def standing(store: Store, run_id: str) -> list[Effect]:
+    """For a fork, the effects of its parent's subtree after its position that still
+    stand, deepest first; empty for a run that is not a fork."""
+    return fork_effects(store, run_id)[0]

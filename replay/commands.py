@@ -198,14 +198,19 @@ def rewind(
     parent = s.engine.resolve(run)
     r = s.engine.rewind(parent, to, effects=effects)
     if s.as_json:
-        undone = views.standing_docs(r.compensated)
         s.out.json(
-            {**result_doc(r), "standing": views.standing_docs(r.standing), "compensated": undone}
+            {
+                **result_doc(r),
+                "standing": views.standing_docs(r.standing),
+                "compensated": views.standing_docs(r.compensated),
+                "reused": views.standing_docs(r.reused),
+            }
         )
         return exit_status(r.status)
     s.out.line("fork ", (r.run_id, "bold cyan"), f" of {parent} at {to!r} (effects: {effects})")
     code = s.result(r)
     s.out.lines(views.compensated_rows(r.compensated, "undone before the fork"))
+    s.out.lines(views.reused_rows(r.reused))
     s.out.lines(views.standing_rows(r.standing, views.FORK_STANDING))
     return code
 

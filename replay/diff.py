@@ -46,7 +46,9 @@ def side(engine: Engine, spec: str) -> Side:
     first = events[0].event if events else None
     beside = {
         "input": first.input if isinstance(first, ev.AgentStarted) else {},
-        "checkpoints": [(c.name, c.position) for c in checkpoint_refs(events)],
+        # By name, in order: a fork renumbers positions (it leaves the parent's lifecycle
+        # events out), so the same checkpoints sit at other positions.
+        "checkpoints": [c.name for c in checkpoint_refs(events)],
     }
     return Side(state.run_id, state.position, state, calls_of(events), beside)
 

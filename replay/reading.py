@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from engine.errors import UsageError
+from engine.errors import CorruptData, UsageError
 from engine.kinds import RunStatus
 
 from . import args, views
 from .app import STATUSES, Run, Session, app, session
-from .output import board_doc, checkpoint_docs, run_doc, state_doc
+from .output import board_doc, checkpoint_docs, plural, run_doc, state_doc
 
 if TYPE_CHECKING:
     from engine import RunState
@@ -112,9 +112,9 @@ def show(ctx: typer.Context, run: Run) -> int:
     state = s.engine.state(run)
     children = s.forks(state.run_id)
     owner = s.owner(state.run_id) if state.status == RunStatus.RUNNING else None
-    from engine.subtree import standing
+    from engine.subtree import fork_effects
 
-    stands = standing(s.engine.store, state.run_id) if state.parent_run_id else []
+    stands = fork_effects(s.engine.store, state.run_id)[0] if state.parent_run_id else []
     marks, given = _beside(s, state)
     if s.as_json:
         doc = state_doc(state, marks, given)
@@ -252,7 +252,26 @@ def export_cmd(
         from .files import replace_atomically
 
         replace_atomically(output, lines, "-o")
+    try:
+        descendants = transfer.left_out(s.engine, run)
+    except CorruptData as e:  # the run exported whole; only its tree is damaged
+        sys.stderr.write(f"note: the run's child runs could not be listed: {e}\n")
+        return 0
+    _say_children_left_out(s.engine.resolve(run), descendants)
     return 0
+
+
+def _say_children_left_out(run_id: str, descendants: list[str], shown: int = 10) -> None:
+    """On stderr, after the export: the run's child runs are not in it (the export is of
+    one run's stream), named so each can be exported too."""
+    if not descendants:
+        return
+    n = len(descendants)
+    names = ", ".join(descendants[:shown]) + (f" and {n - shown} more" if n > shown else "")
+    sys.stderr.write(
+        f"note: the export holds run {run_id} only, not its {plural(n, 'descendant run')} "
+        f"(child runs and theirs): {names}; export each with 'agentlog export RUN'\n"
+    )
 
 
 @app.command("import")

@@ -90,6 +90,12 @@ def export_lines(engine: Engine, run_id: str, *, sign: bool = False) -> Iterator
         yield body[:-1] + sig + _HASH_KEY + previous.encode() + b'"}\n'
 
 
+def left_out(engine: Engine, run_id: str) -> list[str]:
+    """The descendants of ``run_id`` (child runs, their children, ...; not forks), which
+    an export of the run alone does not hold, parents before their children."""
+    return [node.run_id for node in engine.tree(run_id).walk()[1:]]
+
+
 def _body(run_id: str, position: int, total: int, event: Event) -> bytes:
     tag: str = event.__struct_config__.tag  # type: ignore[assignment]
     as_json = _enc.encode(event)

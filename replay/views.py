@@ -238,3 +238,12 @@ def compensated_rows(undone: Sequence[Effect], why: str) -> list[list[Piece]]:
         return []
     head: list[Piece] = [("compensated", "bold yellow"), f" ({why}):"]
     return [head] + [_effect_row(e) for e in undone]
+
+
+def reused_rows(reused: Sequence[Effect]) -> list[list[Piece]]:
+    """The parent's effects after the fork position that the fork took over, not resent."""
+    if not reused:
+        return []
+    why = "the parent's effects after the fork position that this fork took over"
+    head: list[Piece] = [("reused", "bold green"), f" ({why} instead of sending again):"]
+    return [head] + [_effect_row(e) for e in reused]

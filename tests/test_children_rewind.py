@@ -12,7 +12,7 @@ from typing import Any
 from conftest import backends
 
 from engine import Engine
-from engine.subtree import standing
+from engine.subtree import fork_effects
 
 TREE = backends("sqlite", "postgres")
 
@@ -61,7 +61,7 @@ def test_rewind_reuses_children_before_the_target_and_spawns_fresh_ones_after(
     fresh_state = eng.state(fresh)
     assert (fresh_state.parent_run_id, fresh_state.fork_position) == (fork.run_id, None)
     assert eng.state(fork.run_id).fork_position is not None
-    assert standing(eng.store, fresh) == []
+    assert fork_effects(eng.store, fresh)[0] == []
     # The late child ran again as a new run; its charge is the same business key: the
     # shared ledger gives the recorded result, nothing is packed twice.
     assert ran == {"early": 1, "late": 2, "pack:early": 1, "pack:late": 1}

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from test_cli_kit import Workdir, one_line_error, sqlite_url
 
+from tests.conftest import backends
+
 SHOP = """
 from pathlib import Path
 
@@ -113,3 +115,33 @@ def test_compensate_that_cannot_undo_exits_2_naming_the_effect(work: Workdir) ->
     r = work.cli("rewind", parent, "--to", "start", "--effects", "compensate")
     one_line_error(r, "charge (call 4) has no compensation", "nothing forked")
     assert len(work.ok("runs", "--json").json()) == 1
+
+
+REUSED = "reused (the parent's effects"
+
+
+@backends("sqlite", "postgres")
+def test_rewind_names_the_effects_it_reused(tmp_path: Path, store_url: str) -> None:
+    """A reusing rewind prints (and ``--json`` lists) the parent's effects it took over
+    instead of sending again, beside the one that still stands; a resend reuses none."""
+    (tmp_path / "shop.py").write_text(SHOP)
+    (tmp_path / "items.txt").write_text("a b")
+    work = Workdir(tmp_path, store_url)
+    parent = work.run_id("shop:shop", code=0)
+    (work.path / "items.txt").write_text("b")  # the fork charges b again, not a
+    printed = work.ok("rewind", parent, "--to", "start").out
+    assert _lines(work, "charges.txt") == ["a", "b"]  # the service saw b once
+    reused, standing = printed.index(REUSED), printed.index("still standing")
+    assert f"call 4 charge (key {parent}:4)" in printed[reused:standing]
+    assert f"call 3 charge (key {parent}:3)" in printed[standing:]
+
+    (work.path / "items.txt").write_text("a b")
+    doc = work.ok("rewind", parent, "--to", "start", "--json").json()
+    assert [(e["call"], e["tool"], e["key"]) for e in doc["reused"]] == [
+        (3, "charge", f"{parent}:3"),
+        (4, "charge", f"{parent}:4"),
+    ]
+    assert doc["standing"] == [] and _lines(work, "charges.txt") == ["a", "b"]
+    resent = work.ok("rewind", parent, "--to", "start", "--effects", "resend", "--json")
+    assert resent.json()["reused"] == [] and _lines(work, "charges.txt") == ["a", "b"] * 2
+    assert REUSED not in work.ok("rewind", parent, "--to", "start", "--effects", "resend").out

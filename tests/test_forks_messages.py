@@ -18,9 +18,9 @@ from agents.kit import python, wait_until
 from conftest import backends
 
 from engine import Engine
-from engine.history import standing
 from engine.runtime.config import EngineConfig
 from engine.runtime.mailbox import posted
+from engine.subtree import standing
 from tests.agents import mailbox_agents as agents
 
 STORES = backends("sqlite", "postgres")

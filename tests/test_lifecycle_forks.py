@@ -92,7 +92,7 @@ def test_reuse_takes_each_parent_effect_once_in_call_order_and_sends_the_rest(
 def test_a_resumed_fork_does_not_take_a_parent_effect_twice(eng: Engine) -> None:
     """A fork that crashed after taking over the parent's first charge, resumed, takes the
     parent's second identical charge for its next identical call, not the first again."""
-    from engine.subtree import standing
+    from engine.subtree import fork_effects
 
     sent: list[str] = []
     crash = {"on": False}
@@ -122,7 +122,7 @@ def test_a_resumed_fork_does_not_take_a_parent_effect_twice(eng: Engine) -> None
     assert eng.resume(fork).output == parent.output and sent == ["a", "a"]
     taken = [d.get("parent_call") for d in _events(eng, fork, "tool_invoked")]
     assert taken == [2, None, 4]
-    assert standing(eng.store, fork) == []
+    assert fork_effects(eng.store, fork)[0] == []
 
 
 @all_backends
@@ -177,7 +177,7 @@ def test_a_fork_that_skips_the_effect_lists_it_as_standing(eng: Engine) -> None:
     """A fork that takes another path and never makes the call leaves the parent's effect
     in the world, and says so; once the parent is abandoned (its effect undone), it no
     longer stands."""
-    from engine.subtree import standing
+    from engine.subtree import fork_effects
 
     shop = Shop(eng, "skip")
     shop.plan["items"] = [("a", 1), ("b", 2)]
@@ -186,8 +186,8 @@ def test_a_fork_that_skips_the_effect_lists_it_as_standing(eng: Engine) -> None:
     fork = eng.rewind(parent.run_id, to="start")
     assert shop.sent == [("a", 1), ("b", 2)]
     assert [(s.call, s.result["item"]) for s in fork.standing] == [(3, "a")]
-    assert standing(eng.store, fork.run_id) == list(fork.standing)
-    assert standing(eng.store, parent.run_id) == []  # not a fork
+    assert fork_effects(eng.store, fork.run_id)[0] == list(fork.standing)
+    assert fork_effects(eng.store, parent.run_id)[0] == []  # not a fork
 
 
 @all_backends

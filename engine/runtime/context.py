@@ -33,6 +33,9 @@ _OVER = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED})
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "agentlog_run", default=None
 )
+# Set while a run's tool body (or decision) runs detached: its calls are covered by the
+# outcome recorded for that call, so they are outside the run but not outside every run.
+_covered: contextvars.ContextVar[bool] = contextvars.ContextVar("agentlog_covered", default=False)
 
 
 def caller() -> object:
@@ -49,23 +52,31 @@ def current() -> RunContext | None:
     return _current.get()
 
 
+def covered() -> bool:
+    """Whether this call is made by a run's detached tool body or decision (see
+    :func:`detached`), as opposed to code outside any run."""
+    return _covered.get()
+
+
 def detached(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """Call ``fn`` (a tool's body, a decision, a verifier) outside the run: a durable tool
     it calls is a plain call, covered by the outcome recorded for the call that ran it,
     which a replay returns without calling ``fn`` (so the call numbers stay aligned)."""
-    token = _current.set(None)
+    token, inside = _current.set(None), _covered.set(True)
     try:
         return fn(*args, **kwargs)
     finally:
+        _covered.reset(inside)
         _current.reset(token)
 
 
 async def detached_async(awaitable: Any) -> Any:
     """Await ``awaitable`` outside the run, as :func:`detached` calls a function."""
-    token = _current.set(None)
+    token, inside = _current.set(None), _covered.set(True)
     try:
         return await awaitable
     finally:
+        _covered.reset(inside)
         _current.reset(token)
 
 
@@ -315,7 +326,8 @@ class RunContext:
         if entry is None:
             self.live(call, f"step {name!r}")
             self.record(ev.StepStarted(at=ev.now(), call=call, name=name))
-        started = time.time() if entry is None else entry.started_at
+        began = self.writer.state.started_at or 0.0  # a fork's inherited step began earlier
+        started = time.time() if entry is None else max(entry.started_at, began)
         yield
         if entry is None or not entry.completed:
             self.live(call, f"complete step {name!r}")

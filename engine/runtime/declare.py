@@ -11,17 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 
-from .. import codec
+from .. import codec, observe
 from ..budget import Budget
 from ..errors import UsageError
 from ..history import DEFAULT_SNAPSHOT_EVERY
 from ..policy import CircuitBreaker, Classifier, RetryPolicy
 from ..supervision import Supervisor
 from . import calls, decisions
-from .context import RunContext, current
+from .context import RunContext, covered, current
 from .defs import DEFAULT_REDACT, AgentDef, ToolDef, qualified
 from .registry import Registry
 
@@ -75,10 +76,30 @@ def _dispatch(
     inside one, the durable call (an async tool's as a future its wrapper awaits)."""
     ctx = current()
     if ctx is None:
+        if tool.side_effect and not covered():
+            _warn_outside_run(tool)
         return fn(*args, **kwargs)
     if not tool.is_async:
         return typed_call(ctx, tool, args, kwargs)
     return _submit(ctx, tool, args, kwargs)
+
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_outside_run(tool: ToolDef) -> None:
+    """Warn, once per tool per process, that a side-effecting tool called outside any run
+    sends for real with nothing recorded: no intent, no idempotency key, no replay."""
+    with _warned_lock:
+        if tool.name in _warned:
+            return
+        _warned.add(tool.name)
+    observe.get(tool=tool.name).warning(
+        "side_effect_tool_called_outside_run",
+        detail="the effect happens for real, unrecorded: no intent, no idempotency key "
+        "(a key-taking tool gets its default), no replay; call it from an agent's run",
+    )
 
 
 def typed_call(

@@ -34,6 +34,9 @@ class RunResult(msgspec.Struct, frozen=True):
     # The effects undone, deepest first: by a rewind with effects "compensate" (of the
     # parent's subtree after the fork position), or by an abandon (of the run's subtree).
     compensated: tuple[Effect, ...] = ()
+    # For a rewind: the parent's side effects after the fork position that the fork took
+    # over instead of sending again (same call reused, or found by the ledger's key).
+    reused: tuple[Effect, ...] = ()
     # Set only by recover() for a run it could not resume: "refused" (an AgentlogError:
     # a damaged log, changed code, an agent that no longer imports) or "unexpected".
     not_resumed: str | None = None

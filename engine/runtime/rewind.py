@@ -15,7 +15,7 @@ from ..errors import UsageError
 from ..history import RunWriter, read_events, resolve_position
 from ..state import RunState
 from ..store import Recorded
-from ..subtree import below, standing
+from ..subtree import below, fork_effects
 from . import forks, registry
 from .defs import AgentDef, ToolDef
 from .driver import Driver
@@ -64,8 +64,10 @@ def rewind(
         writer.append(head, *inherited)
         journal = Journal.from_events(read_events(runs.store, fork_id))
         result = driver.drive(agent, writer, journal, head.input, check=head.key_check)
-    stands = tuple(standing(runs.store, fork_id))
-    return msgspec.structs.replace(result, standing=stands, compensated=tuple(undone))
+    stands, reused = fork_effects(runs.store, fork_id)
+    return msgspec.structs.replace(
+        result, standing=tuple(stands), reused=tuple(reused), compensated=tuple(undone)
+    )
 
 
 def _fork_head(parent: LoadedRun, target: int, effects: str, inherited: int) -> ev.AgentStarted:
