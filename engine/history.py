@@ -18,13 +18,13 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from . import events as ev
 from . import failpoints, observe
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from .events import Positioned
 from .kinds import ENDED
+from .runcheck import RunCheck
 from .savetimes import FLUSH_AT, LAST_WRITE, SaveTimes, ms_since
 from .state import CheckpointRef, RunState, evolve
 from .store import Append, Recorded, Store, stream_id
@@ -36,14 +36,6 @@ DEFAULT_SNAPSHOT_EVERY = 100
 # run stores one ~150 B snapshot per 4 events of ~50 B (docs/bench_snapshots.md).
 CHECKPOINT_GAP = 4
 PAGE = 1000  # events per read when a reader streams a run
-# A run ends with one of these; nothing of its own life may follow.
-ENDS = (ev.AgentFinished, ev.AgentAbandoned)
-# What an ended run's stream may still receive: the record of undoing one of its effects,
-# made by a later act on it (a rewind that compensates the parent's effects), and the
-# record of its import and of its adoption.
-AFTER_END = (ev.CompensationStarted, ev.Compensated, ev.RunImported, ev.RunAdopted)
-
-
 # A run id: what `agentlog` accepts as RUN, stores in the index and derives a stream from.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
@@ -68,62 +60,6 @@ def run_stream(run_id: str) -> uuid.UUID:
     return stream_id("run:" + check_run_id(run_id))
 
 
-_P = TypeVar("_P", bound=Positioned)
-
-
-class RunCheck:
-    """Checks, as a run's records are read in order, that they continue its log: each
-    position follows the one before, position 1 (and only it) is ``agent_started``, and
-    nothing but an undo record follows the run's end. Raises ``CorruptData``."""
-
-    __slots__ = ("ended", "position", "run_id")
-
-    def __init__(self, run_id: str, after: int = 0, ended: bool = False) -> None:
-        self.run_id = run_id
-        self.position = after  # the last position checked
-        self.ended = ended
-
-    @classmethod
-    def after(cls, state: RunState) -> RunCheck:
-        """A check for the records that continue ``state`` (a snapshot, or a fresh run)."""
-        return cls(state.run_id, state.position, state.status in ENDED)
-
-    def __call__(self, records: Sequence[_P]) -> Sequence[_P]:
-        """``records`` once checked (they must follow those checked before)."""
-        position, ended = self.position, self.ended
-        for r in records:
-            position += 1
-            e = r.event
-            if r.position != position:
-                raise self.corrupt(position, _gap(position, r.position))
-            if isinstance(e, ev.AgentStarted) != (position == 1):
-                raise self.corrupt(position, _start(e, position))
-            if ended and not isinstance(e, AFTER_END):
-                raise self.corrupt(position, f"{_tag(e)} after the run ended")
-            ended = ended or isinstance(e, ENDS)
-        self.position, self.ended = position, ended
-        return records
-
-    def corrupt(self, position: int, why: str) -> CorruptData:
-        return CorruptData(f"run {self.run_id}: its log is damaged at position {position}: {why}")
-
-
-def _tag(e: ev.Event) -> str:
-    return str(e.__struct_config__.tag)
-
-
-def _gap(expected: int, found: int) -> str:
-    if found > expected:
-        return f"it is missing (the next event is at {found})"
-    return f"an event is out of order (found position {found})"
-
-
-def _start(e: ev.Event, position: int) -> str:
-    if position == 1:
-        return f"the log begins with {_tag(e)}, not agent_started"
-    return "agent_started appears again"
-
-
 @dataclass(frozen=True)
 class RunLog:
     """A run's whole history, checked, and the state it folds to."""
@@ -144,10 +80,34 @@ def _as_started(run_id: str, first: ev.Event) -> ev.AgentStarted:
     return first
 
 
+def read_stream(
+    store: Store, run_id: str, after: int = 0, upto: int | None = None
+) -> list[Recorded]:
+    """The run's stored events with ``after < position <= upto``, unchecked; an event that
+    does not decode is ``CorruptData`` naming the run and its position."""
+    stream = run_stream(run_id)
+    try:
+        return store.read(stream, after=after, upto=upto)
+    except CorruptData as e:
+        where = _undecodable(store, stream, after, upto or store.last_position(stream))
+        raise RunCheck(run_id).corrupt(where, str(e)) from e
+
+
+def _undecodable(store: Store, stream: uuid.UUID, after: int, upto: int) -> int:
+    """The first position in ``after < position <= upto`` whose event does not decode,
+    read one at a time (only once a read of them all has failed)."""
+    for position in range(after + 1, upto + 1):
+        try:
+            store.read(stream, after=position - 1, upto=position)
+        except CorruptData:
+            return position
+    return after + 1  # it decoded on a second read: say where the failed read began
+
+
 def read_events(store: Store, run_id: str) -> list[Recorded]:
     """The run's recorded events, read whole and checked. A run known to the index whose
     stream is empty is damaged too."""
-    recorded = store.read(run_stream(run_id))
+    recorded = read_stream(store, run_id)
     if not recorded:
         raise RunCheck(run_id).corrupt(1, "the run has no events")
     RunCheck(run_id)(recorded)
@@ -186,7 +146,7 @@ def iter_run(
     while True:
         start = check.position
         end = start + page if upto is None else min(upto, start + page)
-        batch = check(store.read(stream, after=start, upto=end)) if end > start else []
+        batch = check(read_stream(store, run_id, start, end)) if end > start else []
         if start == 0 and not batch:
             raise check.corrupt(1, "the run has no events")
         yield from batch
@@ -199,13 +159,26 @@ def iter_run(
             return
 
 
+def _contiguous(store: Store, run_id: str) -> None:
+    """CorruptData naming the first missing position if the stream holds fewer events than
+    its last position (a snapshot stands in for events that are gone). The last position
+    is read first: an event appended in between only makes the count larger."""
+    stream = run_stream(run_id)
+    last = store.last_position(stream)
+    if store.stream_length(stream) < last:
+        for _ in iter_run(store, run_id):  # reads until the gap, which it names
+            pass
+
+
 def rebuild(store: Store, run_id: str, upto: int | None = None) -> RunState:
     """The state of ``run_id`` after position ``upto`` (latest when None); the tail read
     after the snapshot must continue it exactly."""
     stream = run_stream(run_id)
     base = store.snapshot_at_or_before(stream, upto) or RunState(run_id=run_id)
     state = base
-    for r in RunCheck.after(base)(store.read(stream, after=base.position, upto=upto)):
+    if base.position:
+        _contiguous(store, run_id)
+    for r in RunCheck.after(base)(read_stream(store, run_id, base.position, upto)):
         state = evolve(state, r.event, r.position)
     if upto is not None and 0 < state.position < upto:
         raise RunCheck(run_id).corrupt(state.position + 1, "it is missing")

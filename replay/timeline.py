@@ -51,12 +51,15 @@ def write(s: Session, run_id: str) -> None:
 
 
 def render(s: Session, run_id: str, found: Iterable[ev.Positioned]) -> None:
-    """The run's events as JSON lines, or its header and story, given its events."""
+    """The run's events as JSON lines, or its header and story, given its events. The run's
+    state is read first, checking its log as ``show`` does (a damaged run is refused even
+    when the view holds it whole), and the whole output is built before any of it is
+    written: a refusal prints only the error."""
+    state = s.engine.state(run_id)
     if s.as_json:
-        s.out.json_stream(json_rows(found))
+        s.out.json_stream(iter(list(json_rows(found))))
         return
-    s.out.lines(header(s.engine.state(run_id), s.forks(run_id)))
-    s.out.lines(story(found))
+    s.out.lines([*header(state, s.forks(run_id)), *story(found)])
 
 
 def json_rows(events: Iterable[ev.Positioned]) -> Iterator[dict[str, Any]]:

@@ -33,13 +33,13 @@ from engine import events as ev
 from engine.errors import CorruptData, UsageError
 from engine.events import Event
 from engine.history import (
-    RunCheck,
     RunWriter,
     check_tail,
     iter_run,
     run_stream,
     snapshots_along,
 )
+from engine.runcheck import RunCheck
 from engine.state import RunState
 from engine.store import Append
 from engine.store.codec import encode_event

@@ -57,7 +57,7 @@ def _crashed_copy(engine: Engine, events: list[Any]) -> str:
 def _check(run_id: str, recorded: list[Any]) -> None:
     """The log check every reader runs (absent from older checkouts: then 0)."""
     try:
-        from engine.history import RunCheck
+        from engine.runcheck import RunCheck
     except ImportError:
         return
     RunCheck(run_id)(recorded)

@@ -19,7 +19,8 @@ from conftest import all_backends, backends, write_raw_row
 
 from engine import AgentlogError, CorruptData, Engine
 from engine import events as ev
-from engine.history import RunCheck, RunWriter, read_run, run_stream
+from engine.history import RunWriter, read_run, run_stream
+from engine.runcheck import RunCheck
 from engine.state import RunState
 from engine.store.codec import encode_event
 from replay import compare, export_lines, recovery_context
@@ -198,9 +199,9 @@ def test_state_from_a_snapshot_checks_that_the_tail_continues_it(
 
 
 def test_a_snapshot_tail_must_start_right_after_the_snapshot(tmp_path: Any) -> None:
-    """Snapshots at 3, 6 and 9, row 4 then row 5 deleted: the tail after snapshot 3 that
-    begins at 5 is a gap at 4, and state at 5 whose tail ends at 4 is missing 5, even
-    though the latest state (snapshot 9) reads fine."""
+    """Snapshots at 3, 6 and 9, row 5 then row 4 deleted: state at 5 whose tail ends at 4
+    is missing 5, the tail after snapshot 3 that begins at 5 is a gap at 4, and the
+    latest state (snapshot 9) does not stand in for the lost events either."""
     url = f"sqlite:///{tmp_path}/s.db"
     e = Engine.open(url)
     rid = uuid.uuid4().hex
@@ -211,12 +212,14 @@ def test_a_snapshot_tail_must_start_right_after_the_snapshot(tmp_path: Any) -> N
     snapshots = [e.store.snapshot_at_or_before(run_stream(rid), p) for p in (3, 6, 9)]
     assert [s.position if s else None for s in snapshots] == [3, 6, 9]
     _delete_row(url, rid, 5)
-    assert e.state(rid).position == 9
+    with pytest.raises(CorruptData, match=f"run {rid}.* position 5: it is missing"):
+        e.state(rid)
     with pytest.raises(CorruptData, match=f"run {rid}.* position 5: it is missing"):
         e.state(rid, at=5)
     _delete_row(url, rid, 4)
-    with pytest.raises(CorruptData, match="position 4: it is missing"):
-        e.state(rid, at=5)
+    for at in (5, None):
+        with pytest.raises(CorruptData, match="position 4: it is missing"):
+            e.state(rid, at=at)
 
 
 @all_backends
