@@ -11,6 +11,7 @@ import typer
 
 from engine.errors import CorruptData, UsageError
 from engine.kinds import RunStatus
+from engine.store.base import MAX_PAYLOAD
 
 from . import args, views
 from .app import STATUSES, Run, Session, app, session
@@ -291,7 +292,7 @@ def import_cmd(
     from . import transfer
 
     s = session(ctx)
-    cap = s.engine.store.max_payload
+    cap = MAX_PAYLOAD  # the file is read before the store is opened (a refused file creates none)
     if file == "-":
         data, source = transfer.read_export(sys.stdin.buffer, "stdin", cap), "stdin"
     else:

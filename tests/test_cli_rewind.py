@@ -138,8 +138,8 @@ def test_rewind_names_the_effects_it_reused(tmp_path: Path, store_url: str) -> N
     (work.path / "items.txt").write_text("a b")
     doc = work.ok("rewind", parent, "--to", "start", "--json").json()
     assert [(e["call"], e["tool"], e["key"]) for e in doc["reused"]] == [
+        (4, "charge", f"{parent}:4"),  # the order they would be undone in: the last first
         (3, "charge", f"{parent}:3"),
-        (4, "charge", f"{parent}:4"),
     ]
     assert doc["standing"] == [] and _lines(work, "charges.txt") == ["a", "b"]
     resent = work.ok("rewind", parent, "--to", "start", "--effects", "resend", "--json")

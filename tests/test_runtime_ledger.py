@@ -13,7 +13,7 @@ from typing import Any
 from agents.kit import log_of, tool_def
 from conftest import all_backends
 
-from engine import Engine, EngineConfig, Permanent, RetryPolicy
+from engine import Engine, EngineConfig, Given, Permanent, RetryPolicy
 from engine.store import stream_id
 
 
@@ -165,7 +165,7 @@ def test_second_claimer_waits_for_an_executing_holder_then_treats_the_effect_as_
         time.sleep(0.02)
     assert [(e.event.run_id, e.event.result) for e in late] == [("claimer-a", "refunded o1")]  # type: ignore[attr-defined]
     assert "tool_late_result" not in [t for _, t, _ in log_of(eng, "claimer-a")]
-    settled = eng.answer("claimer-a", "done")
+    settled = eng.answer("claimer-a", Given("refunded o1"))  # the result the person saw
     assert settled.status == "completed"
     resumed = eng.resume("claimer-b")
     assert (resumed.status, resumed.output) == ("completed", settled.output)

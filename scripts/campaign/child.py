@@ -39,6 +39,14 @@ def agent_of(kind: str) -> Any:
     return getattr(agent_module(kind), names.get(kind, "campaign"))
 
 
+def _answer(arg: str) -> Any:
+    """An answer from the command line: ``given:JSON`` is a result a person gives for an
+    uncertain effect (``engine.Given``), anything else the answer itself."""
+    from engine import Given
+
+    return Given(json.loads(arg[6:])) if arg.startswith("given:") else arg
+
+
 def open_engine(url: str) -> Any:
     """An engine on ``url``; with ``$AGENTLOG_CAMPAIGN_INLINE_WAIT`` set, sleeps longer
     than that suspend the run (a durable wait that recover ends) instead of waiting."""
@@ -94,7 +102,7 @@ def child(argv: list[str]) -> int:
     elif cmd == "resume":
         r = engine.resume(rid)
     elif cmd == "answer":
-        r = engine.answer(rid, argv[3])
+        r = engine.answer(rid, _answer(argv[3]))
     elif cmd == "abandon":
         r = engine.abandon(rid)
     else:

@@ -157,10 +157,10 @@ class Campaign:
         call = asked.data["call"]
         intent = [e for e in events if e.type == "tool_invoked" and e.data["call"] == call][-1]
         tool, op = intent.data["tool"].rsplit(".", 1)[-1], intent.data["args"]["op"]
-        happened = self.service.by_op(tool, op, self.svc) is not None
-        answer = "done" if happened else "not done"
-        self.report.answers[answer] += 1
-        return answer
+        receipt = self.service.by_op(tool, op, self.svc)
+        self.report.answers["not done" if receipt is None else "done"] += 1
+        # a person who saw the effect gives its result (the tool's return value)
+        return "not done" if receipt is None else "given:" + json.dumps({"receipt": receipt})
 
     def drive(self, rid: str, data: dict[str, Any], abandon: bool, kind: str) -> str:
         module = agent_module(kind)

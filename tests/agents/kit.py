@@ -144,9 +144,11 @@ def python(
 
 RESUME = (
     "import json, sys\n"
-    "from engine import Engine\n"
+    "from engine import Engine, Given\n"
     "e = Engine.open(sys.argv[1])\n"
-    "r = getattr(e, sys.argv[2])(*sys.argv[3:])\n"
+    "# an argument 'given:JSON' is a result a person gives (engine.Given)\n"
+    "args = [Given(json.loads(a[6:])) if a.startswith('given:') else a for a in sys.argv[3:]]\n"
+    "r = getattr(e, sys.argv[2])(*args)\n"
     "mods = sorted(m for m in sys.modules if m.startswith(('tests', '__agentlog_script')))\n"
     "print(json.dumps({'run_id': r.run_id, 'status': r.status, 'output': r.output,\n"
     "                  'error': r.error, 'waiting': r.waiting, 'modules': mods}))\n"
