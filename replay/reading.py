@@ -11,7 +11,6 @@ import typer
 
 from engine.errors import CorruptData, UsageError
 from engine.kinds import RunStatus
-from engine.store.base import MAX_PAYLOAD
 
 from . import args, views
 from .app import STATUSES, Run, Session, app, session
@@ -289,6 +288,8 @@ def import_cmd(
 ) -> int:
     """Import an exported run as history; refuses a corrupt or conflicting file whole.
     Nothing runs it until `agentlog adopt RUN`."""
+    from engine.store.base import MAX_PAYLOAD
+
     from . import transfer
 
     s = session(ctx)

@@ -17,14 +17,13 @@ from hypothesis import strategies as st
 
 from engine import events as ev
 from engine.history import (
-    AFTER_END,
     CHECKPOINT_GAP,
-    ENDS,
     RunWriter,
     rebuild,
     run_stream,
     state_at,
 )
+from engine.runcheck import AFTER_END, ENDS
 from engine.state import OBSERVATION_LIMIT, RECENT_LIMIT, RunState, evolve, fold, observe
 from engine.store import Store, open_store
 

@@ -14,7 +14,6 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from ..errors import StoreUnavailable
 from ..secrets import is_secret
 from .cipher import CIPHER_ENV, ClearRows, sealed_rows
-from .seal import check_seal
 
 if TYPE_CHECKING:
     from .base import Store
@@ -122,6 +121,8 @@ def open_store(url: str | None = None, *, create: bool = True, **options: Any) -
     ``create=False`` creates nothing: a missing SQLite file is refused ("no store at ..."),
     and a database without agentlog's tables reads as an empty store.
     """
+    from .seal import check_seal  # with the adapter: `agentlog --help` loads no store code
+
     store = _open(url, create, options)
     try:
         check_seal(store, write=create)
