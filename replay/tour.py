@@ -8,12 +8,14 @@ again), rewinds it to a checkpoint on a new branch, and prints the timeline.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
@@ -42,14 +44,29 @@ def _world_beside(url: str) -> str:
 def tour(url: str | None = None) -> int:
     """Run the tour on ``url`` (default: the embedded store in the current directory)."""
     url = url or default_url()
-    os.environ[demo.WORLD_ENV] = _world_beside(url)
     con = Console(highlight=False, soft_wrap=True)
-    out = Out()
-    engine = Engine.open(url)
+    with _world_env(_world_beside(url)):
+        engine = Engine.open(url)
+        try:
+            return _tour(con, Out(), engine, url)
+        finally:
+            engine.close()
+
+
+@contextlib.contextmanager
+def _world_env(path: str) -> Iterator[None]:
+    """The payment service's file named in this process's environment (the demo child
+    inherits it) for the tour's length only: a tour called in-process (a test, a
+    notebook) leaves no ``$AGENTLOG_DEMO_WORLD`` behind for later runs to charge into."""
+    before = os.environ.get(demo.WORLD_ENV)
+    os.environ[demo.WORLD_ENV] = path
     try:
-        return _tour(con, out, engine, url)
+        yield
     finally:
-        engine.close()
+        if before is None:
+            os.environ.pop(demo.WORLD_ENV, None)
+        else:
+            os.environ[demo.WORLD_ENV] = before
 
 
 def _step(con: Console, n: int, title: str) -> None:

@@ -97,6 +97,10 @@ def test_demo_passes_the_store_url_to_its_child_by_environment(
     assert run_cli(["demo", "--url", url]) == 0, capsys.readouterr()
     [(args, env)] = seen
     assert not any("s3cret-pw" in a for a in args) and env["AGENTLOG_URL"] == url
+    # the tour names its payment file to the child only: nothing is left in this process
+    # for a later run (another test's rewind) to charge into
+    assert env[tour.demo.WORLD_ENV] == str(tmp_path / tour.demo.WORLD_FILE)
+    assert tour.demo.WORLD_ENV not in os.environ
 
 
 @backends("sqlite", "postgres")
