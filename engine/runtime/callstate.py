@@ -59,11 +59,12 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
     @property
     def unresolved(self) -> bool:
         """Its intent went out and the log does not say how it ended (no outcome, or a
-        final ``indeterminate`` failure): a re-execution resolves it (ledger, verifier,
-        same-key re-send or a person) before anything is sent again. The run-level
-        reader of the same question is :func:`engine.effects.uncertain`."""
+        final failure while an attempt may have landed: an ``indeterminate`` one, or an
+        earlier one): a re-execution resolves it (ledger, verifier, same-key re-send or
+        a person) before anything is sent again. The run-level reader of the same
+        question, ``engine.effects.Effect.uncertain``, answers it the same way."""
         out = self.outcome
-        unsure = isinstance(out, ev.ToolFailed) and out.kind == INDETERMINATE
+        unsure = isinstance(out, ev.ToolFailed) and (out.kind == INDETERMINATE or self.maybe_landed)
         return self.intent is not None and (out is None or unsure)
 
     @property
