@@ -120,6 +120,16 @@ def unmarked_postgres(items: list[pytest.Item]) -> list[str]:
     return out
 
 
+def _starts_processes(item: pytest.Item) -> bool:
+    """The test's module starts processes (the CLI, agents to kill): ``scripts/test
+    --quick`` leaves those out."""
+    module = getattr(item, "module", None)
+    names = vars(module) if module is not None else {}
+    return "subprocess" in names or any(
+        getattr(v, "__module__", "") == "test_cli_kit" for v in names.values()
+    )
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects anything
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     unmarked = unmarked_postgres(items)
@@ -127,6 +137,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             "tests use PostgreSQL without the postgres mark: " + ", ".join(unmarked)
         )
+    for item in items:
+        if _starts_processes(item):
+            item.add_marker(pytest.mark.processes)
+    # The campaigns (a minute each) first: the workers start on them together and share
+    # the short tests after, instead of one worker running a campaign alone at the end.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 # --- raw rows, for tests that plant old-schema or corrupt data behind the store's back ---

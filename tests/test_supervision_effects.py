@@ -102,11 +102,17 @@ def test_a_restarted_sibling_takes_over_its_payment_instead_of_paying_again(
     assert len(payers) == fails
     first = payers[0]["previous_run_id"]
     [paid] = [e.data for e in eng.events(first) if e.type == "tool_invoked"]
-    for r in payers:
+    # A payer replaced again before it reached its payment (the breaker may fail again
+    # first) made no call; every one that did took the payment over under its key.
+    for i, r in enumerate(payers):
         new = [e.data for e in eng.events(r["child_run_id"])]
         invoked = [d for d in new if "key" in d and d.get("tool", "").endswith("pay")]
-        assert [d["key"] for d in invoked] == [paid["key"]]
-        assert [d["source"] for d in new if "source" in d] == ["parent"]
+        sources = [d["source"] for d in new if "source" in d]
+        if invoked or i == len(payers) - 1:  # the last one ran to its end
+            assert [d["key"] for d in invoked] == [paid["key"]]
+            assert sources == ["parent"]
+        else:
+            assert sources == []
     eng.verify(result.run_id)
 
 
