@@ -8,13 +8,14 @@ import signal
 import sqlite3
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from engine import Engine
+from engine import Engine, EngineConfig
 from engine.store import Store, open_store
 
 pytest_plugins = ["pytester"]  # test_postgres_marks runs small suites of its own
@@ -92,6 +93,14 @@ def eng(store_url: str) -> Iterator[Engine]:
     ``backends``/``all_backends``), closed after the test. A module that needs other
     settings (a fake clock) overrides this fixture."""
     e = Engine.open(store_url)
+    yield e
+    e.close()
+
+
+def engine_with(store_url: str, **settings: Any) -> Iterator[Engine]:
+    """An engine on ``store_url`` built with ``EngineConfig(**settings)``, closed after
+    (for a module's ``eng`` fixture: ``yield from engine_with(store_url, inline_wait=0)``)."""
+    e = Engine(store_url, config=EngineConfig(**settings))
     yield e
     e.close()
 

@@ -4,7 +4,7 @@ Every row of ``engine.policy.DEFAULT_TABLE`` is exercised by an instance of a re
 (the client libraries' own exceptions, constructed as they construct them), for a
 side-effecting and a read-only tool; precedence along the MRO (the most specific row
 wins) is pinned where libraries use multiple inheritance; a tool's ``classify=`` hook
-overrides the table; the README documents exactly this table.
+overrides the table; docs/reference/failures.md documents exactly this table.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from engine.policy import (
 )
 
 T, P, I, L = "transient", "permanent", "indeterminate", "logical"  # noqa: E741
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+FAILURES_PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "failures.md"
 
 
 _REQUEST = httpx.Request("POST", "http://127.0.0.1/v1")
@@ -404,10 +404,11 @@ def test_classify_hook_overrides_the_table_and_none_falls_back(side_effect: bool
     assert classify(httpx.WriteTimeout("x"), side_effect=side_effect, hook=hook) == expected
 
 
-def test_the_readme_documents_the_whole_table() -> None:
-    """Each row appears in the README's table with its two kinds (a refined row names
-    what refines it), and the README lists no row the table lacks."""
-    documented = dict(re.findall(r"^\| `([\w.]+)` \| (.+?) \|$", README, flags=re.M))
+def test_the_reference_documents_the_whole_table() -> None:
+    """Each row appears in the reference's table with its two kinds (a refined row names
+    what refines it), and the reference lists no row the table lacks."""
+    text = FAILURES_PAGE.read_text()
+    documented = dict(re.findall(r"^\| `([\w.]+)` \| (.+?) \|$", text, flags=re.M))
     assert set(documented) == {r.match for r in DEFAULT_TABLE}
     refine = {HTTP_STATUS: "HTTP status", SMTP_REPLY: "SMTP reply", WRAPPED: "wrapped"}
     for r in DEFAULT_TABLE:
