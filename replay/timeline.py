@@ -18,7 +18,7 @@ from engine import events as ev
 from engine.effects import answered
 from engine.history import PAGE, iter_run
 from engine.kinds import RunStatus, Source
-from engine.runtime.results import shown, shown_event, utc
+from engine.showing import shown, shown_event, utc
 from projections.views import timeline as timeline_view
 from projections.views.timeline import Figures, tally_at
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from msgspec.structs import replace
 
 from ..effects import Effect
-from ..events import AgentStarted, Event, event_data
+from ..events import event_data
 from ..kinds import RunStatus
-from ..secrets import redact
+from ..showing import shown, utc
 
 if TYPE_CHECKING:
     from ..store import Recorded
@@ -60,21 +59,6 @@ class EventView(msgspec.Struct, frozen=True):
         return cls(r.position, str(event.__struct_config__.tag), utc(event.at), event_data(event))
 
 
-def shown(r: Recorded) -> Recorded:
-    """The recorded event ``r`` as users may see it, still typed: an ``agent_started``
-    input's secret-named fields (stored only when the store encrypts) redacted."""
-    if isinstance(r.event, AgentStarted):
-        return replace(r, event=shown_event(r.event))
-    return r
-
-
-def shown_event(event: Event) -> Event:
-    """``event`` as users may see it (see :func:`shown`)."""
-    if isinstance(event, AgentStarted):
-        return replace(event, input=redact(event.input))
-    return event
-
-
 class RunSummary(msgspec.Struct, frozen=True):
     """A row of the run index. ``unreadable`` says why a row the store holds cannot be
     shown as it is (a value planted behind the store's back); its times are then None."""
@@ -111,14 +95,6 @@ class RunSummary(msgspec.Struct, frozen=True):
                 None,
                 unreadable=f"unreadable index row ({type(e).__name__}: {str(e)[:80]})",
             )
-
-
-def utc(ts: float) -> datetime:
-    """Epoch seconds as an aware UTC datetime; ValueError/OverflowError/TypeError when it
-    is not one (NaN, infinite, beyond year 9999, not a number)."""
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
-        raise TypeError(f"not a timestamp: {ts!r}"[:80])
-    return datetime.fromtimestamp(ts, tz=UTC)
 
 
 def _text(value: object) -> str:

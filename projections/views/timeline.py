@@ -4,7 +4,7 @@ A run has one tally row (position 0: its duration, status, attempts, retries, fa
 kinds, resumes, checkpoints and fork lineage, and the last position folded) and one row
 per :data:`CHUNK` positions holding those events whole (``agentlog timeline --json``
 prints every field); an event over :data:`LARGE` bytes has a row of its own. Events are
-stored as :func:`~engine.runtime.results.shown` makes them, so an input's secret-named
+stored as :func:`~engine.showing.shown` makes them, so an input's secret-named
 fields are redacted here even where the log keeps them (sealed). A fork's inherited
 events are real events of its stream and are kept with it. :func:`read` gives a run's
 timeline only when the view provably holds all of it.
@@ -23,7 +23,7 @@ from engine import events as ev
 from engine.errors import CorruptData, StoreError
 from engine.history import run_stream
 from engine.kinds import RunStatus
-from engine.runtime.results import shown_event, utc
+from engine.showing import shown_event, utc
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
