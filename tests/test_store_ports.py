@@ -1,8 +1,9 @@
 """Contract tests of the store's ports, run against each backend's own implementation.
 
 One abstract case per port (:class:`LeaseStore`, :class:`RunRecorder` with its
-:class:`RunIndex`), subclassed per backend in a few lines. The ports are exercised
-directly, below the :class:`Store` facade (whose own contract is test_store_contract.py).
+:class:`RunIndex`, :class:`ViewStore`), subclassed per backend in a few lines. The ports
+are exercised directly, below the :class:`Store` facade (whose own contract is
+test_store_contract.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from engine.store import LeaseStore, RunIndex, RunRecorder, RunRow, Store, open_store
 from engine.store.memory import MemoryAggregateRecorder
+from engine.store.ports import Column, ViewBatch, ViewQuery, ViewRow, ViewStore, ViewTable
 
 T0 = 1_700_000_000.0
 
@@ -122,6 +124,85 @@ class RunRecorderContract(_Backend):
         assert recorder.max_notification_id() in (None, 0)
 
 
+class ViewStoreContract(_Backend):
+    """What every backend's view store does: tables reset empty, rows and the tracking row
+    commit together only from the expected position, queries filter, order and page."""
+
+    TABLE = ViewTable("contract", (Column("agent"), Column("n", "int"), Column("t", "real")))
+
+    @pytest.fixture
+    def views(self, opened: Store) -> ViewStore:
+        port = opened.views._port
+        assert isinstance(port, ViewStore) and not isinstance(port, Store)
+        port.reset_view(self.TABLE, "v1")
+        return port
+
+    @staticmethod
+    def row(key: str, agent: str | None, n: int, t: float) -> ViewRow:
+        return ViewRow(key, (agent, n, t), f"body {key}".encode())
+
+    def batch(
+        self, expected: int, position: int, *rows: ViewRow, deletes: tuple[str, ...] = ()
+    ) -> ViewBatch:
+        return ViewBatch(self.TABLE, expected, position, rows, deletes)
+
+    def test_a_reset_view_is_empty_and_tracked_at_zero(self, views: ViewStore) -> None:
+        tracked = views.tracking("contract")
+        assert tracked is not None and (tracked.position, tracked.version) == (0, "v1")
+        assert views.view_rows(self.TABLE, ["a"]) == {}
+        assert views.tracking("never-built") is None
+
+    def test_rows_and_position_commit_only_from_the_expected_position(
+        self, views: ViewStore
+    ) -> None:
+        assert views.commit_views([self.batch(0, 5, self.row("a", "x", 1, 1.5))]) == [True]
+        stale = self.batch(0, 9, self.row("a", "y", 2, 2.5), self.row("b", "y", 2, 2.5))
+        assert views.commit_views([stale]) == [False]  # another runner moved it first
+        assert views.view_rows(self.TABLE, ["a", "b"]) == {"a": b"body a"}
+        tracked = views.tracking("contract")
+        assert tracked is not None and tracked.position == 5
+
+    def test_upserts_replace_and_deletes_remove(self, views: ViewStore) -> None:
+        views.commit_views(
+            [self.batch(0, 1, self.row("a", "x", 1, 1.0), self.row("b", "x", 2, 2.0))]
+        )
+        changed = ViewRow("a", ("x", 3, 3.0), b"new a")
+        assert views.commit_views([self.batch(1, 2, changed, deletes=("b",))]) == [True]
+        assert views.view_rows(self.TABLE, ["a", "b"]) == {"a": b"new a"}
+
+    def test_a_query_filters_orders_and_pages(self, views: ViewStore) -> None:
+        rows = [
+            self.row(k, agent, n, float(n))
+            for k, agent, n in [
+                ("a", "x", 1),
+                ("b", "y", 2),
+                ("c", "x", 3),
+                ("d", None, 4),
+                ("e", "x", 5),
+            ]
+        ]
+        views.commit_views([self.batch(0, 1, *rows)])
+
+        def keys(q: ViewQuery) -> list[str]:
+            return [k for k, _ in views.query_view(self.TABLE, q)]
+
+        assert keys(ViewQuery(equal={"agent": "x"}, order_by="n")) == ["e", "c", "a"]
+        assert keys(ViewQuery(equal={"agent": None}, order_by="n")) == ["d"]
+        assert keys(
+            ViewQuery(at_least={"t": 2.0}, below={"t": 5.0}, order_by="n", descending=False)
+        ) == ["b", "c", "d"]
+        assert keys(ViewQuery(order_by="n", limit=2, offset=1)) == ["d", "c"]
+
+    def test_a_reset_keeps_a_current_view_only_when_asked(self, views: ViewStore) -> None:
+        views.commit_views([self.batch(0, 3, self.row("a", "x", 1, 1.0))])
+        views.reset_view(self.TABLE, "v1", keep_current=True)
+        assert views.view_rows(self.TABLE, ["a"]) == {"a": b"body a"}
+        views.reset_view(self.TABLE, "v2", keep_current=True)  # another version: rebuilt
+        assert views.view_rows(self.TABLE, ["a"]) == {}
+        tracked = views.tracking("contract")
+        assert tracked is not None and (tracked.position, tracked.version) == (0, "v2")
+
+
 @backends("memory")
 class TestMemoryLeases(LeaseStoreContract):
     """The memory lease store keeps the lease contract."""
@@ -150,6 +231,21 @@ class TestSQLiteRunRecorder(RunRecorderContract):
 @backends("postgres")
 class TestPostgresRunRecorder(RunRecorderContract):
     """The PostgreSQL events recorder keeps its run index atomic with the events."""
+
+
+@backends("memory")
+class TestMemoryViews(ViewStoreContract):
+    """The memory view store keeps the view contract."""
+
+
+@backends("sqlite")
+class TestSQLiteViews(ViewStoreContract):
+    """The SQLite view store keeps the view contract."""
+
+
+@backends("postgres")
+class TestPostgresViews(ViewStoreContract):
+    """The PostgreSQL view store keeps the view contract."""
 
 
 def test_memory_reads_match_a_plain_filter_whatever_the_insert_order() -> None:
