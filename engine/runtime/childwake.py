@@ -19,10 +19,10 @@ from ..kinds import RunStatus
 from ..policy import describe
 from ..state import RunState
 from ..store import Store
+from ..waiting import Child, Person, asks
 from .journal import Journal
 from .results import RunResult
 
-CHILD = "child:"
 # A parent stopped on a child in one of these: it holds no thread until the child moves.
 STOPPED = (RunStatus.PAUSED, RunStatus.WAITING)
 
@@ -37,15 +37,8 @@ class Resumes(Protocol):
 
 def waited_child(state: RunState) -> str | None:
     """The child a paused or waiting run waits on, if it waits on one."""
-    on = state.waiting_on
-    if state.status in STOPPED and on is not None and on.startswith(CHILD):
-        return on[len(CHILD) :]
-    return None
-
-
-def paused_text(asking_run_id: str, question: str) -> str:
-    """What a parent paused by a descendant's question waits on (``RunState.waiting``)."""
-    return f"child {asking_run_id} asks: {question}"
+    on = state.waits_on
+    return on.run_id if state.status in STOPPED and isinstance(on, Child) else None
 
 
 def asker(store: Store, state: RunState) -> tuple[str, str] | None:
@@ -56,8 +49,8 @@ def asker(store: Store, state: RunState) -> tuple[str, str] | None:
     seen: set[str] = set()
     s = state
     while s.status == RunStatus.PAUSED and s.run_id not in seen:
-        if s.waiting_on is None:
-            return None if s.waiting is None else (s.run_id, s.waiting)
+        if isinstance(s.waits_on, Person):
+            return s.run_id, s.waits_on.question
         child = waited_child(s)
         if child is None:
             return None
@@ -118,7 +111,7 @@ def child_due(store: Store, state: RunState) -> bool:
         if state.status == RunStatus.WAITING:
             return True
         found = asker(store, child)
-        return found is not None and state.waiting != paused_text(*found)
+        return found is not None and asks(state.waits_on) != found
     return True  # completed, failed or abandoned
 
 

@@ -42,6 +42,7 @@ from ..history import check_run_id, iter_run, rebuild
 from ..kinds import ENDED
 from ..secrets import redact
 from ..store import Append, stream_id
+from ..waiting import Message
 from . import forks, timers
 from .defs import args_hash, normalize
 
@@ -295,11 +296,10 @@ def _ready(ctx: RunContext, value: Any) -> Any:
 
 def message_due(store: Store, state: RunState) -> bool:
     """Whether a message the waiting run ``state`` waits for is in its inbox."""
-    on = state.waiting_on or ""
-    if not on.startswith("message:"):
+    on = state.waits_on
+    if not isinstance(on, Message):
         return False
-    topic = on.removeprefix("message:")
-    waiting = [m.message_id for _, m in posted(store, state.run_id) if m.topic == topic]
+    waiting = [m.message_id for _, m in posted(store, state.run_id) if m.topic == on.topic]
     if not waiting:
         return False
     consumed = {

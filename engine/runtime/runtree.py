@@ -17,6 +17,7 @@ from ..history import check_run_id, rebuild, run_stream
 from ..kinds import ENDED
 from ..state import RunState
 from ..store import Store
+from ..waiting import WaitingOn
 
 MAX_DEPTH = 100  # levels shown below the root: JSON encoders recurse once per level
 STEP_TAIL = 256  # events read back from a run's end to find its open step
@@ -34,7 +35,7 @@ class RunNode(msgspec.Struct, frozen=True):
     step: str | None = None
     waiting: str | None = None
     parent_run_id: str | None = None
-    waiting_on: str | None = None  # the engine's reading: "child:<id>", "timer", ...
+    waits_on: WaitingOn | None = None  # what ``waiting`` says, typed
     fork_position: int | None = None  # the root only may be a fork (of parent_run_id)
     truncated: bool = False
     children: tuple[RunNode, ...] = ()
@@ -119,7 +120,7 @@ def _assemble(
             waiting=s.waiting,
             parent_run_id=s.parent_run_id,
             children=tuple(built[c] for c in kids[run]),
-            waiting_on=s.waiting_on,
+            waits_on=s.waits_on,
             fork_position=s.fork_position,
             truncated=run in cut,
         )
