@@ -42,6 +42,43 @@ class PendingCall(msgspec.Struct, frozen=True):
     position: int = 0
 
 
+class Root(msgspec.Struct, frozen=True, tag="root"):
+    """A run of its own: started by ``engine.run`` (or imported), not by another run."""
+
+
+class ChildOf(msgspec.Struct, frozen=True, tag="child"):
+    """A child run of ``parent_run_id``: its spawn, or a supervisor's restart."""
+
+    parent_run_id: str
+
+
+class ForkOf(msgspec.Struct, frozen=True, tag="fork"):
+    """A fork rewound from ``parent_run_id`` at ``fork_position``."""
+
+    parent_run_id: str
+    fork_position: int
+
+
+Lineage = Root | ChildOf | ForkOf
+
+
+def lineage_of(e: ev.AgentStarted) -> Lineage:
+    """Where the run ``e`` starts comes from: a parent and no fork position is a child of
+    it, both a fork of it, no parent a root."""
+    return _lineage(e.parent_run_id, e.fork_position)
+
+
+def _lineage(parent_run_id: str | None, fork_position: int | None) -> Lineage:
+    if parent_run_id is None:
+        return Root()
+    return ChildOf(parent_run_id) if fork_position is None else ForkOf(parent_run_id, fork_position)
+
+
+def lineage_kind(lineage: Lineage) -> str:
+    """``"root"``, ``"child"`` or ``"fork"`` (as the runs view and the CLI name it)."""
+    return str(lineage.__struct_config__.tag)
+
+
 class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     run_id: str = ""
     agent: str = ""
@@ -51,6 +88,7 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     updated_at: float | None = None
     parent_run_id: str | None = None
     fork_position: int | None = None
+    lineage: Lineage = Root()  # from agent_started
     calls: int = 0
     tool_calls: int = 0
     retries: int = 0
@@ -83,7 +121,8 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 # Snapshots before run_state:3 held what a run waits on as strings (waiting_on, waiting,
-# wake_at): the upcaster of such a snapshot (a dict) reads them into ``waits_on``.
+# wake_at) and no lineage: the upcaster of such a snapshot (a dict) reads the strings into
+# ``waits_on`` and the lineage from the parent and fork position it kept.
 LEGACY_WAITING = ("waiting", "waiting_on", "wake_at")
 
 
@@ -91,6 +130,8 @@ def upcast_snapshot(data: dict[str, Any]) -> dict[str, Any]:
     """An old snapshot's state (``run_state:1`` or ``:2``, decoded to a dict) in today's shape."""
     lifted = {k: v for k, v in data.items() if k not in LEGACY_WAITING}
     lifted["waits_on"] = from_legacy(data)
+    lineage = _lineage(data.get("parent_run_id"), data.get("fork_position"))
+    lifted["lineage"] = msgspec.to_builtins(lineage)
     return lifted
 
 
@@ -122,6 +163,7 @@ def _started(s: RunState, e: ev.AgentStarted, position: int) -> RunState:
         started_at=e.at,
         parent_run_id=e.parent_run_id,
         fork_position=e.fork_position,
+        lineage=lineage_of(e),
     )
 
 

@@ -17,7 +17,7 @@ from ..errors import RunBusy, UsageError
 from ..history import read_events, rebuild
 from ..kinds import RunStatus
 from ..policy import describe
-from ..state import RunState
+from ..state import ChildOf, RunState
 from ..store import Store
 from ..waiting import Child, Person, asks
 from .journal import Journal
@@ -63,10 +63,10 @@ def asker(store: Store, state: RunState) -> tuple[str, str] | None:
 
 
 def own_child(store: Store, parent: RunState, child_id: str) -> RunState | None:
-    """The state of ``child_id`` if its recorded parent is ``parent``'s run, else None
-    (a forged or imported log may name any run as the child it waits on)."""
+    """The state of ``child_id`` if it is a child of ``parent``'s run, else None (a forged
+    or imported log may name any run, a fork of it even, as the child it waits on)."""
     child = rebuild(store, child_id)
-    return child if child.parent_run_id == parent.run_id else None
+    return child if child.lineage == ChildOf(parent.run_id) else None
 
 
 def asking_run(store: Store, run_id: str) -> str:
@@ -137,11 +137,11 @@ def _after(host: object, store: Store, run_id: str) -> None:
     if child_due(store, state):  # its child moved while it was stopping: go on now
         _continue(host, run_id)
         return
-    parent = state.parent_run_id
-    if parent is None or state.fork_position is not None:  # no parent, or a fork's
+    lineage = state.lineage
+    if not isinstance(lineage, ChildOf):  # no parent, or a fork's
         return
-    if parent_due(store, rebuild(store, parent), state):
-        _continue(host, parent)
+    if parent_due(store, rebuild(store, lineage.parent_run_id), state):
+        _continue(host, lineage.parent_run_id)
 
 
 def parent_due(store: Store, parent: RunState, child: RunState) -> bool:

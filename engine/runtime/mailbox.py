@@ -41,6 +41,7 @@ from ..errors import ConcurrencyError, CorruptData, RunNotFound, UsageError
 from ..history import check_run_id, iter_run, rebuild
 from ..kinds import ENDED
 from ..secrets import redact
+from ..state import ForkOf
 from ..store import Append, stream_id
 from ..waiting import Message
 from . import forks, timers
@@ -204,8 +205,8 @@ def _parent_consumed(ctx: RunContext) -> list[ev.MessagePosted]:
     """For a fork, the messages its parent consumed after the fork position, in the
     parent's order: the fork receives them again (each once, recorded in its own log)
     before anything in its own inbox. Nothing for a run that is not a fork."""
-    state = ctx.writer.state
-    if state.fork_position is None or state.parent_run_id is None:
+    fork = ctx.writer.state.lineage
+    if not isinstance(fork, ForkOf):
         return []
     return [
         ev.MessagePosted(
@@ -215,8 +216,8 @@ def _parent_consumed(ctx: RunContext) -> list[ev.MessagePosted]:
             topic=e.topic,
             value=e.value,
         )
-        for r in iter_run(ctx.store, state.parent_run_id)
-        if r.position > state.fork_position
+        for r in iter_run(ctx.store, fork.parent_run_id)
+        if r.position > fork.fork_position
         and isinstance(e := r.event, ev.MessageReceived)
         and e.message_id is not None
     ]
