@@ -9,7 +9,6 @@ from the log (``engine.history.checkpoints``); the input lives once, in ``agent_
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from msgspec.structs import replace
 from . import events as ev
 from .effects import answered
 from .kinds import RunStatus
+from .waiting import WaitingOn, deadline, from_legacy, of, shown
 
 OBSERVATION_LIMIT = 2048
 RECENT_LIMIT = 20
@@ -42,6 +42,43 @@ class PendingCall(msgspec.Struct, frozen=True):
     position: int = 0
 
 
+class Root(msgspec.Struct, frozen=True, tag="root"):
+    """A run of its own: started by ``engine.run`` (or imported), not by another run."""
+
+
+class ChildOf(msgspec.Struct, frozen=True, tag="child"):
+    """A child run of ``parent_run_id``: its spawn, or a supervisor's restart."""
+
+    parent_run_id: str
+
+
+class ForkOf(msgspec.Struct, frozen=True, tag="fork"):
+    """A fork rewound from ``parent_run_id`` at ``fork_position``."""
+
+    parent_run_id: str
+    fork_position: int
+
+
+Lineage = Root | ChildOf | ForkOf
+
+
+def lineage_of(e: ev.AgentStarted) -> Lineage:
+    """Where the run ``e`` starts comes from: a parent and no fork position is a child of
+    it, both a fork of it, no parent a root."""
+    return _lineage(e.parent_run_id, e.fork_position)
+
+
+def _lineage(parent_run_id: str | None, fork_position: int | None) -> Lineage:
+    if parent_run_id is None:
+        return Root()
+    return ChildOf(parent_run_id) if fork_position is None else ForkOf(parent_run_id, fork_position)
+
+
+def lineage_kind(lineage: Lineage) -> str:
+    """``"root"``, ``"child"`` or ``"fork"`` (as the runs view and the CLI name it)."""
+    return str(lineage.__struct_config__.tag)
+
+
 class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     run_id: str = ""
     agent: str = ""
@@ -51,6 +88,7 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     updated_at: float | None = None
     parent_run_id: str | None = None
     fork_position: int | None = None
+    lineage: Lineage = Root()  # from agent_started
     calls: int = 0
     tool_calls: int = 0
     retries: int = 0
@@ -59,11 +97,7 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     plan: list[str] = []
     steps_done: list[str] = []
     pending: list[PendingCall] = []
-    waiting: str | None = None  # what a paused or waiting run waits on, as people read it
-    # What a paused or waiting run waits on, as the engine reads it: "timer",
-    # "message:<topic>" or "child:<run id>" (None: a person's answer, or nothing).
-    waiting_on: str | None = None
-    wake_at: float | None = None  # when a waiting run's timer or receive deadline is due
+    waits_on: WaitingOn | None = None  # what a paused or waiting run waits on
     last_observation: str | None = None
     output: Any = None
     error: str | None = None
@@ -74,6 +108,31 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     cost: float | None = None
     # Imported from a file and not adopted since: nothing runs it (see engine.adopt).
     imported: bool = False
+
+    @property
+    def waiting(self) -> str | None:
+        """What a paused or waiting run waits on, as people read it."""
+        return None if self.waits_on is None else shown(self.waits_on)
+
+    @property
+    def wake_at(self) -> float | None:
+        """When a waiting run's timer or receive deadline is due."""
+        return deadline(self.waits_on)
+
+
+# Snapshots before run_state:3 held what a run waits on as strings (waiting_on, waiting,
+# wake_at) and no lineage: the upcaster of such a snapshot (a dict) reads the strings into
+# ``waits_on`` and the lineage from the parent and fork position it kept.
+LEGACY_WAITING = ("waiting", "waiting_on", "wake_at")
+
+
+def upcast_snapshot(data: dict[str, Any]) -> dict[str, Any]:
+    """An old snapshot's state (``run_state:1`` or ``:2``, decoded to a dict) in today's shape."""
+    lifted = {k: v for k, v in data.items() if k not in LEGACY_WAITING}
+    lifted["waits_on"] = from_legacy(data)
+    lineage = _lineage(data.get("parent_run_id"), data.get("fork_position"))
+    lifted["lineage"] = msgspec.to_builtins(lineage)
+    return lifted
 
 
 def observe(value: Any) -> str:
@@ -104,6 +163,7 @@ def _started(s: RunState, e: ev.AgentStarted, position: int) -> RunState:
         started_at=e.at,
         parent_run_id=e.parent_run_id,
         fork_position=e.fork_position,
+        lineage=lineage_of(e),
     )
 
 
@@ -112,43 +172,16 @@ def _resumed(s: RunState, e: ev.AgentResumed, position: int) -> RunState:
         s,
         status=RunStatus.RUNNING,
         resumes=s.resumes + 1,
-        waiting=None,
-        waiting_on=None,
-        wake_at=None,
+        waits_on=None,
     )
 
 
 def _child_paused(s: RunState, e: ev.ChildPaused, position: int) -> RunState:
-    return replace(
-        s,
-        status=RunStatus.PAUSED,
-        waiting=f"child {e.asking_run_id} asks: {e.question}",
-        waiting_on="child:" + e.child_run_id,
-        wake_at=None,
-    )
-
-
-def waiting_text(e: ev.RunWaiting) -> str:
-    """What a waiting run waits on, as people read it."""
-    if e.reason == "child":
-        return f"child {e.child_run_id}"
-    until = "" if e.until is None else " until " + _iso(e.until)
-    return ("timer" if e.reason == "timer" else f"message {e.topic!r}") + until
-
-
-def _iso(at: float) -> str:
-    return dt.datetime.fromtimestamp(at, tz=dt.UTC).isoformat(timespec="seconds")
+    return replace(s, status=RunStatus.PAUSED, waits_on=of(e))
 
 
 def _waits(s: RunState, e: ev.RunWaiting, position: int) -> RunState:
-    on = {"child": f"child:{e.child_run_id}", "message": f"message:{e.topic}"}
-    return replace(
-        s,
-        status=RunStatus.WAITING,
-        waiting=waiting_text(e),
-        waiting_on=on.get(e.reason, e.reason),
-        wake_at=e.until,
-    )
+    return replace(s, status=RunStatus.WAITING, waits_on=of(e))
 
 
 def _invoked(s: RunState, e: ev.ToolInvoked, position: int) -> RunState:
@@ -207,9 +240,7 @@ def _asked(s: RunState, e: ev.HumanInputRequested, position: int) -> RunState:
         s,
         calls=max(s.calls, e.call),
         status=RunStatus.PAUSED,
-        waiting=e.question,
-        waiting_on=None,
-        wake_at=None,
+        waits_on=of(e),
     )
 
 
@@ -220,9 +251,7 @@ def _finished(s: RunState, e: ev.AgentFinished, position: int) -> RunState:
         output=e.output,
         pending=[],
         error=None,
-        waiting=None,
-        waiting_on=None,
-        wake_at=None,
+        waits_on=None,
     )
 
 
@@ -231,7 +260,7 @@ def _stopped(status: RunStatus) -> _Handler:
 
     def handler(s: RunState, e: Any, position: int) -> RunState:
         error = e.error if isinstance(e, ev.AgentFailed) else s.error
-        return replace(s, status=status, error=error, waiting=None, waiting_on=None, wake_at=None)
+        return replace(s, status=status, error=error, waits_on=None)
 
     return handler
 

@@ -13,6 +13,7 @@ from . import events as ev
 from .effects import Effect, after_fork, effects, sends
 from .errors import CorruptData
 from .history import read_events, started
+from .state import ChildOf, ForkOf, lineage_of
 from .store import Recorded, Store
 
 
@@ -41,7 +42,7 @@ def below(store: Store, run_id: str, after: int = 0) -> list[tuple[str, int]]:
         todo.append((rid, start, True))
         for child in spawned_after(read_events(store, rid), start):
             head = started(store, child)
-            if head.parent_run_id != rid or head.fork_position is not None:
+            if lineage_of(head) != ChildOf(rid):
                 continue
             if child in seen:  # forged rows: a run its own ancestor
                 raise CorruptData(f"run {run_id}: its run tree loops (through {child})")
@@ -71,11 +72,12 @@ def fork_effects(store: Store, run_id: str) -> tuple[list[Effect], list[Effect]]
     durable sends among them), deepest first, split in two: those that still stand, and
     those the fork took over (reused); both empty for a run that is not a fork."""
     head = started(store, run_id)  # most runs are not forks: one event read
-    if head.parent_run_id is None or head.fork_position is None:  # not a fork (a child)
+    fork = lineage_of(head)
+    if not isinstance(fork, ForkOf):  # a root or a child
         return [], []
-    parent = tree_effects(store, head.parent_run_id, head.fork_position, messages=True)
+    parent = tree_effects(store, fork.parent_run_id, fork.fork_position, messages=True)
     mine = tree_effects(store, run_id, messages=True)
-    return after_fork(parent, mine, head.parent_run_id)
+    return after_fork(parent, mine, fork.parent_run_id)
 
 
 def standing(store: Store, run_id: str) -> list[Effect]:

@@ -11,6 +11,7 @@ import typer
 
 from engine.errors import AgentlogError
 from engine.kinds import RunStatus
+from engine.state import ForkOf, Root, lineage_kind, lineage_of
 
 from . import args, views
 from .output import Out, exit_status, result_doc, when
@@ -123,9 +124,9 @@ class Session:
         store = self.catalog.store
         found: list[tuple[str, int | None]] = []
         for row in store.children(run_id):
-            at = started(store, row.run_id).fork_position
-            if at is not None:
-                found.append((row.run_id, at))
+            fork = lineage_of(started(store, row.run_id))
+            if isinstance(fork, ForkOf):
+                found.append((row.run_id, fork.fork_position))
         return found
 
     def lineage(self, runs: Sequence[RunSummary]) -> dict[str, str | None]:
@@ -140,7 +141,9 @@ class Session:
                     head = started(self.catalog.store, r.run_id)
                 except AgentlogError:
                     continue
-                found[r.run_id] = "child" if head.fork_position is None else "fork"
+                lineage = lineage_of(head)
+                if not isinstance(lineage, Root):
+                    found[r.run_id] = lineage_kind(lineage)
         return found
 
 

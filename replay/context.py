@@ -18,6 +18,7 @@ from engine import events as ev
 from engine.effects import Effect, Outcome, uncertain
 from engine.kinds import RunStatus, Source
 from engine.secrets import redact
+from engine.state import ChildOf, ForkOf
 
 from .output import brief, clock, plural
 
@@ -131,10 +132,11 @@ def recovery_context(state: RunState, events: Iterable[ev.Positioned]) -> str:
         f"Resumed {plural(state.resumes, 'time')}; {plural(state.retries, 'retry', 'retries')}, "
         f"{plural(state.failures, 'failed attempt')}.",
     ]
-    if state.parent_run_id and state.fork_position is not None:
-        out.append(f"Forked from run {state.parent_run_id} at position {state.fork_position}.")
-    elif state.parent_run_id:
-        out.append(f"A child run of run {state.parent_run_id}, which waits for its output.")
+    match state.lineage:
+        case ForkOf(parent_run_id=parent, fork_position=at):
+            out.append(f"Forked from run {parent} at position {at}.")
+        case ChildOf(parent_run_id=parent):
+            out.append(f"A child run of run {parent}, which waits for its output.")
     out += ["", *_plan(state)]
     out += ["", "## Completed steps and key results", *_done(seen)]
     out += ["", "## Pending work", *_pending(state, uncertain(seen.calls)), *_held(state, seen)]

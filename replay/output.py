@@ -325,6 +325,7 @@ def state_doc(
     """Every field of the folded state (defaults included), times as ISO-8601 UTC, with
     what the log keeps beside it: the run's input and its checkpoints up to the state."""
     doc: dict[str, Any] = {f: getattr(state, f) for f in state.__struct_fields__}
+    doc["waiting"], doc["wake_at"] = state.waiting, state.wake_at  # as read from waits_on
     doc["started_at"] = when(state.started_at)
     doc["updated_at"] = when(state.updated_at)
     doc["input"] = redact(input)  # secret fields are stored only encrypted

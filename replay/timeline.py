@@ -19,6 +19,7 @@ from engine.effects import answered
 from engine.history import PAGE, iter_run
 from engine.kinds import RunStatus, Source
 from engine.showing import shown, shown_event, utc
+from engine.state import ChildOf, ForkOf, lineage_of
 from projections.views import timeline as timeline_view
 from projections.views.timeline import Figures, tally_at
 
@@ -77,16 +78,11 @@ def header(state: RunState, children: list[tuple[str, int | None]]) -> list[list
     rows: list[list[Piece]] = [
         [("run ", "bold"), (state.run_id, "bold"), f"  {state.agent}  ", _status(state.status)]
     ]
-    if state.parent_run_id and state.fork_position is None:
-        rows.append(["  child of ", (state.parent_run_id, "cyan")])
-    elif state.parent_run_id:
-        rows.append(
-            [
-                "  forked from ",
-                (state.parent_run_id, "cyan"),
-                f" at position {state.fork_position}",
-            ]
-        )
+    match state.lineage:
+        case ChildOf(parent_run_id=parent):
+            rows.append(["  child of ", (parent, "cyan")])
+        case ForkOf(parent_run_id=parent, fork_position=position):
+            rows.append(["  forked from ", (parent, "cyan"), f" at position {position}"])
     for child, at in children:
         rows.append(["  branch ", (child, "cyan"), f" forked from here at position {at}"])
     rows.append([(f"{'pos':>5}  {'time (UTC)':<12}  {'since start':>11}  event", "dim")])
@@ -168,12 +164,12 @@ def _other(e: ev.Event, at: float) -> list[Piece]:
 def _started(s: _Story, e: ev.AgentStarted, at: float) -> list[Piece]:
     out: list[Piece] = [("▶ started ", "bold"), e.agent, ("  input ", "dim")]
     out.append(brief(e.input, 100))
-    if e.parent_run_id and e.fork_position is None:
-        out.append((f"  (a child of {short(e.parent_run_id)})", "cyan"))
-    elif e.parent_run_id:
-        effects = f", effects: {e.effects}" if e.effects else ""
-        fork = f"  (a fork of {short(e.parent_run_id)} at {e.fork_position}{effects})"
-        out.append((fork, "cyan"))
+    match lineage_of(e):
+        case ChildOf(parent_run_id=parent):
+            out.append((f"  (a child of {short(parent)})", "cyan"))
+        case ForkOf(parent_run_id=parent, fork_position=at):
+            effects = f", effects: {e.effects}" if e.effects else ""
+            out.append((f"  (a fork of {short(parent)} at {at}{effects})", "cyan"))
     return out
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine import events as ev
-from engine.state import waiting_text
+from engine.waiting import of, shown
 
 from .output import Piece, brief, clock, plural, seconds
 
@@ -105,7 +105,7 @@ def _timer(e: ev.TimerSet, at: float) -> list[Piece]:
 
 
 def _waiting(e: ev.RunWaiting, at: float) -> list[Piece]:
-    return [("⏸ waiting ", "bold magenta"), f"for {waiting_text(e)}", ("  (no thread held)", "dim")]
+    return [("⏸ waiting ", "bold magenta"), f"for {shown(of(e))}", ("  (no thread held)", "dim")]
 
 
 Render = Callable[[Any, float], list[Piece]]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from engine.errors import UsageError
+from engine.state import ChildOf, ForkOf
 
 from . import args
 from .app import Run, app, session
@@ -41,10 +42,11 @@ def node_pieces(node: RunNode) -> list[Piece]:
 def root_pieces(node: RunNode) -> list[Piece]:
     """The root's line; a root that is itself a child, or a fork, says whose."""
     out = node_pieces(node)
-    if node.parent_run_id and node.fork_position is not None:
-        out.append((f"  (fork of {node.parent_run_id} at {node.fork_position})", "cyan"))
-    elif node.parent_run_id:
-        out.append((f"  (child of {node.parent_run_id})", "cyan"))
+    match node.lineage:
+        case ForkOf(parent_run_id=parent, fork_position=at):
+            out.append((f"  (fork of {parent} at {at})", "cyan"))
+        case ChildOf(parent_run_id=parent):
+            out.append((f"  (child of {parent})", "cyan"))
     return out
 
 

@@ -10,7 +10,7 @@ from engine import RunResult, RunState, RunSummary
 from engine.effects import Effect
 from engine.kinds import RunStatus
 from engine.secrets import redact
-from engine.state import CheckpointRef
+from engine.state import CheckpointRef, ChildOf, ForkOf
 
 from .output import Piece, board_summary, brief, clock, plural, seconds
 
@@ -139,10 +139,11 @@ def state_rows(
 def _lineage_rows(state: RunState, forks: Sequence[tuple[str, int | None]]) -> list[list[Piece]]:
     """Where the run comes from (a fork's parent, or a child's) and its forks."""
     rows: list[list[Piece]] = []
-    label = "forked from" if state.fork_position is not None else "child of"
-    at = f" at {state.fork_position}" if state.fork_position is not None else ""
-    if state.parent_run_id:
-        rows.append([(f"{label:<12}", "bold"), (state.parent_run_id, "cyan"), at])
+    match state.lineage:
+        case ForkOf(parent_run_id=parent, fork_position=at):
+            rows.append([(f"{'forked from':<12}", "bold"), (parent, "cyan"), f" at {at}"])
+        case ChildOf(parent_run_id=parent):
+            rows.append([(f"{'child of':<12}", "bold"), (parent, "cyan"), ""])
     for fork, position in forks:
         rows.append(
             [(f"{'branch':<12}", "bold"), (fork, "cyan"), f" forked at position {position}"]

@@ -12,6 +12,7 @@ import pytest
 from conftest import backends, engine_with
 
 from engine import ChildFailed, Engine
+from engine.waiting import Child
 
 TREE = backends("sqlite", "postgres")
 
@@ -54,7 +55,7 @@ def test_a_parent_suspended_on_a_sleeping_child_is_woken_when_the_child_fails(
 
     r = eng.run(_catching_parent(eng, sleeper))
     kid = _child_id(eng, r.run_id)
-    assert (r.status, eng.state(r.run_id).waiting_on) == ("waiting", f"child:{kid}")
+    assert (r.status, eng.state(r.run_id).waits_on) == ("waiting", Child(kid))
     assert eng.state(kid).status == "waiting"
     broken["now"] = True
     assert eng.resume(kid).status == "failed"

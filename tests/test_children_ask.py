@@ -19,6 +19,7 @@ from engine import events as ev
 from engine.errors import Suspended, UsageError
 from engine.runtime import children, wakeups
 from engine.runtime.repository import result_of
+from engine.waiting import Child
 
 TREE = backends("sqlite", "postgres")
 
@@ -74,7 +75,7 @@ def test_a_child_question_pauses_the_parent_and_answer_parent_reaches_it(eng: En
     kid = _child(eng, r.run_id)
     assert (r.status, r.waiting) == ("paused", f"child {kid} asks: approve x?")
     state = eng.state(r.run_id)
-    assert (state.status, state.waiting_on) == ("paused", f"child:{kid}")
+    assert (state.status, state.waits_on) == ("paused", Child(kid, kid, "approve x?"))
     assert _data(eng, r.run_id, "child_paused") == [
         {"call": 1, "child_run_id": kid, "asking_run_id": kid, "question": "approve x?"}
     ]
@@ -139,8 +140,8 @@ def test_a_grandchild_question_reaches_the_top_and_answers_flow_down(eng: Engine
     grand = _child(eng, mid)
     assert r.waiting == f"child {grand} asks: first?"
     assert eng.state(mid).waiting == f"child {grand} asks: first?"
-    assert eng.state(mid).waiting_on == f"child:{grand}"
-    assert eng.state(r.run_id).waiting_on == f"child:{mid}"
+    assert eng.state(mid).waits_on == Child(grand, grand, "first?")
+    assert eng.state(r.run_id).waits_on == Child(mid, grand, "first?")
 
     second = eng.answer(r.run_id, 1)
     assert (second.status, second.waiting) == ("paused", f"child {grand} asks: second?")
@@ -175,7 +176,7 @@ def test_answer_parent_refuses_when_no_descendant_asks(eng: Engine) -> None:
 @TREE
 def test_a_waiting_child_suspends_its_parent_until_it_moves(eng: Engine) -> None:
     """A child that stops holding no thread (run_waiting, status waiting) makes its
-    parent wait too (run_waiting reason child, waiting_on child:ID); when the child is
+    parent wait too (run_waiting reason child, waiting on Child(ID)); when the child is
     resumed and completes, the parent continues on its own."""
     woken = {"ready": False}
 
@@ -196,7 +197,7 @@ def test_a_waiting_child_suspends_its_parent_until_it_moves(eng: Engine) -> None
     kid = _child(eng, r.run_id)
     assert eng.state(kid).status == "waiting"
     state = eng.state(r.run_id)
-    assert (r.status, state.status, state.waiting_on) == ("waiting", "waiting", f"child:{kid}")
+    assert (r.status, state.status, state.waits_on) == ("waiting", "waiting", Child(kid))
     assert r.waiting == f"child {kid}"
     assert _data(eng, r.run_id, "run_waiting") == [
         {"call": 1, "reason": "child", "until": None, "topic": None, "child_run_id": kid}

@@ -16,6 +16,7 @@ from conftest import backends
 
 from engine import Engine, EngineConfig
 from engine.runtime.results import RunResult
+from engine.waiting import Child
 
 TREE = backends("sqlite", "postgres")
 
@@ -111,7 +112,7 @@ def test_a_child_that_sleeps_long_suspends_the_gathering_parent_while_another_ru
     tree = Tree(eng, sleeper)
     try:
         r = tree.stopped("waiting", "child {kid}")
-        assert eng.state(r.run_id).waiting_on == f"child:{tree.ids['other']}"
+        assert eng.state(r.run_id).waits_on == Child(tree.ids["other"])
     finally:
         tree.release.set()
     wait_until(lambda: tree.status("slow") == "completed", "the slow child to end")

@@ -20,6 +20,7 @@ import pytest
 
 from engine import Engine
 from engine.runtime.config import EngineConfig
+from engine.waiting import Timer
 from tests.agents import mailbox_agents as agents
 from tests.agents.kit import ROOT, python, wait_until
 from tests.conftest import backends
@@ -63,7 +64,7 @@ def test_a_long_sleep_suspends_holding_no_thread_until_recover_finds_it_due(
     assert threading.active_count() <= before  # each call returned; nothing waits on
     state = eng.state(r.run_id)
     [timer] = _of(eng, r.run_id, "timer_set")
-    assert state.waiting_on == "timer" and state.wake_at == timer.data["until"]
+    assert state.waits_on == Timer(timer.data["until"]) and state.wake_at == timer.data["until"]
     logged = len(eng.events(r.run_id))
     assert eng.recover() == []  # none due: each left alone
     assert eng.resume(r.run_id).status == "waiting"  # resumed early: it waits again...
@@ -94,7 +95,7 @@ def test_an_async_agent_awaits_its_waits_and_suspends_the_same_way(eng: Engine) 
     r = eng.run(agents.async_waiter, seconds=0.05, timeout=0.05)
     assert (r.status, r.output) == ("completed", ["slept", None])
     r = eng.run(agents.async_waiter, seconds=60, timeout=0.05)
-    assert r.status == "waiting" and eng.state(r.run_id).waiting_on == "timer"
+    assert r.status == "waiting" and isinstance(eng.state(r.run_id).waits_on, Timer)
 
 
 def _until_recorded(e: Engine, run_id: str, p: subprocess.Popen[str]) -> float:

@@ -21,6 +21,7 @@ from engine.history import run_stream
 from engine.runtime.catalog import Catalog
 from engine.runtime.runtree import STEP_TAIL, RunNode
 from engine.store import Append, RunRow, Store
+from engine.waiting import Child
 
 
 def _shape(node: RunNode) -> dict[str, object]:
@@ -56,7 +57,8 @@ def test_the_tree_has_three_levels_with_status_step_and_waiting(store: Store) ->
         None,
     )
     assert top.step == "plan 1/3"
-    assert top.waiting == "child w1 asks: which region?" and top.waiting_on == "child:lead"
+    assert top.waiting == "child w1 asks: which region?"
+    assert top.waits_on == Child("lead", "w1", "which region?")
     assert _shape(top) == {
         "lead": [
             "paused",

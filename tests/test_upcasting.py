@@ -243,10 +243,18 @@ def test_todays_code_decodes_every_golden_v1_event_to_its_recorded_values() -> N
 # RunState v2 (snapshot topic run_state:2) keeps neither the checkpoint list nor the input:
 # the log holds them (checkpoint events, agent_started). The golden state was recorded by v1.
 MOVED_TO_THE_LOG = ("checkpoints", "input")
+# RunState v3 (run_state:3) holds what a run waits on as the typed ``waits_on``; the text
+# v1 recorded (``waiting``) is what ``RunState.waiting`` shows of it.
+SHOWN_FROM_WAITS_ON = ("waiting",)
 
 
 def _in_state(expected: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in expected.items() if k not in MOVED_TO_THE_LOG}
+    gone = MOVED_TO_THE_LOG + SHOWN_FROM_WAITS_ON
+    return {k: v for k, v in expected.items() if k not in gone}
+
+
+def _shown(state: RunState) -> dict[str, Any]:
+    return {k: getattr(state, k) for k in SHOWN_FROM_WAITS_ON}
 
 
 def _from_the_log(recorded: list[Recorded]) -> dict[str, Any]:
@@ -266,7 +274,9 @@ def test_todays_fold_of_the_golden_run_reaches_the_recorded_state() -> None:
         for r in _golden()
     ]
     in_state = _in_state(expected)
-    assert _as_recorded(fold(events, RunState(run_id=run_id)), in_state) == in_state
+    folded = fold(events, RunState(run_id=run_id))
+    assert _as_recorded(folded, in_state) == in_state
+    assert _shown(folded) == {k: expected[k] for k in SHOWN_FROM_WAITS_ON}
     moved = {k: expected[k] for k in MOVED_TO_THE_LOG}
     assert _from_the_log([Recorded(uuid.UUID(int=0), p, e) for p, e in events]) == moved
 
@@ -291,6 +301,7 @@ def test_a_golden_run_planted_in_a_store_rebuilds_to_the_recorded_state(
     ]
     folded = fold([(e.position, e.event) for e in read], RunState(run_id=run_id))
     assert _as_recorded(folded, _in_state(expected)) == _in_state(expected)
+    assert _shown(folded) == {k: expected[k] for k in SHOWN_FROM_WAITS_ON}
     assert _from_the_log(read) == {k: expected[k] for k in MOVED_TO_THE_LOG}
     with pytest.raises(CorruptData, match=f"run {run_id}.* position 25: agent_finished after"):
         state_at(store, run_id)
@@ -328,3 +339,4 @@ def test_a_v1_snapshot_upcasts_and_an_unknown_version_is_skipped(
     ]
     assert snap == fold(events, RunState(run_id=run_id))
     assert _as_recorded(snap, _in_state(expected)) == _in_state(expected)
+    assert _shown(snap) == {k: expected[k] for k in SHOWN_FROM_WAITS_ON}

@@ -14,6 +14,7 @@ from ..errors import UsageError
 from ..history import rebuild
 from ..kinds import RunStatus
 from ..secrets import Seen, redact
+from ..waiting import Person
 from . import children
 from .adoption import refuse_imported
 from .asked import Given, offering
@@ -52,7 +53,7 @@ def _answer(runs: RunRepository, driver: Driver, rid: str, value: object) -> Run
         if state.status != RunStatus.PAUSED or state.waiting is None:
             doing = f"{state.status}: {state.waiting}" if state.waiting else state.status
             raise UsageError(f"run {rid} is not waiting for an answer (it is {doing})")
-        if state.waiting_on is not None:  # the child's question moved on meanwhile
+        if not isinstance(state.waits_on, Person):  # the child's question moved on meanwhile
             raise UsageError(f"run {rid} waits on {state.waiting}: answer the run that asks")
         asked = [r.event for r in run.recorded if isinstance(r.event, ev.HumanInputRequested)]
         given = isinstance(value, Given)

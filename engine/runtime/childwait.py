@@ -25,8 +25,9 @@ from ..errors import ChildFailed, CorruptData, Paused, RunInterrupt, Suspended
 from ..history import rebuild
 from ..kinds import RunStatus
 from ..state import RunState
+from ..waiting import of, shown
 from . import supervisor
-from .childwake import asker, paused_text
+from .childwake import asker
 
 if TYPE_CHECKING:
     from .context import RunContext
@@ -210,18 +211,13 @@ def _pause(w: Waited, state: RunState) -> None:
     if found is None:
         return
     asking, question = found
-    text = paused_text(asking, question)
+    paused = ev.ChildPaused(
+        at=ev.now(), call=w.call, child_run_id=w.run_id, asking_run_id=asking, question=question
+    )
     mine = ctx.writer.state
-    if mine.status != RunStatus.PAUSED or mine.waiting != text:  # a resumed parent: once
-        paused = ev.ChildPaused(
-            at=ev.now(),
-            call=w.call,
-            child_run_id=w.run_id,
-            asking_run_id=asking,
-            question=question,
-        )
+    if mine.status != RunStatus.PAUSED or mine.waits_on != of(paused):  # a resumed parent: once
         _record(ctx, paused)
-    raise Paused(text)
+    raise Paused(shown(of(paused)))
 
 
 def _suspend(w: Waited) -> None:
@@ -229,10 +225,10 @@ def _suspend(w: Waited) -> None:
     thread (the child's end or pause continues it)."""
     ctx = w.ctx
     mine = ctx.writer.state
-    on = f"child:{w.run_id}"
-    if mine.status != RunStatus.WAITING or mine.waiting_on != on:
-        _record(ctx, ev.RunWaiting(at=ev.now(), call=w.call, reason="child", child_run_id=w.run_id))
-    raise Suspended(f"child {w.run_id}")
+    waiting = ev.RunWaiting(at=ev.now(), call=w.call, reason="child", child_run_id=w.run_id)
+    if mine.status != RunStatus.WAITING or mine.waits_on != of(waiting):
+        _record(ctx, waiting)
+    raise Suspended(shown(of(waiting)))
 
 
 def _revive(w: Waited) -> None:

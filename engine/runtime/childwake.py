@@ -17,12 +17,12 @@ from ..errors import RunBusy, UsageError
 from ..history import read_events, rebuild
 from ..kinds import RunStatus
 from ..policy import describe
-from ..state import RunState
+from ..state import ChildOf, RunState
 from ..store import Store
+from ..waiting import Child, Person, asks
 from .journal import Journal
 from .results import RunResult
 
-CHILD = "child:"
 # A parent stopped on a child in one of these: it holds no thread until the child moves.
 STOPPED = (RunStatus.PAUSED, RunStatus.WAITING)
 
@@ -37,15 +37,8 @@ class Resumes(Protocol):
 
 def waited_child(state: RunState) -> str | None:
     """The child a paused or waiting run waits on, if it waits on one."""
-    on = state.waiting_on
-    if state.status in STOPPED and on is not None and on.startswith(CHILD):
-        return on[len(CHILD) :]
-    return None
-
-
-def paused_text(asking_run_id: str, question: str) -> str:
-    """What a parent paused by a descendant's question waits on (``RunState.waiting``)."""
-    return f"child {asking_run_id} asks: {question}"
+    on = state.waits_on
+    return on.run_id if state.status in STOPPED and isinstance(on, Child) else None
 
 
 def asker(store: Store, state: RunState) -> tuple[str, str] | None:
@@ -56,8 +49,8 @@ def asker(store: Store, state: RunState) -> tuple[str, str] | None:
     seen: set[str] = set()
     s = state
     while s.status == RunStatus.PAUSED and s.run_id not in seen:
-        if s.waiting_on is None:
-            return None if s.waiting is None else (s.run_id, s.waiting)
+        if isinstance(s.waits_on, Person):
+            return s.run_id, s.waits_on.question
         child = waited_child(s)
         if child is None:
             return None
@@ -70,10 +63,10 @@ def asker(store: Store, state: RunState) -> tuple[str, str] | None:
 
 
 def own_child(store: Store, parent: RunState, child_id: str) -> RunState | None:
-    """The state of ``child_id`` if its recorded parent is ``parent``'s run, else None
-    (a forged or imported log may name any run as the child it waits on)."""
+    """The state of ``child_id`` if it is a child of ``parent``'s run, else None (a forged
+    or imported log may name any run, a fork of it even, as the child it waits on)."""
     child = rebuild(store, child_id)
-    return child if child.parent_run_id == parent.run_id else None
+    return child if child.lineage == ChildOf(parent.run_id) else None
 
 
 def asking_run(store: Store, run_id: str) -> str:
@@ -118,7 +111,7 @@ def child_due(store: Store, state: RunState) -> bool:
         if state.status == RunStatus.WAITING:
             return True
         found = asker(store, child)
-        return found is not None and state.waiting != paused_text(*found)
+        return found is not None and asks(state.waits_on) != found
     return True  # completed, failed or abandoned
 
 
@@ -144,11 +137,11 @@ def _after(host: object, store: Store, run_id: str) -> None:
     if child_due(store, state):  # its child moved while it was stopping: go on now
         _continue(host, run_id)
         return
-    parent = state.parent_run_id
-    if parent is None or state.fork_position is not None:  # no parent, or a fork's
+    lineage = state.lineage
+    if not isinstance(lineage, ChildOf):  # no parent, or a fork's
         return
-    if parent_due(store, rebuild(store, parent), state):
-        _continue(host, parent)
+    if parent_due(store, rebuild(store, lineage.parent_run_id), state):
+        _continue(host, lineage.parent_run_id)
 
 
 def parent_due(store: Store, parent: RunState, child: RunState) -> bool:

@@ -21,6 +21,7 @@ from ..history import RunWriter
 from ..kinds import RunStatus
 from ..secrets import Seen
 from ..store import Append, RunRow
+from ..waiting import Person
 from . import asked
 from .callstate import CallState
 from .defs import AgentDef
@@ -380,7 +381,7 @@ class RunContext:
             if waiting is None or self.verify:
                 return reason
             state = self.writer.state
-            if state.status != RunStatus.PAUSED or state.waiting != waiting.question:
+            if state.status != RunStatus.PAUSED or state.waits_on != Person(waiting.question):
                 self.record(
                     ev.HumanInputRequested(
                         at=ev.now(),

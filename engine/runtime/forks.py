@@ -24,6 +24,7 @@ from .. import observe
 from ..effects import Effect, Outcome, effects, sends
 from ..history import read_events, started
 from ..kinds import Effects, RunStatus, Source
+from ..state import ChildOf, ForkOf, Root, lineage_of
 from ..store import Store
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def inheritance(ctx: RunContext) -> Inheritance:
     with ctx.inheritance_lock:  # concurrent calls of an async agent share one pool
         if ctx.inheritance is None:
             state = ctx.writer.state
-            inherits = state.fork_position is not None or state.parent_run_id is not None
+            inherits = not isinstance(state.lineage, Root)
             ctx.inheritance = _read(ctx) if inherits else NOTHING
         inherited: Inheritance = ctx.inheritance
     return inherited
@@ -74,12 +75,13 @@ def _read(ctx: RunContext) -> Inheritance:
     mine = [e.intent for e in ctx.journal.calls.values() if e.intent is not None]
     if head.reuses is not None:
         return Inheritance(_replaced(ctx.store, head.reuses, mine))
-    if head.effects != REUSE or head.parent_run_id is None:
+    fork = lineage_of(head)
+    if head.effects != REUSE or not isinstance(fork, ForkOf):
         return NOTHING
     # a fork's calls (tools and sends) name the parent's call they took over
     taken = {c.parent_call for c in ctx.journal.calls.values() if c.parent_call is not None}
-    parent = read_events(ctx.store, head.parent_run_id)
-    after = head.fork_position or 0
+    parent = read_events(ctx.store, fork.parent_run_id)
+    after = fork.fork_position
     left = sorted([*effects(parent, after), *sends(parent, after)], key=lambda fx: fx.call)
     return Inheritance([(None, fx) for fx in left if fx.call not in taken and reusable(fx)])
 
@@ -108,7 +110,7 @@ def replaced_child(ctx: RunContext, call: int, agent: str, args_hash: str) -> st
     these arguments: the child doing that spawn's work in the nearest run it replaces that
     made the same spawn at the same call (so the new child takes over its effects); None
     when there is none or this run is no restart's."""
-    if ctx.writer.state.parent_run_id is None:
+    if not isinstance(ctx.writer.state.lineage, ChildOf):  # a restart's new run is one
         return None
     rid, seen = started(ctx.store, ctx.run_id).reuses, set()
     while rid is not None and rid not in seen:

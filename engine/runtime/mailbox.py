@@ -41,7 +41,9 @@ from ..errors import ConcurrencyError, CorruptData, RunNotFound, UsageError
 from ..history import check_run_id, iter_run, rebuild
 from ..kinds import ENDED
 from ..secrets import redact
+from ..state import ForkOf
 from ..store import Append, stream_id
+from ..waiting import Message
 from . import forks, timers
 from .defs import args_hash, normalize
 
@@ -203,8 +205,8 @@ def _parent_consumed(ctx: RunContext) -> list[ev.MessagePosted]:
     """For a fork, the messages its parent consumed after the fork position, in the
     parent's order: the fork receives them again (each once, recorded in its own log)
     before anything in its own inbox. Nothing for a run that is not a fork."""
-    state = ctx.writer.state
-    if state.fork_position is None or state.parent_run_id is None:
+    fork = ctx.writer.state.lineage
+    if not isinstance(fork, ForkOf):
         return []
     return [
         ev.MessagePosted(
@@ -214,8 +216,8 @@ def _parent_consumed(ctx: RunContext) -> list[ev.MessagePosted]:
             topic=e.topic,
             value=e.value,
         )
-        for r in iter_run(ctx.store, state.parent_run_id)
-        if r.position > state.fork_position
+        for r in iter_run(ctx.store, fork.parent_run_id)
+        if r.position > fork.fork_position
         and isinstance(e := r.event, ev.MessageReceived)
         and e.message_id is not None
     ]
@@ -295,11 +297,10 @@ def _ready(ctx: RunContext, value: Any) -> Any:
 
 def message_due(store: Store, state: RunState) -> bool:
     """Whether a message the waiting run ``state`` waits for is in its inbox."""
-    on = state.waiting_on or ""
-    if not on.startswith("message:"):
+    on = state.waits_on
+    if not isinstance(on, Message):
         return False
-    topic = on.removeprefix("message:")
-    waiting = [m.message_id for _, m in posted(store, state.run_id) if m.topic == topic]
+    waiting = [m.message_id for _, m in posted(store, state.run_id) if m.topic == on.topic]
     if not waiting:
         return False
     consumed = {

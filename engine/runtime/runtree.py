@@ -15,8 +15,9 @@ from .. import events as ev
 from ..errors import CorruptData, UsageError
 from ..history import check_run_id, rebuild, run_stream
 from ..kinds import ENDED
-from ..state import RunState
+from ..state import ChildOf, Lineage, Root, RunState
 from ..store import Store
+from ..waiting import WaitingOn
 
 MAX_DEPTH = 100  # levels shown below the root: JSON encoders recurse once per level
 STEP_TAIL = 256  # events read back from a run's end to find its open step
@@ -34,8 +35,9 @@ class RunNode(msgspec.Struct, frozen=True):
     step: str | None = None
     waiting: str | None = None
     parent_run_id: str | None = None
-    waiting_on: str | None = None  # the engine's reading: "child:<id>", "timer", ...
+    waits_on: WaitingOn | None = None  # what ``waiting`` says, typed
     fork_position: int | None = None  # the root only may be a fork (of parent_run_id)
+    lineage: Lineage = Root()  # the root only may be a fork or another's child
     truncated: bool = False
     children: tuple[RunNode, ...] = ()
 
@@ -77,7 +79,7 @@ def _children(store: Store, parent: str, states: dict[str, RunState], root: str)
                 f"{parent} and is already in the tree (a forged parent chain)"
             )
         state = _state(store, child, parent)
-        if state.parent_run_id == parent and state.fork_position is None:
+        if state.lineage == ChildOf(parent):
             states[child] = state
             found.append(child)
     return found
@@ -119,8 +121,9 @@ def _assemble(
             waiting=s.waiting,
             parent_run_id=s.parent_run_id,
             children=tuple(built[c] for c in kids[run]),
-            waiting_on=s.waiting_on,
+            waits_on=s.waits_on,
             fork_position=s.fork_position,
+            lineage=s.lineage,
             truncated=run in cut,
         )
     return built[root]

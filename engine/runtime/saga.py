@@ -26,6 +26,7 @@ from ..errors import CorruptData, RunBusy, UsageError
 from ..history import RunWriter, rebuild
 from ..kinds import ENDED, FailureKind, RunStatus, Source
 from ..policy import describe
+from ..state import ChildOf
 from ..store import Append, Recorded
 from ..subtree import tree_effects
 from . import ledger, registry
@@ -298,7 +299,7 @@ def _abandon_children(
         state = rebuild(runs.store, child)
         # A fork's inherited spawns name its parent's children: they are not the fork's
         # to abandon (the parent may still wait on them).
-        if state.status in ENDED or state.parent_run_id != run.run_id:
+        if state.status in ENDED or state.lineage != ChildOf(run.run_id):
             continue
         if child in above:  # forged rows: a run its own ancestor
             raise CorruptData(f"run {run.run_id}: its run tree loops (through {child})")

@@ -26,7 +26,7 @@ from .. import events as ev
 from .. import failpoints
 from ..errors import Suspended, UsageError
 from ..kinds import RunStatus
-from ..state import waiting_text
+from ..waiting import of, shown
 from .defs import args_hash
 
 if TYPE_CHECKING:
@@ -108,11 +108,9 @@ def suspend(
     before it was due writes nothing), then Suspended."""
     waiting = ev.RunWaiting(at=ev.now(), call=call, reason=reason, until=until, topic=topic)
     state = ctx.writer.state
-    on = "timer" if reason == "timer" else f"message:{topic}"
-    same = state.status == RunStatus.WAITING and state.waiting_on == on and state.wake_at == until
-    if not same:
+    if state.status != RunStatus.WAITING or state.waits_on != of(waiting):
         ctx.record(waiting)
-    raise Suspended(waiting_text(waiting))
+    raise Suspended(shown(of(waiting)))
 
 
 def sleep(ctx: RunContext, seconds: float) -> Awaitable[None] | None:

@@ -12,6 +12,7 @@ from ..kinds import RunStatus
 from ..policy import describe
 from ..state import RunState
 from ..store import Store
+from ..waiting import Child, Message
 from . import children, mailbox
 
 if TYPE_CHECKING:
@@ -21,14 +22,14 @@ if TYPE_CHECKING:
 
 def due(store: Store, state: RunState, now: float) -> bool:
     """Whether the paused or waiting run ``state`` would get further if resumed now."""
-    on = state.waiting_on or ""
-    if on.startswith("child:"):
+    on = state.waits_on
+    if isinstance(on, Child):
         return children.child_due(store, state)
     if state.status != RunStatus.WAITING:
         return False
     if state.wake_at is not None and state.wake_at <= now:
         return True
-    return on.startswith("message:") and mailbox.message_due(store, state)
+    return isinstance(on, Message) and mailbox.message_due(store, state)
 
 
 def after_run(host: Host, store: Store, result: RunResult) -> None:

@@ -14,13 +14,15 @@ import msgspec
 
 from ..errors import CorruptData
 from ..events import UPCASTERS, AnyEvent, Event, event_type
-from ..state import RunState
+from ..state import RunState, upcast_snapshot
 
-# Version 2 dropped the checkpoint list and the input from RunState. A version-1 snapshot
-# upcasts by decoding into the current type (msgspec ignores the dropped fields; the rest
-# kept their meaning); any other topic is skipped and the state rebuilt from events.
-SNAPSHOT_TOPIC = "run_state:2"
-SNAPSHOT_TOPICS = frozenset({SNAPSHOT_TOPIC, "run_state:1"})
+# Version 2 dropped the checkpoint list and the input from RunState (msgspec ignores the
+# dropped fields); version 3 holds what a run waits on as a typed ``waits_on`` instead of
+# strings, which ``upcast_snapshot`` reads for versions 1 and 2. Any other topic is
+# skipped and the state rebuilt from events.
+SNAPSHOT_TOPIC = "run_state:3"
+LEGACY_SNAPSHOT_TOPICS = frozenset({"run_state:1", "run_state:2"})
+SNAPSHOT_TOPICS = frozenset({SNAPSHOT_TOPIC, *LEGACY_SNAPSHOT_TOPICS})
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(AnyEvent)
@@ -83,7 +85,10 @@ def decode_snapshot(topic: str, payload: bytes, position: int) -> RunState:
     if topic not in SNAPSHOT_TOPICS:
         raise CorruptData(f"unknown snapshot topic {topic!r}")
     try:
-        state = _snapshot_decoder.decode(payload)
+        if topic == SNAPSHOT_TOPIC:
+            state = _snapshot_decoder.decode(payload)
+        else:
+            state = msgspec.convert(upcast_snapshot(_legacy_decoder.decode(payload)), RunState)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise CorruptData(str(e)) from e  # msgspec's message names the field at fault
     if state.position != position:
@@ -92,6 +97,7 @@ def decode_snapshot(topic: str, payload: bytes, position: int) -> RunState:
 
 
 _snapshot_decoder = msgspec.msgpack.Decoder(RunState)
+_legacy_decoder = msgspec.msgpack.Decoder(dict[str, Any])
 
 
 def topic(tag: str, version: int) -> str:

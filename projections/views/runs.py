@@ -17,6 +17,7 @@ from msgspec.structs import replace
 
 from engine import events as ev
 from engine.kinds import RunStatus
+from engine.state import Root, lineage_kind, lineage_of
 from engine.stats import RunCounts
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
@@ -56,9 +57,8 @@ class RunBoardRow(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 def _started(row: RunBoardRow, e: ev.AgentStarted) -> RunBoardRow:
-    lineage = None if e.parent_run_id is None else "child"
-    if e.fork_position is not None:
-        lineage = "fork"
+    found = lineage_of(e)
+    lineage = None if isinstance(found, Root) else lineage_kind(found)
     return replace(
         row,
         agent=e.agent,

@@ -33,6 +33,7 @@ from typing import Any
 
 from engine.errors import RunBusy, UsageError
 from engine.kinds import RunStatus
+from engine.waiting import Child, Timer
 
 from . import fenced, holds
 from .child import INLINE_WAIT_ENV, agent_of
@@ -115,7 +116,7 @@ class TreeCampaign(Campaign):
         due = [
             s.wake_at
             for s in states
-            if s is not None and s.wake_at and getattr(s, "waiting_on", None) == "timer"
+            if s is not None and s.wake_at and isinstance(s.waits_on, Timer)
         ]
         if due:
             time.sleep(min(2.0, max(0.0, min(due) - time.time()) + 0.05))
@@ -127,7 +128,7 @@ class TreeCampaign(Campaign):
             (d, r)
             for r, d in nodes
             if self.state(r).status == RunStatus.PAUSED
-            and not (self.state(r).waiting_on or "").startswith("child:")
+            and not isinstance(self.state(r).waits_on, Child)
         ]
         return max(asking)[1] if asking else None
 
