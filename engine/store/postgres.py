@@ -320,7 +320,7 @@ def open_postgres(
             if not create and not _has_events_table(probe, schema):
                 from .memory import open_memory
 
-                return open_memory(name, **options)
+                return open_memory(name, read_only=True, **options)
             probe.execute("SELECT pg_advisory_lock(7245001)")
             try:
                 probe.execute(SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(schema)))
