@@ -15,7 +15,8 @@ import msgspec
 from engine import failpoints, observe
 from engine.errors import ConcurrencyError, CorruptData
 from engine.store import Recorded, Store
-from engine.store.ports import Tracking, ViewBatch, ViewRow
+from engine.store.ports import Applied, Tracking, ViewBatch, ViewRow
+from engine.store.views import damaged_view
 
 from .directory import RunDirectory
 from .fold import Envelope, Projection, RowDecoder
@@ -74,7 +75,30 @@ class Runner:
             )
             self.store.views.reset(view.table(), self.version(view))
             tracked = self.store.views.tracking(name)
+        else:
+            self._check_applied(tracked)
         return tracked.position if tracked is not None else 0
+
+    def _check_applied(self, tracked: Tracking) -> None:
+        """Refuse a view whose tracking row does not name the event at its position (it
+        was moved by hand: going on would apply events twice, or skip them). A row
+        written before the event was kept has nothing to compare, and passes."""
+        if tracked.last is None:
+            return
+        at = tracked.position
+        found = self.store.read_all(after=at - 1, limit=1) if at > 0 else []
+        there = found[0] if found and found[0].global_position == at else None
+        if there is None or (there.stream.hex, there.position) != (
+            tracked.last.stream,
+            tracked.last.position,
+        ):
+            raise damaged_view(
+                tracked.view,
+                f"its tracking row says it applied global position {at}, event "
+                f"{tracked.last.position} of stream {tracked.last.stream}, but "
+                + ("no such event is there" if there is None else "another event is there")
+                + " (the row was moved)",
+            )
 
     def status(self) -> list[ViewStatus]:
         tracked = {name: self.store.views.tracking(name) for name in self.views}
@@ -180,7 +204,9 @@ class Runner:
         encode, values = self._encoder.encode, view.values
         upserts = [ViewRow(k, values(r), encode(r)) for k, r in changed.items() if r is not None]
         deletes = [k for k, r in changed.items() if r is None]
-        return ViewBatch(view.table(), at, envelopes[-1].global_position, upserts, deletes)
+        end = envelopes[-1]
+        last = Applied(end.stream.hex, end.position)
+        return ViewBatch(view.table(), at, end.global_position, upserts, deletes, last)
 
     def _moved(self, view: Projection[Any]) -> int:
         """Another runner moved the view under this batch (which wrote nothing): go on
