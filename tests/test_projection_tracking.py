@@ -36,7 +36,7 @@ def _work(eng: Engine, runs: int = 3) -> None:
 def _move_back(eng: Engine, store_url: str, view: str, by: int) -> None:
     """Move the view's tracking position back by ``by``, the identity left as it was."""
     if store_url.startswith("memory"):
-        port: Any = eng.store.views._port
+        port: Any = eng.store.views.port
         t: Tracking = port.tracked[view]
         port.tracked[view] = Tracking(view, t.position - by, t.version, t.last)
         return

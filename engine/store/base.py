@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, cast
+from typing import Any
 
 import msgspec
 from eventsourcing.persistence import (
@@ -23,7 +23,14 @@ from eventsourcing.persistence import (
 )
 
 from .. import observe
-from ..errors import ConcurrencyError, CorruptData, PayloadTooLarge, StoreError, UsageError
+from ..errors import (
+    CipherError,
+    ConcurrencyError,
+    CorruptData,
+    PayloadTooLarge,
+    StoreError,
+    UsageError,
+)
 from ..events import Event
 from .cipher import SEALED, ClearRows, Row
 from .codec import decode_event, encode_event
@@ -38,7 +45,6 @@ BLOB_CHUNK = 1024 * 1024
 # so the part of a large batch beyond this goes out of line like any large payload.
 MAX_INLINE_BATCH = 2 * 1024 * 1024
 BLOB_SUFFIX = "@blob"
-TABLES = ("agentlog_events", "agentlog_snapshots", "agentlog_blobs")
 _NS = uuid.UUID("6d1f4c1e-8a47-4c39-9a52-6a1f0e0b5a11")
 __all__ = ["Append", "BlobRef", "Recorded", "RunRow", "Snapshot", "Store", "stream_id"]
 
@@ -211,12 +217,26 @@ class Store(RunIndex, LeaseStore):
     def _decode(self, stream: uuid.UUID, r: StoredEvent) -> Event:
         topic, payload = r.topic, r.state
         if self.rows.encrypted or payload[:2] == SEALED:
-            row = Row("events", stream, r.originator_version, topic)
-            payload = self.rows.unseal(self.name, row, payload)
+            payload = self._unseal(Row("events", stream, r.originator_version, topic), payload)
         if topic.endswith(BLOB_SUFFIX):
             topic = topic[: -len(BLOB_SUFFIX)]
             payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
         return decode_event(topic, payload)
+
+    def _unseal(self, row: Row, data: bytes) -> bytes:
+        """``data`` opened; a row of the kind the settings do not expect (in clear with
+        the key, encrypted without) names a store of both kinds as such."""
+        try:
+            return self.rows.unseal(self.name, row, data)
+        except CipherError as e:
+            if (data[:2] == SEALED) == self.rows.encrypted:
+                raise  # the right kind that does not open: another key, or altered
+            from .mixed import mixed_or
+            from .rawrows import raw_rows
+
+            raw = raw_rows(self._events, self._snapshots, self._blobs, self.views.port)
+            runs = {stream_id("run:" + r.run_id): r.run_id for r in self.runs()}
+            raise mixed_or(self.name, raw, runs, e) from None
 
     # --- run index ---------------------------------------------------------------
 
@@ -297,8 +317,7 @@ class Store(RunIndex, LeaseStore):
 
     def _snapshot(self, stream: uuid.UUID, r: StoredEvent) -> Snapshot:
         """A snapshot row unsealed and, if it was moved out of line, fetched from its blob."""
-        row = Row("snapshots", stream, r.originator_version, r.topic)
-        payload = self.rows.unseal(self.name, row, r.state)
+        payload = self._unseal(Row("snapshots", stream, r.originator_version, r.topic), r.state)
         topic = r.topic.removesuffix(BLOB_SUFFIX)
         if topic != r.topic:
             payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
@@ -352,40 +371,6 @@ class Store(RunIndex, LeaseStore):
     def close(self) -> None:
         """Release the backend's connections."""
         self._close()
-
-
-class _Tables(Protocol):
-    def create_table(self) -> None: ...
-
-
-def open_tables(
-    name: str,
-    datastore: Any,
-    events: Callable[..., RunRecorder],
-    aggregates: Callable[..., AggregateRecorder],
-    leases: LeaseStore,
-    views: Callable[[Any, Any], ViewStore],
-    *,
-    locks: LockStore,
-    **options: Any,
-) -> Store:
-    """The SQL backends' one constructor: agentlog's events, snapshots and blobs tables
-    (and the leases' and views' tracking) on ``datastore``, created if missing. The store closes the
-    datastore, and so does a failure here."""
-    try:
-        recorders = (
-            events(datastore, events_table_name=TABLES[0]),
-            aggregates(datastore, events_table_name=TABLES[1]),
-            aggregates(datastore, events_table_name=TABLES[2]),
-        )
-        view_store = views(datastore, recorders[0])
-        for r in (*recorders, leases, view_store, locks):
-            cast(_Tables, r).create_table()
-        close = datastore.close
-        return Store(name, *recorders, leases, view_store, locks=locks, close=close, **options)
-    except BaseException:
-        datastore.close()
-        raise
 
 
 def _as_uuid(value: Any) -> uuid.UUID:

@@ -19,6 +19,8 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
+TABLES = ("agentlog_events", "agentlog_snapshots", "agentlog_blobs")
+
 
 class RunRow(msgspec.Struct, frozen=True):
     """A row of the run index, written in the same commit as lifecycle events."""

@@ -23,7 +23,8 @@ from psycopg.conninfo import make_conninfo
 from psycopg.sql import SQL, Identifier
 
 from ..errors import StoreUnavailable
-from .base import Store, open_tables
+from .base import Store
+from .opening import open_tables
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
 from .postgres_views import PostgresViews
 

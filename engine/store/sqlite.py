@@ -26,7 +26,8 @@ from eventsourcing.sqlite import (
 )
 
 from ..errors import StoreUnavailable
-from .base import Store, open_tables
+from .base import Store
+from .opening import open_tables
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
 from .sqlite_views import SQLiteViews
 
