@@ -83,21 +83,17 @@ class Runner:
         """Refuse a view whose tracking row does not name the event at its position (it
         was moved by hand: going on would apply events twice, or skip them). A row
         written before the event was kept has nothing to compare, and passes."""
-        if tracked.last is None:
+        last, at = tracked.last, tracked.position
+        if last is None:
             return
-        at = tracked.position
         found = self.store.read_all(after=at - 1, limit=1) if at > 0 else []
-        there = found[0] if found and found[0].global_position == at else None
-        if there is None or (there.stream.hex, there.position) != (
-            tracked.last.stream,
-            tracked.last.position,
-        ):
+        there = [Applied(r.stream.hex, r.position) for r in found if r.global_position == at]
+        if there != [last]:
+            what = "another event is there" if there else "no event is there"
             raise damaged_view(
                 tracked.view,
                 f"its tracking row says it applied global position {at}, event "
-                f"{tracked.last.position} of stream {tracked.last.stream}, but "
-                + ("no such event is there" if there is None else "another event is there")
-                + " (the row was moved)",
+                f"{last.position} of stream {last.stream}, but {what} (the row was moved)",
             )
 
     def status(self) -> list[ViewStatus]:
