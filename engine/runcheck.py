@@ -1,7 +1,6 @@
 """The check of a run's log as it is read: positions follow one another from 1, only the
-first event is ``agent_started`` (naming this run, when it names one), and nothing but an
-undo or import record follows the run's end; a record that breaks it is ``CorruptData``
-naming the run and the position."""
+first event is ``agent_started``, and nothing but an undo or import record follows the
+run's end; a record that breaks it is ``CorruptData`` naming the run and the position."""
 
 from __future__ import annotations
 
@@ -52,8 +51,6 @@ class RunCheck:
                 raise self.corrupt(position, _gap(position, r.position))
             if isinstance(e, ev.AgentStarted) != (position == 1):
                 raise self.corrupt(position, _start(e, position))
-            if isinstance(e, ev.AgentStarted) and e.run_id not in (None, self.run_id):
-                raise self.corrupt(1, f"its agent_started names another run ({e.run_id!r})")
             if ended and not isinstance(e, AFTER_END):
                 raise self.corrupt(position, f"{_tag(e)} after the run ended")
             ended = ended or isinstance(e, ENDS)

@@ -8,11 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-import pytest
 from conftest import backends, write_raw_row
 
 from engine import Engine
-from engine.errors import CorruptData
 from engine.events import AgentStarted
 from engine.history import run_stream
 from engine.store.codec import encode_event
@@ -72,5 +70,3 @@ def test_streams_are_named_by_the_run_id_they_hold_and_a_forged_one_is_not_belie
     names = {s: runner.directory.facts(run_stream(s)) for s in (a, b, c)}
     assert {s: f.run_id for s, f in names.items() if f is not None} == {a: a, b: b, c: c}
     assert len(asked) == 2  # b and c, each met alone; a needed no lookup
-    with pytest.raises(CorruptData, match=f"run {b}: .* position 1: .* names another run"):
-        eng.events(b)  # and the log check, which imports go through too, refuses it
