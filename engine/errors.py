@@ -58,6 +58,11 @@ class CipherError(StoreError):
     ``AGENTLOG_CIPHER_KEY``, a key set for a store written in clear, or an altered row."""
 
 
+class MixedRows(CipherError):
+    """The store holds rows in clear and encrypted rows (written before its seal, or by
+    a keyless writer of an older agentlog): ``agentlog reseal`` with the key repairs it."""
+
+
 class ConcurrencyError(StoreError):
     """An append conflicted with one that committed first; nothing was written."""
 

@@ -26,6 +26,7 @@ from .events import Positioned
 from .kinds import ENDED
 from .runcheck import RunCheck
 from .savetimes import FLUSH_AT, LAST_WRITE, SaveTimes, ms_since
+from .snapshots import save_snapshot, snapshot_at_or_before
 from .state import CheckpointRef, RunState, evolve
 from .store import Append, Recorded, Store, stream_id
 from .store.base import RunRow
@@ -174,7 +175,7 @@ def rebuild(store: Store, run_id: str, upto: int | None = None) -> RunState:
     """The state of ``run_id`` after position ``upto`` (latest when None); the tail read
     after the snapshot must continue it exactly."""
     stream = run_stream(run_id)
-    base = store.snapshot_at_or_before(stream, upto) or RunState(run_id=run_id)
+    base = snapshot_at_or_before(store, stream, upto) or RunState(run_id=run_id)
     state = base
     if base.position:
         _contiguous(store, run_id)
@@ -337,7 +338,7 @@ class RunWriter:
         failpoints.hit("in_snapshot")  # events committed, snapshot not yet written
         began = time.perf_counter()
         try:
-            self.store.save_snapshot(self.stream, state)
+            save_snapshot(self.store, self.stream, state)
         except (PayloadTooLarge, StoreError) as e:
             # The events are committed; a snapshot is only a shortcut for rebuilds.
             # Raising here would report a committed append as failed (and its caller

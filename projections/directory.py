@@ -1,7 +1,8 @@
-"""Which run a stream belongs to. A run's stream opens with its ``AgentStarted`` (agent,
-parent, events inherited: facts the log itself holds, so a rebuild sees what the first
-build saw); only the run's id comes from the run index, whose row commits with the run's
-first events and whose ``started_at`` is that event's time."""
+"""Which run a stream belongs to. A run's stream opens with its ``AgentStarted`` (run id,
+agent, parent, events inherited: facts the log itself holds, so a rebuild sees what the
+first build saw). The run id is taken from it when the stream derives from that id; only
+for logs written before it was kept does it come from the run index, whose row commits
+with the run's first events and whose ``started_at`` is that event's time."""
 
 from __future__ import annotations
 
@@ -56,11 +57,16 @@ class RunDirectory:
             self._name(started)
 
     def _name(self, started: dict[uuid.UUID, AgentStarted]) -> None:
-        """Find the run ids of the streams in ``started`` in the run index."""
-        times = [e.at for e in started.values()]
-        ids = _ids(self.store.runs_started(min(times), max(times)), started)
-        if len(ids) < len(started):  # a row whose start differs: look at every row once
-            ids = _ids(self.store.runs(), started)
+        """Name the streams in ``started`` by the run id their first event holds, or (a
+        log from before it was kept, or an id that is not the stream's) in the run index."""
+        ids = {s: e.run_id for s, e in started.items() if e.run_id and _derives(e.run_id, s)}
+        old = {s: e for s, e in started.items() if s not in ids}
+        if old:
+            times = [e.at for e in old.values()]
+            found = _ids(self.store.runs_started(min(times), max(times)), old)
+            if len(found) < len(old):  # a row whose start differs: look at every row once
+                found = _ids(self.store.runs(), old)
+            ids.update(found)
         for stream, e in started.items():
             # No index row (a damaged index): the run's events still count, under a name
             # of its stream that no run id can be (ids start with a letter or digit), so
@@ -76,6 +82,14 @@ class RunDirectory:
 def unindexed(stream: uuid.UUID) -> str:
     """The name a run's events go under when the run index has no row for it."""
     return "?" + stream.hex
+
+
+def _derives(run_id: str, stream: uuid.UUID) -> bool:
+    """Whether ``stream`` is the stream of the run ``run_id`` (a forged id is not)."""
+    try:
+        return run_stream(run_id) == stream
+    except UsageError:
+        return False
 
 
 def _ids(rows: Iterable[RunRow], wanted: Container[uuid.UUID]) -> dict[uuid.UUID, str]:

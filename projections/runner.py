@@ -15,7 +15,8 @@ import msgspec
 from engine import failpoints, observe
 from engine.errors import ConcurrencyError, CorruptData
 from engine.store import Recorded, Store
-from engine.store.ports import Tracking, ViewBatch, ViewRow
+from engine.store.ports import Applied, Tracking, ViewBatch, ViewRow
+from engine.store.views import damaged_view
 
 from .directory import RunDirectory
 from .fold import Envelope, Projection, RowDecoder
@@ -74,7 +75,26 @@ class Runner:
             )
             self.store.views.reset(view.table(), self.version(view))
             tracked = self.store.views.tracking(name)
+        else:
+            self._check_applied(tracked)
         return tracked.position if tracked is not None else 0
+
+    def _check_applied(self, tracked: Tracking) -> None:
+        """Refuse a view whose tracking row does not name the event at its position (it
+        was moved by hand: going on would apply events twice, or skip them). A row
+        written before the event was kept has nothing to compare, and passes."""
+        last, at = tracked.last, tracked.position
+        if last is None:
+            return
+        found = self.store.read_all(after=at - 1, limit=1) if at > 0 else []
+        there = [Applied(r.stream.hex, r.position) for r in found if r.global_position == at]
+        if there != [last]:
+            what = "another event is there" if there else "no event is there"
+            raise damaged_view(
+                tracked.view,
+                f"its tracking row says it applied global position {at}, event "
+                f"{last.position} of stream {last.stream}, but {what} (the row was moved)",
+            )
 
     def status(self) -> list[ViewStatus]:
         tracked = {name: self.store.views.tracking(name) for name in self.views}
@@ -180,7 +200,9 @@ class Runner:
         encode, values = self._encoder.encode, view.values
         upserts = [ViewRow(k, values(r), encode(r)) for k, r in changed.items() if r is not None]
         deletes = [k for k, r in changed.items() if r is None]
-        return ViewBatch(view.table(), at, envelopes[-1].global_position, upserts, deletes)
+        end = envelopes[-1]
+        last = Applied(end.stream.hex, end.position)
+        return ViewBatch(view.table(), at, end.global_position, upserts, deletes, last)
 
     def _moved(self, view: Projection[Any]) -> int:
         """Another runner moved the view under this batch (which wrote nothing): go on

@@ -1,5 +1,5 @@
 """The commands that read history (runs, show, timeline, checkpoints, state, context,
-diff, verify) and move it between stores (export, import)."""
+diff, verify), move it between stores (export, import) and reseal a store (reseal)."""
 
 from __future__ import annotations
 
@@ -314,4 +314,20 @@ def import_cmd(
         s.out.line(("next: ", "dim"), f"agentlog adopt {run_id}  (before anything runs it)")
     else:
         s.out.line(("already present: ", "dim"), f"run {run_id} has this history; nothing to do")
+    return 0
+
+
+@app.command("reseal")
+def reseal_cmd(ctx: typer.Context) -> int:
+    """Encrypt, in place, the rows of a store written in clear beside encrypted ones
+    (before its seal, or by a keyless writer), then seal it. Needs $AGENTLOG_CIPHER_KEY;
+    safe to run again or after an interruption."""
+    from engine.store.reseal import reseal
+
+    s = session(ctx)
+    done = reseal(s.catalog.store)
+    if s.as_json:
+        s.out.json({"encrypted": done, "sealed": True})
+    else:
+        s.out.line(("sealed ", "green"), f"{s.store_name}: {plural(done, 'row')} encrypted")
     return 0

@@ -40,6 +40,7 @@ from engine.history import (
     snapshots_along,
 )
 from engine.runcheck import RunCheck
+from engine.snapshots import save_snapshot
 from engine.state import RunState
 from engine.store import Append
 from engine.store.codec import encode_event
@@ -298,7 +299,7 @@ def import_run(
     items = [Append(stream, i, e) for i, e in enumerate([*events, mark], start=1)]
     engine.store.append(items, runs=[RunWriter.index_row(state)])
     for snapshot in snapshots:  # as the run's writer would have taken them; harmless twice
-        engine.store.save_snapshot(stream, snapshot)
+        save_snapshot(engine.store, stream, snapshot)
     return run_id, True
 
 

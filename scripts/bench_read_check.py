@@ -14,6 +14,7 @@ Run it against two checkouts (``PYTHONPATH=/path/to/other/checkout``) to compare
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import tempfile
 import time
@@ -97,12 +98,22 @@ def main() -> None:
             assert engine.resume(rid).status == "completed"
             resumes.append(time.perf_counter() - t)
 
+        def paused() -> RunState:
+            # What Store.read did until it stopped toggling the collector (process-wide
+            # state, from whatever thread reads): the cost of leaving it alone.
+            gc.disable()
+            try:
+                return bare()
+            finally:
+                gc.enable()
+
         resumes: list[float] = []
         for _ in range(args.repeat):
             resume_one()
         recorded = engine.store.read(stream)
         rows = {
             "bare read + fold (baseline)": _median(bare, args.repeat),
+            "bare read, collector paused": _median(paused, args.repeat),
             "the check alone": _median(lambda: _check(done, recorded), args.repeat),
             "resume (replays every call)": statistics.median(resumes),
             "state": _median(lambda: engine.state(done), args.repeat),

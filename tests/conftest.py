@@ -204,6 +204,18 @@ def write_raw_row(
             )
 
 
+def raw_sql(url: str, statement: str, params: tuple[Any, ...] = ()) -> None:
+    """Run ``statement`` on the store's database behind its back (sqlite3 / psycopg);
+    ``{s}`` is the schema prefix of table names (none on SQLite), ``?`` a parameter."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.split("?")[0].removeprefix("sqlite:///")) as db:
+            db.execute(statement.format(s=""), params)
+        return
+    sql = statement.format(s=f'"{schema_of(url)}".').replace("?", "%s")
+    with psycopg.connect(url.split("?")[0], autocommit=True) as db:
+        db.execute(sql.encode(), params)
+
+
 def schema_of(url: str) -> str:
     """The PostgreSQL schema a store URL names (``public`` when it names none)."""
     return dict(parse_qsl(urlsplit(url).query)).get("schema", "public")

@@ -16,6 +16,7 @@ from test_projection_damage import _sql
 
 from engine import CorruptData, Engine
 from engine.history import run_stream
+from engine.snapshots import snapshot_at_or_before
 from projections.views import timeline as tv
 
 MALFORMED = b"\xc1\xc1\xc1"  # not MessagePack at all
@@ -89,7 +90,7 @@ def test_a_snapshot_does_not_stand_in_for_a_deleted_middle_event(
     """Positions of a run are contiguous: a middle event deleted under a snapshot makes
     ``engine.state`` and ``agentlog tree`` refuse, naming the run and the missing position."""
     rid = eng.run(_flow(eng, snapshot_every=1), x="a").run_id
-    assert eng.store.snapshot_at_or_before(run_stream(rid), None) is not None
+    assert snapshot_at_or_before(eng.store, run_stream(rid), None) is not None
     _delete_row(store_url, rid, 2)
     for read in (lambda: eng.state(rid), lambda: eng.state(rid, at=4)):
         with pytest.raises(CorruptData, match=f"run {rid}: .*position 2: it is missing"):

@@ -14,9 +14,10 @@ from conftest import all_backends, backends, read_raw_rows, write_raw_row
 from engine import events as ev
 from engine.errors import CorruptData
 from engine.history import RunWriter, rebuild, run_stream
+from engine.snapshots import SNAPSHOT_TOPIC, snapshot_at_or_before
 from engine.state import RunState, fold
 from engine.store import Append, BlobRef, Store, open_store, stream_id
-from engine.store.base import BLOB_CHUNK, BLOB_SUFFIX, MAX_INLINE_BATCH, SNAPSHOT_TOPIC
+from engine.store.base import BLOB_CHUNK, BLOB_SUFFIX, MAX_INLINE_BATCH
 from engine.store.codec import encode_event
 
 MB = 1024 * 1024
@@ -210,7 +211,7 @@ def test_a_20_mb_tool_result_round_trips_through_a_snapshot(store_url: str, stor
         (5, SNAPSHOT_TOPIC + BLOB_SUFFIX),
     ]
     assert len(rows[1].state) < 100
-    snap = store.snapshot_at_or_before(stream, None)
+    snap = snapshot_at_or_before(store, stream, None)
     assert snap is not None and snap.position == 5 and snap.output == result
     assert snap == w.state == fold(list(enumerate(events, 1)), RunState(run_id=run_id))
     assert rebuild(store, run_id) == w.state

@@ -17,8 +17,9 @@ from tree_kit import three_levels
 from engine import events as ev
 from engine.history import rebuild
 from engine.runtime.runtree import tree
+from engine.snapshots import decode_snapshot
 from engine.state import ChildOf, ForkOf, Lineage, Root, RunState, fold, lineage_of
-from engine.store import Store, codec
+from engine.store import Snapshot, Store
 
 STARTS = [
     (ev.AgentStarted(at=1.0, agent="m:f", import_path="m"), Root()),
@@ -56,7 +57,7 @@ def test_an_old_snapshot_gets_the_lineage_of_its_parent_and_fork_position(
     """A run_state:2 snapshot has no lineage field: it reads from the fields it kept."""
     state = fold([(1, started)], RunState(run_id="r"))
     old = {k: v for k, v in msgspec.to_builtins(state).items() if k != "lineage"}
-    assert codec.decode_snapshot("run_state:2", msgspec.msgpack.encode(old), 1) == state
+    assert decode_snapshot(Snapshot(1, "run_state:2", msgspec.msgpack.encode(old))) == state
 
 
 @all_backends

@@ -21,6 +21,7 @@ from engine import AgentlogError, CorruptData, Engine
 from engine import events as ev
 from engine.history import RunWriter, read_run, run_stream
 from engine.runcheck import RunCheck
+from engine.snapshots import snapshot_at_or_before
 from engine.state import RunState
 from engine.store.codec import encode_event
 from replay import compare, export_lines, recovery_context
@@ -186,7 +187,7 @@ def test_state_from_a_snapshot_checks_that_the_tail_continues_it(
     after a completed snapshot, or a tail that skips a position, is CorruptData."""
     r = eng.run(_flow(eng, snapshot_every=1), x="a")
     end = len(eng.events(r.run_id))
-    newest = eng.store.snapshot_at_or_before(run_stream(r.run_id), None)
+    newest = snapshot_at_or_before(eng.store, run_stream(r.run_id), None)
     assert newest is not None and (newest.position, newest.status) == (end, "completed")
     _plant(store_url, eng, r.run_id, end + 1, ev.Compensated(at=ev.now(), call=1, tool="x"))
     assert eng.state(r.run_id).position == end + 1  # an undo record may follow the end
@@ -209,7 +210,7 @@ def test_a_snapshot_tail_must_start_right_after_the_snapshot(tmp_path: Any) -> N
     w.append(ev.AgentStarted(at=ev.now(), agent="a:b", import_path="a"))
     for call in range(1, 9):  # one commit each: a snapshot at every third position
         w.append(ev.StepStarted(at=ev.now(), call=call, name="s"))
-    snapshots = [e.store.snapshot_at_or_before(run_stream(rid), p) for p in (3, 6, 9)]
+    snapshots = [snapshot_at_or_before(e.store, run_stream(rid), p) for p in (3, 6, 9)]
     assert [s.position if s else None for s in snapshots] == [3, 6, 9]
     _delete_row(url, rid, 5)
     with pytest.raises(CorruptData, match=f"run {rid}.* position 5: it is missing"):

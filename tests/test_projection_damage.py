@@ -8,14 +8,12 @@ middle of a run is not answered from the timeline view."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import structlog
-from conftest import all_backends, backends, schema_of
+from conftest import all_backends, backends, raw_sql
 from test_cli_kit import Workdir, make_workdir, one_line_error
 
 from engine import Engine
@@ -31,16 +29,7 @@ MALFORMED = b"\xc1\xc1\xc1"  # not MessagePack at all
 WRONG_SHAPE = b"\x80"  # MessagePack, an empty map: no row of any view
 
 
-def _sql(url: str, statement: str, params: tuple[Any, ...] = ()) -> None:
-    """Run ``statement`` on the store's database behind its back; ``{s}`` is the schema
-    prefix of table names (none on SQLite)."""
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-            db.execute(statement.format(s=""), params)
-        return
-    sql = statement.format(s=f'"{schema_of(url)}".').replace("?", "%s")
-    with psycopg.connect(url.split("?")[0], autocommit=True) as db:
-        db.execute(sql.encode(), params)
+_sql = raw_sql
 
 
 def _work(eng: Engine, runs: int = 3) -> str:

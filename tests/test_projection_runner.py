@@ -303,17 +303,30 @@ def test_runs_missing_from_the_index_still_count_each_under_its_stream(
     eng: Engine, tmp_path: Path
 ) -> None:
     """Run streams whose index rows are gone (a damaged index) are still runs': their
-    events are folded with the facts their first events hold, each under its stream's
+    events are folded with the facts their first events hold, each under the run id its
+    ``agent_started`` holds, or, in a log from before it was kept, under its stream's
     name (``?<hex>``, never a run id), so the real views keep them apart."""
+    from engine.events import AgentStarted
+    from engine.store.codec import encode_event
+
     shop = _shop(eng)
     runs = [eng.run(shop), eng.run(shop)]
     events = len(eng.events(runs[0].run_id))
-    with sqlite3.connect(tmp_path / "agentlog.db") as conn:
+    old = run_stream(runs[1].run_id)  # as an older agentlog wrote it: no run id
+    head = eng.store.read(old, upto=1)[0].event
+    assert isinstance(head, AgentStarted) and head.run_id == runs[1].run_id
+    _topic, payload = encode_event(msgspec.structs.replace(head, run_id=None))
+    with sqlite3.connect(tmp_path / "agentlog.db") as conn:  # in place: its order kept
+        conn.execute(
+            "UPDATE agentlog_events SET state = ? WHERE originator_id = ? "
+            "AND originator_version = 1",
+            (payload, old.hex),
+        )
         conn.execute("DELETE FROM agentlog_runs")
     Runner(eng.store, [Count(), *all_views()]).catch_up()
     row = tallies(eng.store)[run_stream(runs[0].run_id).hex]
-    name = "?" + run_stream(runs[0].run_id).hex
-    assert (row.run_id, row.agent, row.events) == (name, "tests:projected", events)
+    assert (row.run_id, row.agent, row.events) == (runs[0].run_id, "tests:projected", events)
+    assert tallies(eng.store)[old.hex].run_id == "?" + old.hex
     figures = eng.stats()
     assert figures.runs.total == 2 and figures.runs.by_status == {"completed": 2}
 

@@ -19,6 +19,7 @@ from conftest import backends
 
 from engine import Engine
 from engine.failpoints import _load
+from engine.snapshots import snapshot_at_or_before
 
 PROCESS_BACKENDS = backends("sqlite", "postgres")
 MODULE = "tests.agents.runtime_agents"
@@ -115,7 +116,7 @@ def test_in_snapshot_failpoint_is_reached_between_commit_and_snapshot(
     assert len(types) >= 12 and types[-1] == "tool_succeeded" and "checkpoint" in types
     from engine.history import run_stream
 
-    snap = e.store.snapshot_at_or_before(run_stream("snap-run"), None)
+    snap = snapshot_at_or_before(e.store, run_stream("snap-run"), None)
     assert snap is not None and snap.position < len(types)
     e.close()
     r = engine_call(store_url, "resume", "snap-run", env={"AGENTLOG_TEST_SERVICE": svc})

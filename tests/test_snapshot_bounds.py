@@ -14,6 +14,7 @@ from conftest import all_backends, backends, read_raw_rows
 from engine import Engine
 from engine import events as ev
 from engine.history import CHECKPOINT_GAP, RunWriter, run_stream
+from engine.snapshots import snapshot_at_or_before
 from engine.state import RunState
 from engine.store import Store
 from engine.store.base import BLOB_SUFFIX, BlobRef
@@ -113,7 +114,7 @@ def test_a_checkpoint_snapshots_unless_one_is_fewer_than_checkpoint_gap_events_b
     assert [c.position for c in eng.checkpoints(r.run_id, upto=5)] == [2, 3, 4, 5]
     assert eng.checkpoints(r.run_id, upto=10**6) == eng.checkpoints(r.run_id)  # past the end
     for ref in eng.checkpoints(r.run_id):
-        snap = eng.store.snapshot_at_or_before(run_stream(r.run_id), ref.position)
+        snap = snapshot_at_or_before(eng.store, run_stream(r.run_id), ref.position)
         assert ref.position - (snap.position if snap else 0) < CHECKPOINT_GAP, ref
 
 

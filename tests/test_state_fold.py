@@ -24,6 +24,7 @@ from engine.history import (
     state_at,
 )
 from engine.runcheck import AFTER_END, ENDS
+from engine.snapshots import save_snapshot, snapshot_at_or_before
 from engine.state import OBSERVATION_LIMIT, RECENT_LIMIT, RunState, evolve, fold, observe
 from engine.store import Store, open_store
 
@@ -375,18 +376,18 @@ def _check_store(store: Store, data: Any, batches: list[list[ev.Event]], extra: 
     for batch, save in zip(batches, extra, strict=True):
         w.append(*batch)
         if save:
-            store.save_snapshot(stream, w.state)
+            save_snapshot(store, stream, w.state)
     events = [e for b in batches for e in b]
     full = fold(_positioned(events), RunState(run_id=run_id))
     assert w.state == full
     assert rebuild(store, run_id) == full == state_at(store, run_id)
     snaps = _expected_snapshots(batches, every, extra)
-    newest = store.snapshot_at_or_before(stream, None)
+    newest = snapshot_at_or_before(store, stream, None)
     assert (newest.position if newest else None) == max(snaps, default=None)
     upto = data.draw(st.integers(1, len(events)), label="upto")
     expected = fold(_positioned(events[:upto]), RunState(run_id=run_id))
     assert rebuild(store, run_id, upto) == expected
-    snap = store.snapshot_at_or_before(stream, upto)
+    snap = snapshot_at_or_before(store, stream, upto)
     assert (snap.position if snap else None) == max((p for p in snaps if p <= upto), default=None)
     if snap is not None:
         assert snap == fold(_positioned(events[: snap.position]), RunState(run_id=run_id))

@@ -25,6 +25,7 @@ from test_cli_kit import agentlog, one_line_error
 from engine import Engine
 from engine import events as ev
 from engine.errors import CipherError, StoreUnavailable
+from engine.snapshots import save_snapshot, snapshot_at_or_before
 from engine.state import RunState
 from engine.store import Append, BlobRef, Store, cipher_configured, open_store, stream_id
 from engine.store.base import BLOB_SUFFIX
@@ -90,12 +91,12 @@ def test_each_table_holds_plaintext_only_when_not_encrypted(
         store.append(appends)
         small = RunState(run_id="r", position=2, plan=[MARK])
         big = RunState(run_id="r", position=3, output=BIG)  # out of line, in a blob
-        store.save_snapshot(stream, small)
-        store.save_snapshot(stream, big)
+        save_snapshot(store, stream, small)
+        save_snapshot(store, stream, big)
         assert [r.event for r in store.read(stream)] == [a.event for a in appends]
         assert [r.event for r in store.read_all()] == [a.event for a in appends]
-        assert store.snapshot_at_or_before(stream, 2) == small
-        assert store.snapshot_at_or_before(stream, None) == big
+        assert snapshot_at_or_before(store, stream, 2) == small
+        assert snapshot_at_or_before(store, stream, None) == big
         for table in TABLES:
             raw = table_bytes(store_url, store, table)
             assert raw, table
@@ -117,7 +118,7 @@ def test_a_wrong_missing_or_unexpected_key_is_one_clear_error(
     store = open_store(store_url)
     stream = uuid.uuid4()
     store.append(_events(stream)[:2])
-    store.save_snapshot(stream, RunState(run_id="r", position=2))
+    save_snapshot(store, stream, RunState(run_id="r", position=2))
     store.close()
     other = sealed_rows("s", OTHER_KEY)
     row = Row("events", stream, 1, "x")

@@ -16,9 +16,9 @@ from structlog.testing import capture_logs
 from engine import events as ev
 from engine.errors import ConcurrencyError, StoreError, UsageError
 from engine.history import RunWriter, rebuild, run_stream, state_at
+from engine.snapshots import SNAPSHOT_TOPIC, save_snapshot, snapshot_at_or_before
 from engine.state import RunState, fold
 from engine.store import Append, Recorded, RunRow, Store, open_store
-from engine.store.base import SNAPSHOT_TOPIC
 
 T0 = 1_760_000_000.0
 
@@ -425,7 +425,7 @@ def test_opening_a_store_twice_is_harmless_and_shares_the_data(store_url: str) -
         try:
             assert [r.event for r in second.read(stream)] == [started(), step(1)]
             assert [r.run_id for r in second.runs()] == [run_id]
-            assert second.snapshot_at_or_before(stream, None) == w.state
+            assert snapshot_at_or_before(second, stream, None) == w.state
             second.append([Append(stream, 3, step(2))])
             assert first.last_position(stream) == 3
             assert first.max_global_position() == second.max_global_position() == 3
@@ -449,15 +449,15 @@ def test_snapshot_at_or_before_returns_the_newest_one_not_after_the_position(sto
     events = [started(), *(step(i) for i in range(1, 9))]
     states = {p: fold(list(enumerate(events[:p], 1)), RunState(run_id=run_id)) for p in (3, 6)}
     for s in states.values():
-        store.save_snapshot(stream, s)
-    store.save_snapshot(stream, states[6])  # saving twice is harmless
-    assert store.snapshot_at_or_before(stream, 2) is None
-    assert store.snapshot_at_or_before(stream, 3) == states[3]
-    assert store.snapshot_at_or_before(stream, 5) == states[3]
-    assert store.snapshot_at_or_before(stream, 6) == states[6]
-    assert store.snapshot_at_or_before(stream, 100) == states[6]
-    assert store.snapshot_at_or_before(stream, None) == states[6]
-    assert store.snapshot_at_or_before(uuid.uuid4(), None) is None
+        save_snapshot(store, stream, s)
+    save_snapshot(store, stream, states[6])  # saving twice is harmless
+    assert snapshot_at_or_before(store, stream, 2) is None
+    assert snapshot_at_or_before(store, stream, 3) == states[3]
+    assert snapshot_at_or_before(store, stream, 5) == states[3]
+    assert snapshot_at_or_before(store, stream, 6) == states[6]
+    assert snapshot_at_or_before(store, stream, 100) == states[6]
+    assert snapshot_at_or_before(store, stream, None) == states[6]
+    assert snapshot_at_or_before(store, uuid.uuid4(), None) is None
 
 
 @all_backends
@@ -465,8 +465,8 @@ def test_snapshot_order_of_saving_does_not_matter(store: Store) -> None:
     """Snapshots saved out of order: the newest position at or before p wins, not the last saved."""
     stream = uuid.uuid4()
     for p in (6, 2, 9, 4):
-        store.save_snapshot(stream, RunState(run_id=stream.hex, position=p))
-    got = {p: store.snapshot_at_or_before(stream, p) for p in (1, 3, 5, 8, None)}
+        save_snapshot(store, stream, RunState(run_id=stream.hex, position=p))
+    got = {p: snapshot_at_or_before(store, stream, p) for p in (1, 3, 5, 8, None)}
     assert {p: s.position if s else None for p, s in got.items()} == {
         1: None,
         3: 2,
@@ -493,11 +493,11 @@ def test_run_writer_snapshots_every_n_events_and_not_at_checkpoints(store: Store
     assert w.state.position == 14
     expected = {4, 8, 14}
     for p in range(1, 15):
-        snap = store.snapshot_at_or_before(stream, p)
+        snap = snapshot_at_or_before(store, stream, p)
         newest = max((s for s in expected if s <= p), default=None)
         assert (snap.position if snap else None) == newest, p
     full = fold([(r.position, r.event) for r in store.read(stream)], RunState(run_id=run_id))
-    assert store.snapshot_at_or_before(stream, None) == full == w.state
+    assert snapshot_at_or_before(store, stream, None) == full == w.state
 
 
 # --- history: state at a position, a checkpoint, or the latest -------------------------
@@ -608,7 +608,7 @@ def test_corrupt_snapshots_are_skipped_with_a_warning(store_url: str, store: Sto
     assert all(e["log_level"] == "warning" and e["stream"] == str(stream) for e in skipped)
     # latest: 14, 13, 12, 11, 10 and 6 skipped, 5 used; at 9: 6 skipped, 5 used.
     assert [e["position"] for e in skipped] == [14, 13, 12, 11, 10, 6, 6]
-    assert store.snapshot_at_or_before(stream, None) == _fold_upto(run_id, events, 5)
+    assert snapshot_at_or_before(store, stream, None) == _fold_upto(run_id, events, 5)
 
 
 @all_backends
@@ -620,11 +620,11 @@ def test_more_corrupt_snapshots_than_a_page_are_all_skipped(store_url: str, stor
     w = RunWriter(store, RunState(run_id=run_id), snapshot_every=1000)
     for e in events:
         w.append(e)
-    store.save_snapshot(stream, _fold_upto(run_id, events, 1))
+    save_snapshot(store, stream, _fold_upto(run_id, events, 1))
     for pos in range(2, 14):
         write_raw_row(store_url, store, "snapshots", stream, pos, *GARBAGE[pos % len(GARBAGE)])
     with capture_logs() as logs:
-        snap = store.snapshot_at_or_before(stream, None)
+        snap = snapshot_at_or_before(store, stream, None)
         latest = rebuild(store, run_id)
     assert snap == _fold_upto(run_id, events, 1)
     assert latest == _fold_upto(run_id, events, 13) == w.state

@@ -30,8 +30,9 @@ from engine.errors import (
     UsageError,
 )
 from engine.history import RunWriter, rebuild
+from engine.snapshots import save_snapshot, snapshot_at_or_before
 from engine.state import RunState
-from engine.store import Append, Store, mask, open_store
+from engine.store import Append, Snapshot, Store, mask, open_store
 from engine.store.codec import encode_event
 
 PG_HOST = "127.0.0.1:5432"
@@ -268,8 +269,8 @@ def test_snapshot_above_the_cap_raises_and_saves_nothing(store_url: str) -> None
         stream = uuid.uuid4()
         state = RunState(run_id=stream.hex, position=3, output={"doc": "z" * 5000})
         with pytest.raises(PayloadTooLarge, match="snapshot payload"):
-            store.save_snapshot(stream, state)
-        assert store.snapshot_at_or_before(stream, None) is None
+            save_snapshot(store, stream, state)
+        assert snapshot_at_or_before(store, stream, None) is None
         assert _blob_rows(store_url, store) == 0
     finally:
         store.close()
@@ -291,7 +292,7 @@ def test_a_state_too_large_to_snapshot_does_not_fail_the_committed_append(store_
             )
         assert state.position == 4 == w.state.position
         assert [r.position for r in store.read(w.stream)] == [1, 2, 3, 4]
-        assert store.snapshot_at_or_before(w.stream, None) is None
+        assert snapshot_at_or_before(store, w.stream, None) is None
         assert [e["event"] for e in logs] == ["snapshot_too_large"]
         assert rebuild(store, run_id) == state
     finally:
@@ -340,7 +341,7 @@ def test_a_failed_snapshot_write_does_not_fail_the_committed_append(
 
     failed: list[int] = []
 
-    def broken(_stream: Any, state: RunState) -> None:
+    def broken(_stream: Any, state: Snapshot) -> None:
         failed.append(state.position)
         raise StoreError("the store went away while saving a snapshot")
 

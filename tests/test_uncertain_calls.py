@@ -13,6 +13,7 @@ from engine import events as ev
 from engine.effects import Outcome, answered, uncertain
 from engine.history import RunWriter, run_stream, snapshots_along
 from engine.kinds import RunStatus
+from engine.snapshots import snapshot_at_or_before
 from engine.state import RunState
 from engine.store import Append, open_store, stream_id
 
@@ -120,7 +121,7 @@ def test_a_snapshot_with_a_plain_status_string_decodes_to_its_run_status(status:
 
 def _snapshot_positions(store: Any, stream: Any, top: int) -> list[int]:
     found, upto = [], top
-    while (snap := store.snapshot_at_or_before(stream, upto)) is not None:
+    while (snap := snapshot_at_or_before(store, stream, upto)) is not None:
         found.append(snap.position)
         upto = snap.position - 1
     return sorted(found)

@@ -24,6 +24,7 @@ from structlog.testing import capture_logs
 from engine import events as ev
 from engine.errors import CorruptData
 from engine.history import checkpoint_refs, rebuild, run_stream, state_at
+from engine.snapshots import snapshot_at_or_before
 from engine.state import RunState, fold
 from engine.store import Append, Recorded, Store, codec
 
@@ -330,7 +331,7 @@ def test_a_v1_snapshot_upcasts_and_an_unknown_version_is_skipped(
     write_raw_row(store_url, store, "snapshots", stream, 25, "run_state:1", v1)
     write_raw_row(store_url, store, "snapshots", stream, 26, "run_state:9", v1)
     with capture_logs() as logs:
-        snap = store.snapshot_at_or_before(stream, None)
+        snap = snapshot_at_or_before(store, stream, None)
     assert [e["event"] for e in logs] == ["snapshot_skipped"]
     assert "run_state:9" in logs[0]["error"] and logs[0]["position"] == 26
     events = [

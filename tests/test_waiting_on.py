@@ -17,8 +17,9 @@ from conftest import all_backends, write_raw_row
 
 from engine import events as ev
 from engine.history import run_stream
+from engine.snapshots import decode_snapshot, encode_snapshot, snapshot_at_or_before
 from engine.state import RunState, fold
-from engine.store import Store, codec
+from engine.store import Snapshot, Store
 from engine.waiting import Child, Message, Person, Timer, WaitingOn
 
 T = 1760000000.0  # 2025-10-09T08:53:20Z
@@ -98,15 +99,15 @@ def test_an_old_snapshot_of_a_waiting_run_upcasts_to_the_fold(
 ) -> None:
     """A snapshot holding the wait as strings decodes to the state the events fold to."""
     state = _stopped_by(event)
-    assert codec.decode_snapshot(topic, _old_snapshot(state, old), 2) == state
+    assert decode_snapshot(Snapshot(2, topic, _old_snapshot(state, old))) == state
 
 
 def test_a_snapshot_round_trips_the_typed_wait() -> None:
     """Today's snapshot keeps the tagged wait (``{"type": "child", ...}``) and reads it back."""
     state = _stopped_by(CASES[4][0])
-    payload = codec.encode_snapshot(state)
-    assert msgspec.msgpack.decode(payload)["waits_on"]["type"] == "child"
-    assert codec.decode_snapshot(codec.SNAPSHOT_TOPIC, payload, 2) == state
+    snapshot = encode_snapshot(state)
+    assert msgspec.msgpack.decode(snapshot.payload)["waits_on"]["type"] == "child"
+    assert decode_snapshot(snapshot) == state
 
 
 @all_backends
@@ -119,6 +120,6 @@ def test_an_old_snapshot_planted_in_a_store_loads_typed(store_url: str, store: S
     write_raw_row(
         store_url, store, "snapshots", stream, 2, "run_state:2", _old_snapshot(state, old)
     )
-    snap = store.snapshot_at_or_before(stream, None)
+    snap = snapshot_at_or_before(store, stream, None)
     assert snap is not None and snap.waits_on == typed and snap == state
-    assert store.snapshot_at_or_before(uuid.uuid4(), None) is None
+    assert snapshot_at_or_before(store, uuid.uuid4(), None) is None

@@ -37,6 +37,10 @@ class AgentStarted(Event, frozen=True, tag="agent_started"):
     # it): it takes over that run's side effects that still stand when it makes the same
     # call, as a fork rewound with "reuse" does (None: not a restart's new run).
     reuses: str | None = None
+    # The run's own id, written by every start (runs, children, restarts, forks): readers
+    # match a stream to its run by it, checked against the stream the id derives. None
+    # in logs written before it was kept (and in imports of those).
+    run_id: str | None = None
 
 
 class AgentResumed(Event, frozen=True, tag="agent_resumed"):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from .. import events as ev
 from ..history import RunWriter, run_stream
 from ..secrets import key_check, replay_key
@@ -26,6 +28,7 @@ def open_child(
     row) in one commit, then start the child executing in a thread of its own. A crash
     leaves both or neither: never a child its parent does not know of."""
     child_id = record.child_run_id
+    started = msgspec.structs.replace(started, run_id=child_id)  # a restart's copies its own
     first = evolve(RunState(run_id=child_id), started, 1)
     head = Append(run_stream(child_id), 1, started)
     ctx.record(record, extra=[head], rows=[RunWriter.index_row(first)])
@@ -37,6 +40,7 @@ def agent_started(
     input: dict[str, Any],
     parent_run_id: str | None = None,
     reuses: str | None = None,
+    run_id: str | None = None,
 ) -> ev.AgentStarted:
     """The ``agent_started`` of a new run of ``agent`` on ``input`` (normalized), under
     this machine's replay key; a child's names its parent, and the run whose effects it
@@ -50,4 +54,5 @@ def agent_started(
         code_version=agent.version,
         key_check=key_check(replay_key()),
         reuses=reuses,
+        run_id=run_id,
     )

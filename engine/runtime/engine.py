@@ -164,7 +164,7 @@ class Engine(Catalog, Declaring):
             if run_id is not None and self.store.last_position(run_stream(rid)) > 0:
                 return self.resume(rid)
             writer = RunWriter(self.store, RunState(run_id=rid), snapshot_every=a.snapshot_every)
-            started = agent_started(a, data)
+            started = agent_started(a, data, run_id=rid)
             writer.append(started)
             result = self._driver.drive(a, writer, Journal(), data, check=started.key_check)
         return self._after(result)

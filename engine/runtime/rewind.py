@@ -53,7 +53,7 @@ def rewind(
     target = outside_calls(run.recorded, target)
     fork_id = uuid.uuid4().hex
     inherited = [r.event for r in run.recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
-    head = _fork_head(run, target, effects, inherited=len(inherited))
+    head = _fork_head(run, fork_id, target, effects, inherited=len(inherited))
     agent = run.agent
     driver.replays(runs.store, agent, run.run_id, [head, *inherited])  # changed code: no fork
     undone = compensate_after(runs, run.run_id, target) if effects == forks.COMPENSATE else []
@@ -70,7 +70,9 @@ def rewind(
     )
 
 
-def _fork_head(parent: LoadedRun, target: int, effects: str, inherited: int) -> ev.AgentStarted:
+def _fork_head(
+    parent: LoadedRun, fork_id: str, target: int, effects: str, inherited: int
+) -> ev.AgentStarted:
     """The fork's ``agent_started``: the parent's agent, input, code version and replay
     key check (the inherited calls were hashed under its key), and the lineage."""
     started = parent.started
@@ -85,6 +87,7 @@ def _fork_head(parent: LoadedRun, target: int, effects: str, inherited: int) -> 
         inherited=inherited,
         effects=effects,
         key_check=started.key_check,
+        run_id=fork_id,
     )
 
 

@@ -1,6 +1,6 @@
 """Stores: one URL opens one append-only log (memory, SQLite or PostgreSQL)."""
 
-from .base import Append, BlobRef, Recorded, Store, stream_id
+from .base import Append, BlobRef, Recorded, Snapshot, Store, stream_id
 from .ports import LeaseStore, RunIndex, RunRecorder, RunRow
 from .url import cipher_configured, default_url, mask, open_store
 
@@ -12,6 +12,7 @@ __all__ = [
     "RunIndex",
     "RunRecorder",
     "RunRow",
+    "Snapshot",
     "Store",
     "cipher_configured",
     "default_url",

@@ -9,10 +9,9 @@ only provide the recorders, and keep the run index in the same transaction as th
 from __future__ import annotations
 
 import contextlib
-import gc
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, cast
+from typing import Any
 
 import msgspec
 from eventsourcing.persistence import (
@@ -24,18 +23,17 @@ from eventsourcing.persistence import (
 )
 
 from .. import observe
-from ..errors import ConcurrencyError, CorruptData, PayloadTooLarge, StoreError, UsageError
-from ..events import Event
-from ..state import RunState
-from .cipher import SEALED, ClearRows, Row
-from .codec import (
-    SNAPSHOT_TOPIC,
-    SNAPSHOT_TOPICS,
-    decode_event,
-    decode_snapshot,
-    encode_event,
-    encode_snapshot,
+from ..errors import (
+    CipherError,
+    ConcurrencyError,
+    CorruptData,
+    PayloadTooLarge,
+    StoreError,
+    UsageError,
 )
+from ..events import Event
+from .cipher import SEALED, ClearRows, Row
+from .codec import decode_event, encode_event
 from .locking import Locks
 from .ports import LeaseStore, LockStore, RunIndex, RunRecorder, RunRow, ViewStore
 from .views import Views
@@ -47,9 +45,8 @@ BLOB_CHUNK = 1024 * 1024
 # so the part of a large batch beyond this goes out of line like any large payload.
 MAX_INLINE_BATCH = 2 * 1024 * 1024
 BLOB_SUFFIX = "@blob"
-TABLES = ("agentlog_events", "agentlog_snapshots", "agentlog_blobs")
 _NS = uuid.UUID("6d1f4c1e-8a47-4c39-9a52-6a1f0e0b5a11")
-__all__ = ["SNAPSHOT_TOPIC", "Append", "BlobRef", "Recorded", "RunRow", "Store", "stream_id"]
+__all__ = ["Append", "BlobRef", "Recorded", "RunRow", "Snapshot", "Store", "stream_id"]
 
 
 class Append(msgspec.Struct, frozen=True):
@@ -60,13 +57,24 @@ class Append(msgspec.Struct, frozen=True):
     event: Event
 
 
-class Recorded(msgspec.Struct, frozen=True):
-    """A recorded event with its place in its stream and, when known, in the global log."""
+class Recorded(msgspec.Struct, frozen=True, gc=False):
+    """A recorded event with its place in its stream and, when known, in the global log.
+    Untracked by the cycle collector (it never holds itself), so reading a long run
+    triggers fewer collections without touching the process's collector settings."""
 
     stream: uuid.UUID
     position: int
     event: Event
     global_position: int | None = None
+
+
+class Snapshot(msgspec.Struct, frozen=True):
+    """A snapshot as the store keeps it: the position of the state it holds, its topic
+    and its encoded bytes (the domain encodes and decodes them: :mod:`engine.snapshots`)."""
+
+    position: int
+    topic: str
+    payload: bytes
 
 
 class BlobRef(msgspec.Struct, frozen=True):
@@ -85,7 +93,8 @@ def stream_id(name: str) -> uuid.UUID:
 class Store(RunIndex, LeaseStore):
     """One agentlog store; ``name`` is its URL with any password masked. ``rows`` says
     how payloads are stored: in clear, or sealed (encryption at rest). ``close``
-    releases the backend's connections."""
+    releases the backend's connections. A ``read_only`` store (an empty one opened
+    without creating it) refuses every append with one clear error."""
 
     def __init__(
         self,
@@ -101,6 +110,7 @@ class Store(RunIndex, LeaseStore):
         blob_threshold: int = BLOB_THRESHOLD,
         max_payload: int = MAX_PAYLOAD,
         rows: ClearRows | None = None,
+        read_only: bool = False,
     ) -> None:
         if not 0 < blob_threshold <= max_payload:
             raise UsageError("blob_threshold must be positive and at most max_payload")
@@ -113,9 +123,17 @@ class Store(RunIndex, LeaseStore):
         self.blob_threshold = blob_threshold
         self.max_payload = max_payload
         self.rows = rows or ClearRows()
+        self.read_only = read_only
         # Projections' tables and tracking rows, in the same database as the log.
         self.views = Views(name, views, self.rows, self._translated)
         self.locks = Locks(locks, self._translated)  # cross-agent locks, fencing tokens
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise UsageError(
+                f"{self.name}: no store here yet (opened without creating one, it reads as "
+                "empty and refuses writes); nothing was written: run, demo or import create it"
+            )
 
     @property
     def encrypted(self) -> bool:
@@ -145,6 +163,7 @@ class Store(RunIndex, LeaseStore):
         Returns their global positions. Raises :class:`ConcurrencyError` and writes
         nothing when any position is already taken.
         """
+        self._writable()
         encoded = [(a, *encode_event(a.event)) for a in items]
         for a, _topic, payload in encoded:
             self._check_size(len(payload), a.event)
@@ -165,10 +184,7 @@ class Store(RunIndex, LeaseStore):
         """The events of ``stream`` with ``after < position <= upto``, in order."""
         with self._translated():
             rows = self._events.select_events(stream, gt=after or None, lte=upto)
-        # Decoding many events allocates many objects and nothing cyclic: without the
-        # cycle collector running meanwhile, a long run is read about twice as fast.
-        with _gc_paused(len(rows) > 1000):
-            return [Recorded(stream, r.originator_version, self._decode(stream, r)) for r in rows]
+        return [Recorded(stream, r.originator_version, self._decode(stream, r)) for r in rows]
 
     def last_position(self, stream: uuid.UUID) -> int:
         with self._translated():
@@ -201,12 +217,26 @@ class Store(RunIndex, LeaseStore):
     def _decode(self, stream: uuid.UUID, r: StoredEvent) -> Event:
         topic, payload = r.topic, r.state
         if self.rows.encrypted or payload[:2] == SEALED:
-            row = Row("events", stream, r.originator_version, topic)
-            payload = self.rows.unseal(self.name, row, payload)
+            payload = self._unseal(Row("events", stream, r.originator_version, topic), payload)
         if topic.endswith(BLOB_SUFFIX):
             topic = topic[: -len(BLOB_SUFFIX)]
             payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
         return decode_event(topic, payload)
+
+    def _unseal(self, row: Row, data: bytes) -> bytes:
+        """``data`` opened; a row of the kind the settings do not expect (in clear with
+        the key, encrypted without) names a store of both kinds as such."""
+        try:
+            return self.rows.unseal(self.name, row, data)
+        except CipherError as e:
+            if (data[:2] == SEALED) == self.rows.encrypted:
+                raise  # the right kind that does not open: another key, or altered
+            from .mixed import mixed_or
+            from .rawrows import raw_rows
+
+            raw = raw_rows(self._events, self._snapshots, self._blobs, self.views.port)
+            runs = {stream_id("run:" + r.run_id): r.run_id for r in self.runs()}
+            raise mixed_or(self.name, raw, runs, e) from None
 
     # --- run index ---------------------------------------------------------------
 
@@ -252,28 +282,28 @@ class Store(RunIndex, LeaseStore):
         with self._translated():
             return self._leases.lease(run_id)
 
-    # --- snapshots (bytes in the recorder; RunState only through the codec) --------
+    # --- snapshots (bytes with a topic: the store knows no state type) -------------
 
-    def save_snapshot(self, stream: uuid.UUID, state: RunState) -> None:
-        """Store ``state`` as the snapshot at ``state.position``; saving it twice is harmless."""
-        payload = encode_snapshot(state)
-        self._check_size(len(payload), None)
-        topic, data = self._out_of_line(SNAPSHOT_TOPIC, payload)
-        data = self.rows.seal(Row("snapshots", stream, state.position, topic), data)
+    def save_snapshot(self, stream: uuid.UUID, snapshot: Snapshot) -> None:
+        """Store ``snapshot`` of ``stream``; saving it twice is harmless."""
+        self._writable()
+        self._check_size(len(snapshot.payload), None)
+        topic, data = self._out_of_line(snapshot.topic, snapshot.payload)
+        data = self.rows.seal(Row("snapshots", stream, snapshot.position, topic), data)
         with contextlib.suppress(ConcurrencyError), self._translated():
-            self._snapshots.insert_events([StoredEvent(stream, state.position, topic, data)])
+            self._snapshots.insert_events([StoredEvent(stream, snapshot.position, topic, data)])
 
-    def snapshot_at_or_before(self, stream: uuid.UUID, position: int | None) -> RunState | None:
-        """The newest snapshot that decodes, at or before ``position``; corrupt ones are skipped."""
+    def snapshots(self, stream: uuid.UUID, position: int | None) -> Iterator[Snapshot]:
+        """The snapshots of ``stream`` at or before ``position``, newest first, read a few
+        at a time; one whose blob is missing or corrupt is skipped with a warning. A
+        :class:`CipherError` (a key problem, not a damaged row) is raised."""
         upto = position
         while True:
             with self._translated():
                 rows = self._snapshots.select_events(stream, lte=upto, desc=True, limit=8)
             for r in rows:
                 try:
-                    # A CipherError (a key problem, not a damaged row) is not skipped.
-                    topic, payload = self._snapshot_payload(stream, r)
-                    return decode_snapshot(topic, payload, r.originator_version)
+                    yield self._snapshot(stream, r)
                 except (msgspec.DecodeError, msgspec.ValidationError, CorruptData) as e:
                     observe.get().warning(
                         "snapshot_skipped",
@@ -282,18 +312,16 @@ class Store(RunIndex, LeaseStore):
                         error=_first_line(e),
                     )
             if len(rows) < 8:
-                return None
+                return
             upto = rows[-1].originator_version - 1
 
-    def _snapshot_payload(self, stream: uuid.UUID, r: StoredEvent) -> tuple[str, bytes]:
-        """A snapshot row's topic and payload, unsealed and, for a known topic, fetched
-        from its blob."""
-        row = Row("snapshots", stream, r.originator_version, r.topic)
-        payload = self.rows.unseal(self.name, row, r.state)
+    def _snapshot(self, stream: uuid.UUID, r: StoredEvent) -> Snapshot:
+        """A snapshot row unsealed and, if it was moved out of line, fetched from its blob."""
+        payload = self._unseal(Row("snapshots", stream, r.originator_version, r.topic), r.state)
         topic = r.topic.removesuffix(BLOB_SUFFIX)
-        if topic != r.topic and topic in SNAPSHOT_TOPICS:
+        if topic != r.topic:
             payload = self.get_blob(msgspec.msgpack.decode(payload, type=BlobRef))
-        return topic, payload
+        return Snapshot(r.originator_version, topic, payload)
 
     # --- blobs ---------------------------------------------------------------------
 
@@ -313,6 +341,7 @@ class Store(RunIndex, LeaseStore):
 
     def put_blob(self, data: bytes) -> BlobRef:
         """Store ``data`` content-addressed, in chunks, each in its own small commit."""
+        self._writable()
         ref = BlobRef(self.rows.address(data), len(data))
         sid = stream_id("blob:" + ref.sha256)
         chunks = max(1, -(-len(data) // BLOB_CHUNK))
@@ -342,52 +371,6 @@ class Store(RunIndex, LeaseStore):
     def close(self) -> None:
         """Release the backend's connections."""
         self._close()
-
-
-class _Tables(Protocol):
-    def create_table(self) -> None: ...
-
-
-def open_tables(
-    name: str,
-    datastore: Any,
-    events: Callable[..., RunRecorder],
-    aggregates: Callable[..., AggregateRecorder],
-    leases: LeaseStore,
-    views: Callable[[Any, Any], ViewStore],
-    *,
-    locks: LockStore,
-    **options: Any,
-) -> Store:
-    """The SQL backends' one constructor: agentlog's events, snapshots and blobs tables
-    (and the leases' and views' tracking) on ``datastore``, created if missing. The store closes the
-    datastore, and so does a failure here."""
-    try:
-        recorders = (
-            events(datastore, events_table_name=TABLES[0]),
-            aggregates(datastore, events_table_name=TABLES[1]),
-            aggregates(datastore, events_table_name=TABLES[2]),
-        )
-        view_store = views(datastore, recorders[0])
-        for r in (*recorders, leases, view_store, locks):
-            cast(_Tables, r).create_table()
-        close = datastore.close
-        return Store(name, *recorders, leases, view_store, locks=locks, close=close, **options)
-    except BaseException:
-        datastore.close()
-        raise
-
-
-@contextlib.contextmanager
-def _gc_paused(pause: bool) -> Iterator[None]:
-    if not pause or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _as_uuid(value: Any) -> uuid.UUID:

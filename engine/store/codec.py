@@ -1,8 +1,8 @@
-"""msgspec encoding of events and snapshots; the only serialisation agentlog uses.
+"""msgspec encoding of events; the only serialisation agentlog uses.
 
 The stored topic is ``<tag>:<schema version>``. Current-version rows decode with one
-typed decoder for the whole union; older rows go through their upcasters first. A
-snapshot is a ``RunState`` encoded to bytes here, so the store's ports deal in bytes.
+typed decoder for the whole union; older rows go through their upcasters first.
+Snapshots reach the store already encoded (:mod:`engine.snapshots`): it keeps bytes.
 """
 
 from __future__ import annotations
@@ -14,15 +14,6 @@ import msgspec
 
 from ..errors import CorruptData
 from ..events import UPCASTERS, AnyEvent, Event, event_type
-from ..state import RunState, upcast_snapshot
-
-# Version 2 dropped the checkpoint list and the input from RunState (msgspec ignores the
-# dropped fields); version 3 holds what a run waits on as a typed ``waits_on`` instead of
-# strings, which ``upcast_snapshot`` reads for versions 1 and 2. Any other topic is
-# skipped and the state rebuilt from events.
-SNAPSHOT_TOPIC = "run_state:3"
-LEGACY_SNAPSHOT_TOPICS = frozenset({"run_state:1", "run_state:2"})
-SNAPSHOT_TOPICS = frozenset({SNAPSHOT_TOPIC, *LEGACY_SNAPSHOT_TOPICS})
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(AnyEvent)
@@ -72,32 +63,6 @@ def decode_event(topic: str, payload: bytes) -> Event:
         return lifted
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise CorruptData(f"cannot decode a stored {tag!r} event: {e}") from e
-
-
-def encode_snapshot(state: RunState) -> bytes:
-    """The stored payload of a snapshot of ``state`` (topic :data:`SNAPSHOT_TOPIC`)."""
-    return _encoder.encode(state)
-
-
-def decode_snapshot(topic: str, payload: bytes, position: int) -> RunState:
-    """The state a snapshot row at ``position`` holds; :class:`CorruptData` if the row
-    has an unknown topic, does not decode, or holds the state of another position."""
-    if topic not in SNAPSHOT_TOPICS:
-        raise CorruptData(f"unknown snapshot topic {topic!r}")
-    try:
-        if topic == SNAPSHOT_TOPIC:
-            state = _snapshot_decoder.decode(payload)
-        else:
-            state = msgspec.convert(upcast_snapshot(_legacy_decoder.decode(payload)), RunState)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise CorruptData(str(e)) from e  # msgspec's message names the field at fault
-    if state.position != position:
-        raise CorruptData("snapshot position does not match its row")
-    return state
-
-
-_snapshot_decoder = msgspec.msgpack.Decoder(RunState)
-_legacy_decoder = msgspec.msgpack.Decoder(dict[str, Any])
 
 
 def topic(tag: str, version: int) -> str:

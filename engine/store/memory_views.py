@@ -85,7 +85,9 @@ class MemoryViews(ViewStore):
                     rows[r.key] = (r.values, r.body)
                 for k in b.deletes:
                     rows.pop(k, None)
-                self.tracked[b.table.name] = Tracking(b.table.name, b.position, tracked.version)
+                self.tracked[b.table.name] = Tracking(
+                    b.table.name, b.position, tracked.version, b.last
+                )
         return done
 
     def wait_for_events(self, after: int, timeout: float) -> bool:

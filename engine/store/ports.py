@@ -19,6 +19,8 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
+TABLES = ("agentlog_events", "agentlog_snapshots", "agentlog_blobs")
+
 
 class RunRow(msgspec.Struct, frozen=True):
     """A row of the run index, written in the same commit as lifecycle events."""
@@ -179,15 +181,24 @@ class ViewRow(msgspec.Struct, frozen=True):
     body: bytes
 
 
+class Applied(msgspec.Struct, frozen=True):
+    """The identity of the last event a view applied: its stream and its position there
+    (what the event at the tracked global position must be, or the row was moved)."""
+
+    stream: str  # the stream id's hex
+    position: int
+
+
 class ViewBatch(msgspec.Struct, frozen=True):
     """One view's changes from one batch of events: its rows, and its tracking moved from
-    ``expected`` to ``position``."""
+    ``expected`` to ``position``, the global position of the event ``last``."""
 
     table: ViewTable
     expected: int
     position: int
     upserts: Sequence[ViewRow] = ()
     deletes: Sequence[str] = ()
+    last: Applied | None = None
 
 
 class ViewQuery(msgspec.Struct, frozen=True):
@@ -204,12 +215,14 @@ class ViewQuery(msgspec.Struct, frozen=True):
 
 
 class Tracking(msgspec.Struct, frozen=True):
-    """How far a view has processed the log: the last global position it applied and the
-    version of the code that built it."""
+    """How far a view has processed the log: the last global position it applied, the
+    version of the code that built it and the identity of the event at that position
+    (None: nothing applied yet, or a row written before agentlog kept it)."""
 
     view: str
     position: int
     version: str
+    last: Applied | None = None
 
 
 class ViewStore(ABC):
@@ -239,8 +252,9 @@ class ViewStore(ABC):
     @abstractmethod
     def commit_views(self, batches: Sequence[ViewBatch]) -> list[bool]:
         """In one transaction, for each batch: move its view's tracking row from
-        ``expected`` to ``position`` and apply its changes; a view whose row no longer says
-        ``expected`` gets nothing written (False in its place) and the others go on."""
+        ``expected`` to ``position`` (and ``last``) and apply its changes; a view whose row
+        no longer says ``expected`` gets nothing written (False in its place) and the
+        others go on."""
 
     @abstractmethod
     def wait_for_events(self, after: int, timeout: float) -> bool:

@@ -23,7 +23,8 @@ from psycopg.conninfo import make_conninfo
 from psycopg.sql import SQL, Identifier
 
 from ..errors import StoreUnavailable
-from .base import Store, open_tables
+from .base import Store
+from .opening import open_tables
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
 from .postgres_views import PostgresViews
 
@@ -320,7 +321,7 @@ def open_postgres(
             if not create and not _has_events_table(probe, schema):
                 from .memory import open_memory
 
-                return open_memory(name, **options)
+                return open_memory(name, read_only=True, **options)
             probe.execute("SELECT pg_advisory_lock(7245001)")
             try:
                 probe.execute(SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(schema)))

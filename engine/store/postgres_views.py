@@ -11,7 +11,7 @@ from psycopg.sql import SQL, Identifier
 
 from .. import failpoints
 from .ports import Tracking, ViewBatch, ViewQuery, ViewStore, ViewTable
-from .viewsql import ViewSQL, chunks, row_params
+from .viewsql import TRACKING, ViewSQL, chunks, move_params, row_params, tracking_row
 
 
 class PostgresViews(ViewStore):
@@ -24,12 +24,24 @@ class PostgresViews(ViewStore):
     def create_table(self) -> None:
         with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql.create_tracking())
+            # Checked first: an ALTER would lock the table on every open, even a no-op one.
+            c.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = %s AND column_name = 'last_stream'",
+                (self.datastore.schema, TRACKING),
+            )
+            if c.fetchone() is None:  # a table made by an older agentlog
+                for statement in self.sql.add_applied():
+                    c.execute(statement)
 
     def tracking(self, view: str) -> Tracking | None:
         with self.datastore.transaction(commit=False) as c:
             c.execute(self.sql.select_tracking(), (view,))
             row = c.fetchone()
-        return None if row is None else Tracking(view, int(row["position"]), str(row["version"]))
+        if row is None:
+            return None
+        names = ("position", "version", "last_stream", "last_position")
+        return tracking_row(view, [row[n] for n in names])
 
     def reset_view(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         with self.datastore.transaction(commit=True) as c:
@@ -67,7 +79,7 @@ class PostgresViews(ViewStore):
         done = []
         with self.datastore.transaction(commit=True) as c:
             for b in batches:
-                c.execute(self.sql.move_tracking(), (b.position, b.table.name, b.expected))
+                c.execute(self.sql.move_tracking(), move_params(b))
                 done.append(c.rowcount == 1)
                 if not done[-1]:
                     continue  # another runner moved this view: write none of its rows

@@ -36,9 +36,13 @@ def check_seal(store: Store, *, write: bool) -> None:
                 "and is not sealed: unset it (or open with ?cipher=none), or export its "
                 "runs and import them into a new store opened with the key"
             )
-        seal = store.rows.seal(_ROW, _TEXT)
         with contextlib.suppress(ConcurrencyError), store._translated():  # a racing sealer
-            store._blobs.insert_events([StoredEvent(SEAL_STREAM, 1, "seal", seal)])
+            store._blobs.insert_events([seal_row(store)])
+
+
+def seal_row(store: Store) -> StoredEvent:
+    """The seal row of ``store`` (opened with its key)."""
+    return StoredEvent(SEAL_STREAM, 1, "seal", store.rows.seal(_ROW, _TEXT))
 
 
 def _opens(store: Store, seal: bytes) -> None:

@@ -26,7 +26,8 @@ from eventsourcing.sqlite import (
 )
 
 from ..errors import StoreUnavailable
-from .base import Store, open_tables
+from .base import Store
+from .opening import open_tables
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
 from .sqlite_views import SQLiteViews
 
@@ -250,7 +251,7 @@ def open_sqlite(
     elif not _holds_agentlog_tables(name, path) and not create:
         from .memory import open_memory
 
-        return open_memory(name, **options)  # an empty database: nothing to read yet
+        return open_memory(name, read_only=True, **options)  # an empty database
     datastore = SQLiteDatastore(db_name=path)
     datastore.pool = _Pool(db_name=path, synchronous=sync)
     try:

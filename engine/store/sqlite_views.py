@@ -9,7 +9,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from .. import failpoints
 from .ports import Tracking, ViewBatch, ViewQuery, ViewStore, ViewTable
-from .viewsql import ViewSQL, chunks, row_params
+from .viewsql import TRACKING, ViewSQL, chunks, move_params, row_params, tracking_row
 
 POLL = 0.05  # seconds between looks at the log while following it
 
@@ -23,12 +23,16 @@ class SQLiteViews(ViewStore):
     def create_table(self) -> None:
         with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql.create_tracking())
+            c.execute(f"PRAGMA table_info({TRACKING})")
+            if "last_stream" not in {str(r[1]) for r in c.fetchall()}:  # made by an older one
+                for statement in self.sql.add_applied():
+                    c.execute(statement)
 
     def tracking(self, view: str) -> Tracking | None:
         with self.datastore.transaction(commit=False) as c:
             c.execute(self.sql.select_tracking(), (view,))
             row = c.fetchone()
-        return None if row is None else Tracking(view, int(row[0]), str(row[1]))
+        return None if row is None else tracking_row(view, tuple(row))
 
     def reset_view(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         with self.datastore.transaction(commit=True) as c:
@@ -62,7 +66,7 @@ class SQLiteViews(ViewStore):
         done = []
         with self.datastore.transaction(commit=True) as c:
             for b in batches:
-                c.execute(self.sql.move_tracking(), (b.position, b.table.name, b.expected))
+                c.execute(self.sql.move_tracking(), move_params(b))
                 done.append(c.sqlite_cursor.rowcount == 1)
                 if not done[-1]:
                     continue  # another runner moved this view: write none of its rows

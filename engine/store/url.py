@@ -119,7 +119,8 @@ def open_store(url: str | None = None, *, create: bool = True, **options: Any) -
     a :class:`CipherError` if its encryption settings do not match the store's seal.
 
     ``create=False`` creates nothing: a missing SQLite file is refused ("no store at ..."),
-    and a database without agentlog's tables reads as an empty store.
+    and a database without agentlog's tables (or ``memory://``) reads as an empty store
+    that refuses appends.
     """
     from .seal import check_seal  # with the adapter: `agentlog --help` loads no store code
 
@@ -156,7 +157,7 @@ def _open(url: str | None, create: bool, options: dict[str, Any]) -> Store:
     if scheme == "memory":
         from .memory import open_memory
 
-        return open_memory(name, **options)
+        return open_memory(name, read_only=not create, **options)
     if scheme == "sqlite":
         from .sqlite import open_sqlite
 

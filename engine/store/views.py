@@ -34,7 +34,7 @@ class Views:
         translated: Callable[[], AbstractContextManager[None]],
     ) -> None:
         self.name = name
-        self._port = port
+        self.port = port
         self._rows = rows
         self._translated = translated
 
@@ -50,22 +50,22 @@ class Views:
     def tracking(self, view: str) -> Tracking | None:
         with self._translated():
             try:
-                return self._port.tracking(view)
+                return self.port.tracking(view)
             except (ValueError, TypeError) as e:  # a position that is no integer
                 raise damaged_view(view, f"its tracking row does not read ({e})") from None
 
     def reset(self, table: ViewTable, version: str, keep_current: bool = False) -> None:
         with self._translated():
-            self._port.reset_view(table, version, keep_current)
+            self.port.reset_view(table, version, keep_current)
 
     def rows(self, table: ViewTable, keys: Sequence[str]) -> dict[str, bytes]:
         with self._translated():
-            found = self._port.view_rows(table, keys)
+            found = self.port.view_rows(table, keys)
         return {k: self._unseal(table.name, k, b) for k, b in found.items()}
 
     def query(self, table: ViewTable, query: ViewQuery) -> list[bytes]:
         with self._translated():
-            found = self._port.query_view(table, query)
+            found = self.port.query_view(table, query)
         return [self._unseal(table.name, k, b) for k, b in found]
 
     def commit(
@@ -87,7 +87,7 @@ class Views:
         if self._rows.encrypted:
             batches = [self._sealed(b) for b in batches]
         with self._translated():
-            return self._port.commit_views(batches)
+            return self.port.commit_views(batches)
 
     def _sealed(self, b: ViewBatch) -> ViewBatch:
         name = b.table.name
@@ -96,4 +96,4 @@ class Views:
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
         with self._translated():
-            return self._port.wait_for_events(after, timeout)
+            return self.port.wait_for_events(after, timeout)

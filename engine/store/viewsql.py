@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import UsageError
-from .ports import ColumnValue, ViewQuery, ViewRow, ViewTable
+from .ports import Applied, ColumnValue, Tracking, ViewBatch, ViewQuery, ViewRow, ViewTable
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 KINDS = {"text": "TEXT", "int": "BIGINT", "real": "DOUBLE PRECISION"}
@@ -42,18 +43,31 @@ class ViewSQL:
     def create_tracking(self) -> str:
         return (
             f"CREATE TABLE IF NOT EXISTS {self.qualify(TRACKING)} (name TEXT PRIMARY KEY, "
-            "position BIGINT NOT NULL, version TEXT NOT NULL)"
+            "position BIGINT NOT NULL, version TEXT NOT NULL, "
+            "last_stream TEXT, last_position BIGINT)"
         )
 
+    def add_applied(self) -> list[str]:
+        """The columns a tracking table made before they were kept gains (old rows read
+        them as NULL, and their next commit fills them)."""
+        table = self.qualify(TRACKING)
+        return [
+            f"ALTER TABLE {table} ADD COLUMN last_stream TEXT",
+            f"ALTER TABLE {table} ADD COLUMN last_position BIGINT",
+        ]
+
     def select_tracking(self) -> str:
-        return f"SELECT position, version FROM {self.qualify(TRACKING)} WHERE name = {self.mark}"
+        return (
+            f"SELECT position, version, last_stream, last_position FROM {self.qualify(TRACKING)} "
+            f"WHERE name = {self.mark}"
+        )
 
     def put_tracking(self) -> str:
         m = self.mark
         return (
             f"INSERT INTO {self.qualify(TRACKING)} (name, position, version) VALUES ({m},{m},{m}) "
             "ON CONFLICT (name) DO UPDATE SET position = excluded.position, "
-            "version = excluded.version"
+            "version = excluded.version, last_stream = NULL, last_position = NULL"
         )
 
     def touch_tracking(self) -> str:
@@ -63,8 +77,8 @@ class ViewSQL:
     def move_tracking(self) -> str:
         m = self.mark
         return (
-            f"UPDATE {self.qualify(TRACKING)} SET position = {m} "
-            f"WHERE name = {m} AND position = {m}"
+            f"UPDATE {self.qualify(TRACKING)} SET position = {m}, last_stream = {m}, "
+            f"last_position = {m} WHERE name = {m} AND position = {m}"
         )
 
     def recreate(self, table: ViewTable) -> list[str]:
@@ -122,6 +136,20 @@ class ViewSQL:
             sql += f" LIMIT {self.mark} OFFSET {self.mark}"
             params += [q.limit if q.limit is not None else 2**62, q.offset]
         return sql, params
+
+
+def move_params(b: ViewBatch) -> tuple[object, ...]:
+    """The parameters of :meth:`ViewSQL.move_tracking` for ``b``."""
+    last = b.last
+    stream, at = (last.stream, last.position) if last is not None else (None, None)
+    return (b.position, stream, at, b.table.name, b.expected)
+
+
+def tracking_row(view: str, row: Sequence[Any]) -> Tracking:
+    """A tracking row read as ``(position, version, last_stream, last_position)``."""
+    position, version, stream, at = row
+    last = Applied(str(stream), int(at)) if stream is not None and at is not None else None
+    return Tracking(view, int(position), str(version), last)
 
 
 def row_params(row: ViewRow) -> tuple[ColumnValue | bytes, ...]:

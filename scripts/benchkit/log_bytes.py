@@ -15,6 +15,7 @@ import psycopg
 
 from engine import events as ev
 from engine.history import run_stream
+from engine.snapshots import save_snapshot
 from engine.state import RunState, evolve
 from engine.store import Append, Store
 from engine.store.codec import encode_event
@@ -119,7 +120,7 @@ def _grow(
                 ]
             )
         for s in snaps:
-            store.save_snapshot(stream, s)
+            save_snapshot(store, stream, s)
         return (ours_size() - o0) / n, (raw_size() - w0) / n, (snap_size() - s0) / n
     finally:
         store.close()

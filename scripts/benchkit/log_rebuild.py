@@ -13,6 +13,7 @@ from msgspec.structs import replace
 
 from engine import events as ev
 from engine.history import rebuild, run_stream
+from engine.snapshots import save_snapshot
 from engine.state import RunState, evolve
 from engine.store import Append, Store
 
@@ -56,7 +57,7 @@ def write_run(store: Store, run_id: str, events: list[ev.Event], snaps: list[Run
         chunk = events[start : start + 1000]
         store.append([Append(stream, start + k + 1, e) for k, e in enumerate(chunk)])
     for s in snaps:
-        store.save_snapshot(stream, s)
+        save_snapshot(store, stream, s)
 
 
 @dataclass
