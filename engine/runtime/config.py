@@ -1,6 +1,6 @@
 """An engine's settings, given when it is built: ``Engine(url, config=EngineConfig(...))``.
 
-Tests pass a fake clock, sleep and random source here instead of patching an engine
+Tests pass a fake clock, wall clock, sleep and random source here instead of patching an engine
 afterwards; nothing reads a setting from a module global.
 """
 
@@ -20,7 +20,12 @@ from .leases import LEASE_TTL
 class EngineConfig:
     """Settings of one engine (every field has the production default)."""
 
-    clock: Callable[[], float] = time.monotonic  # for breakers, budgets, latencies
+    # Two clocks: ``clock`` (monotonic seconds) measures durations in this process
+    # (breakers, retry budgets, latencies); ``wall`` (epoch seconds) is the time every
+    # durable deadline is set and compared in (sleeps, receive timeouts, owner leases),
+    # since those outlive the process and are compared across hosts.
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep  # waits out a retry's backoff
     rng: random.Random = field(default_factory=random.Random)  # a retry delay's jitter
     run_retry_budget: int = 50  # retries one run may make, all tools together

@@ -85,7 +85,7 @@ class Engine(Catalog, Declaring):
         self._closing = threading.Lock()
         self.owner = new_owner()
         self.guards = Guards.of(config)
-        self.leases = Leases(self.owner, ttl=config.lease_ttl)
+        self.leases = Leases(self.owner, ttl=config.lease_ttl, wall=config.wall)
         self.registry = Registry()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -211,7 +211,7 @@ class Engine(Catalog, Declaring):
     def _executed(self, run_id: str, only_if_due: bool) -> None:
         """Execute ``run_id`` in this (background) thread; what stops it is logged."""
         try:
-            if only_if_due and not wakeups.due(self.store, self.state(run_id), time.time()):
+            if only_if_due and not wakeups.due(self.store, self.state(run_id), self.config.wall()):
                 return
             self._after(start_run(self._runs, self._driver, run_id))
         except RunBusy:
@@ -292,7 +292,7 @@ class Engine(Catalog, Declaring):
         state = rebuild(self.store, run_id)
         if state.imported or state.status not in (RunStatus.WAITING, RunStatus.PAUSED):
             return False
-        return wakeups.due(self.store, state, time.time())
+        return wakeups.due(self.store, state, self.config.wall())
 
     def answer(self, run_id: str, value: Any) -> RunResult:
         """Answer the question a paused run waits on, and continue it."""

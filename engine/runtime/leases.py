@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -104,9 +104,12 @@ class Leases:
     """The leases one engine holds, re-entrant per run (in the holding thread), each with a
     heartbeat."""
 
-    def __init__(self, owner: str, ttl: float = LEASE_TTL) -> None:
+    def __init__(
+        self, owner: str, ttl: float = LEASE_TTL, wall: Callable[[], float] = time.time
+    ) -> None:
         self.owner = owner
         self.ttl = ttl
+        self.wall = wall  # epoch seconds: a lease's expiry is compared across hosts
         self._held: dict[str, _Hold] = {}
         self._lost: dict[str, str] = {}  # run -> the owner that took its lease from us
         self._lock = threading.Lock()
@@ -136,7 +139,7 @@ class Leases:
         if owner == self.owner:  # ours: dead only if no thread of this engine runs it
             with self._lock:
                 return None if run_id in self._held else owner
-        if until < time.time() or not alive(owner):
+        if until < self.wall() or not alive(owner):
             return owner
         return None
 
@@ -168,7 +171,7 @@ class Leases:
     def _take(self, store: LeaseStore, run_id: str) -> None:
         with self._lock:
             self._lost.pop(run_id, None)
-        now = time.time()
+        now = self.wall()
         holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
         if holder != self.owner and not alive(holder):
             holder = store.take_lease(run_id, self.owner, now + self.ttl, now, dead=holder)
@@ -202,7 +205,7 @@ class Leases:
 
     def _heartbeat(self, store: LeaseStore, run_id: str, stop: threading.Event) -> None:
         while not stop.wait(self.ttl / 3):
-            now = time.time()
+            now = self.wall()
             try:
                 holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
             except Exception as e:  # a missed beat is retried at the next one
