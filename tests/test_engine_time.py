@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from engine import Engine, EngineConfig
+from replay.output import Out
+from replay.timeline import story, views
 from tests.agents import mailbox_agents as agents
 from tests.agents.kit import Crash
 from tests.conftest import backends
@@ -93,3 +95,58 @@ def test_an_owner_lease_expires_by_the_engine_wall_clock(eng: Engine, wall: Fake
     assert eng.leases.dead_holder(eng.store, "leased-elsewhere") == ELSEWHERE
     [done] = eng.recover()
     assert (done.run_id, done.status, done.output) == ("leased-elsewhere", "completed", "seen")
+
+
+def _stamps(eng: Engine) -> tuple[Any, Any]:
+    """A sync and an async agent reading ``run.now()`` on each side of an hour's sleep."""
+
+    @eng.agent
+    def stamped(run: Any) -> list[float]:
+        before = run.now()
+        run.sleep(3600)
+        return [before, run.now()]
+
+    @eng.agent
+    async def stamped_async(run: Any) -> list[float]:
+        before = run.now()
+        await run.sleep(3600)
+        return [before, run.now()]
+
+    return stamped, stamped_async
+
+
+@STORES
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_run_now_is_the_engine_wall_clock_recorded_and_the_same_on_replay(
+    eng: Engine, wall: FakeWall, kind: str
+) -> None:
+    """The reading before the sleep is recorded: the resume an hour later re-executes the
+    agent from its first line and gets the first reading back, then a new one; a verify
+    replays both."""
+    agent = _stamps(eng)[kind == "async"]
+    start = wall.now
+    r = eng.run(agent)
+    assert r.status == "waiting"
+    wall.now += 3600
+    [done] = eng.recover()
+    assert done.output == [start, start + 3600]
+    readings = [e.data for e in eng.events(r.run_id) if e.type == "llm_decided"]
+    assert [(d["name"], d["value"]) for d in readings] == [
+        ("run.now", start),
+        ("run.now", start + 3600),
+    ]
+    wall.now += 50
+    eng.verify(r.run_id)  # same calls, same values: no divergence
+    assert eng.state(r.run_id).output == [start, start + 3600]
+
+
+def test_the_timeline_shows_a_run_now_reading_as_a_utc_time(eng: Engine, wall: FakeWall) -> None:
+    @eng.agent
+    def stamp(run: Any) -> float:
+        return float(run.now())
+
+    wall.now = 1_800_000_000.25
+    r = eng.run(stamp)
+    plain = Out(color=False)
+    lines = [plain.text(*row) for row in story(views(eng, r.run_id))]
+    assert any("⏱ now 2027-01-15T08:00:00.250+00:00" in line for line in lines), lines

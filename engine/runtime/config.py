@@ -18,13 +18,13 @@ from .leases import LEASE_TTL
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """Settings of one engine (every field has the production default)."""
+    """Settings of one engine (every field has the production default). Of its two
+    clocks, ``clock`` measures durations inside this process and ``wall`` dates what
+    outlives it: durable deadlines, compared across processes and hosts."""
 
-    # Two clocks: ``clock`` (monotonic seconds) measures durations in this process
-    # (breakers, retry budgets, latencies); ``wall`` (epoch seconds) is the time every
-    # durable deadline is set and compared in (sleeps, receive timeouts, owner leases),
-    # since those outlive the process and are compared across hosts.
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = time.monotonic  # for breakers, budgets, latencies
+    # Epoch seconds, for every durable deadline (run.sleep, run.recv timeouts, owner
+    # leases) and run.now().
     wall: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep  # waits out a retry's backoff
     rng: random.Random = field(default_factory=random.Random)  # a retry delay's jitter
