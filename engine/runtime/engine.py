@@ -47,7 +47,7 @@ from .driver import verify as verify_run
 from .guards import Guards
 from .journal import Journal
 from .leases import Leases, new_owner
-from .lockkeeper import LockKeeper
+from .lockkeeper import Keeper, LockKeeper
 from .registry import Registry
 from .repository import RunRepository
 from .results import EventView, RunResult
@@ -85,13 +85,14 @@ class Engine(Catalog, Declaring):
         self._closing = threading.Lock()
         self.owner = new_owner()
         self.guards = Guards.of(config)
-        self.leases = Leases(self.owner, ttl=config.lease_ttl, wall=config.wall)
+        self.keeper = Keeper()  # the one thread renewing its leases and locks
+        self.leases = Leases(self.owner, self.keeper, ttl=config.lease_ttl, wall=config.wall)
         self.registry = Registry()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._background: set[threading.Thread] = set()  # runs it executes on its own
         self._signals = Signals()
-        self.lock_keeper = LockKeeper()  # renews the cross-agent locks its runs hold
+        self.lock_keeper = LockKeeper(self.keeper)  # the cross-agent locks its runs hold
 
     @property
     def signals(self) -> Signals:
@@ -130,6 +131,7 @@ class Engine(Catalog, Declaring):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False)
+        self.keeper.close()
         with self._closing:
             super().close()
 

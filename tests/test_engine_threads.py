@@ -1,0 +1,83 @@
+"""The engine's threads (SQLite files and PostgreSQL): one keeper thread renews every
+owner lease and cross-agent lock its runs hold, started with the first hold, and
+``Engine.close`` stops and joins it; after close no thread of the engine stays alive."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from engine import Engine, EngineConfig
+from tests.agents.kit import wait_until
+from tests.conftest import backends
+
+STORES = backends("sqlite", "postgres")
+RUNS = 3
+
+
+def _engine_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.is_alive() and t.name.startswith("agentlog")]
+
+
+@STORES
+def test_one_keeper_thread_renews_every_lease_and_lock_and_close_joins_it(
+    store_url: str,
+) -> None:
+    eng = Engine(store_url, config=EngineConfig(lease_ttl=0.6))
+    inside, leave = threading.Barrier(RUNS + 1), threading.Event()
+
+    @eng.tool
+    def hold() -> str:
+        inside.wait(30)
+        assert leave.wait(30)
+        return "held"
+
+    @eng.agent
+    def holder(run: Any, n: int) -> str:
+        with run.lock(f"lock-{n}", ttl=0.6):
+            return hold()
+
+    results: list[Any] = []
+    runners = [
+        threading.Thread(target=lambda n=n: results.append(eng.run(holder, run_id=f"r{n}", n=n)))
+        for n in range(RUNS)
+    ]
+    for t in runners:
+        t.start()
+    try:
+        inside.wait(30)
+        first = {n: eng.store.lease(f"r{n}") for n in range(RUNS)}
+        locks = {r.name: r.expires_at for r in eng.store.locks.held()}
+        assert len(locks) == RUNS and all(first.values())
+
+        def renewed() -> bool:
+            leases = {n: eng.store.lease(f"r{n}") for n in range(RUNS)}
+            held = {r.name: r.expires_at for r in eng.store.locks.held()}
+            return all(leases[n][1] > first[n][1] for n in range(RUNS)) and all(  # type: ignore[index]
+                held.get(name, 0) > until for name, until in locks.items()
+            )
+
+        wait_until(renewed, "every lease and lock renewed")
+        assert _engine_threads() == ["agentlog-keeper"]  # not one heartbeat per lease
+    finally:
+        leave.set()
+        for t in runners:
+            t.join(30)
+    assert sorted((r.status, r.output) for r in results) == [("completed", "held")] * RUNS
+
+    @eng.tool
+    async def echo(x: int) -> int:
+        return x
+
+    @eng.agent
+    async def asynchronous(run: Any) -> int:
+        await run.sleep(0.01)
+        return await echo(7) + int(await run.decide("d", echo, 1))
+
+    assert eng.run(asynchronous).output == 8
+    assert "agentlog-call_0" in _engine_threads()  # its decision ran in the engine's pool
+    eng.close()
+    assert "agentlog-keeper" not in _engine_threads()  # stopped and joined by close
+    # The pool is shut down without waiting (a tool abandoned in it is not waited for):
+    # its idle threads end by themselves.
+    wait_until(lambda: _engine_threads() == [], "the pool's idle threads ended")
