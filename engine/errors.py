@@ -85,6 +85,12 @@ class Transient(ToolError):
     retryable = True
 
 
+class ToolBusy(Transient):
+    """A sync tool's timed attempt not made: every thread the engine gives the tool
+    (``EngineConfig.tool_threads``) still runs an attempt abandoned at its timeout.
+    Nothing was sent; retried with backoff like any transient failure."""
+
+
 class Permanent(ToolError):
     """Will never pass (bad arguments, no permission): fail fast."""
 
@@ -165,6 +171,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "Suspended",
+    "ToolBusy",
     "ToolError",
     "Transient",
     "UsageError",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from engine import Engine, EngineConfig
+from engine import Engine, EngineConfig, RetryPolicy
 from tests.agents.kit import wait_until
 from tests.conftest import backends
 
@@ -81,3 +81,37 @@ def test_one_keeper_thread_renews_every_lease_and_lock_and_close_joins_it(
     # The pool is shut down without waiting (a tool abandoned in it is not waited for):
     # its idle threads end by themselves.
     wait_until(lambda: _engine_threads() == [], "the pool's idle threads ended")
+
+
+def test_a_hung_tool_occupies_at_most_tool_threads_and_the_next_timed_attempt_fails_busy(
+    store_url: str,
+) -> None:
+    """With ``tool_threads=2``, two attempts abandoned at their timeout keep their
+    threads; a third timed attempt starts no thread: it fails with ToolBusy, a transient
+    failure (nothing was sent). Once the dependency answers, the tool runs again."""
+    eng = Engine(store_url, config=EngineConfig(tool_threads=2))
+    answers = threading.Event()
+
+    @eng.tool(timeout=0.2, retry=RetryPolicy(max_attempts=1))
+    def lookup(q: str) -> str:
+        answers.wait(30)
+        return q
+
+    @eng.agent
+    def asking(run: Any, q: str) -> str:
+        return lookup(q)
+
+    try:
+        for q in ("a", "b"):
+            r = eng.run(asking, q=q)
+            assert r.status == "failed" and "TimeoutError" in (r.error or ""), r.error
+        busy = eng.run(asking, q="c")
+        [failed] = [e.data for e in eng.events(busy.run_id) if e.type == "tool_failed"]
+        assert (failed["kind"], failed["error_type"]) == ("transient", "ToolBusy"), failed
+        assert "all 2 threads of the tool's timed attempts stayed busy" in failed["message"]
+        assert _engine_threads().count("agentlog-tool") == 2
+    finally:
+        answers.set()
+    wait_until(lambda: "agentlog-tool" not in _engine_threads(), "the abandoned attempts ended")
+    assert eng.run(asking, q="d").output == "d"
+    eng.close()

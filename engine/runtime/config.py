@@ -35,12 +35,18 @@ class EngineConfig:
     # with the run's next commit: one commit a step; a crash leaves it uncertain, and
     # it resolves itself on resume.
     defer_outcomes: bool = True
+    # Threads one tool's timed sync attempts may occupy at once: one abandoned at its
+    # timeout keeps its thread, and past this many a new attempt fails with ToolBusy.
+    tool_threads: int = 8
     lease_ttl: float = LEASE_TTL  # seconds a run's lease lasts without a heartbeat
     # How long run.sleep and run.recv wait holding their thread; a longer wait suspends
     # the run (status waiting, no thread held) until recover finds it due.
     inline_wait: float = 5.0
 
     def __post_init__(self) -> None:
+        threads = self.tool_threads
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise UsageError(f"tool_threads must be a whole number >= 1: {threads!r}")
         wait = self.inline_wait
         if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < math.inf:
             raise UsageError(f"inline_wait must be a finite number of seconds >= 0: {wait!r}")
