@@ -40,6 +40,7 @@ from ..effects import SEND
 from ..errors import ConcurrencyError, CorruptData, RunNotFound, UsageError
 from ..history import check_run_id, iter_run, rebuild
 from ..kinds import ENDED
+from ..polling import poll_until
 from ..secrets import redact
 from ..store import Append, stream_id
 from . import forks, timers
@@ -253,18 +254,12 @@ def recv(ctx: RunContext, topic: str, timeout: float | None) -> Any:
         until = timers.deadline(ctx, call, entry, wait or 0.0, "recv", topic)
     # The deadline is the engine's wall clock; the inline wait before it, this process's.
     inline = ctx.config.inline_wait
-    end = time.monotonic() + (inline if until is None else min(inline, until - ctx.config.wall()))
+    seconds = inline if until is None else min(inline, until - ctx.config.wall())
     if timers.in_loop(ctx):
-        return _recv_async(box, call, topic, until, end)
-    delay = 0.01
-    signals = ctx.host.signals
-    while True:
-        seen = signals.version
-        left = end - time.monotonic()
-        if left <= 0 or box.first(topic) is not None:
-            return _waited(box, call, topic, until)
-        signals.wait(seen, min(delay, left))
-        delay = min(delay * 2, POLL)
+        return _recv_async(box, call, topic, until, time.monotonic() + seconds)
+    if seconds > 0:
+        poll_until(lambda: box.first(topic), seconds, most=POLL, news=ctx.host.signals)
+    return _waited(box, call, topic, until)
 
 
 async def _recv_async(box: Inbox, call: int, topic: str, until: float | None, end: float) -> Any:
