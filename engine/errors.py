@@ -86,9 +86,10 @@ class Transient(ToolError):
 
 
 class ToolBusy(Transient):
-    """A sync tool's timed attempt not made: every thread the engine gives the tool
-    (``EngineConfig.tool_threads``) still runs an attempt abandoned at its timeout.
-    Nothing was sent; retried with backoff like any transient failure."""
+    """A sync tool's timed attempt not made: every thread the engine gives the tool's
+    timed attempts (``EngineConfig.tool_threads``) stayed busy for the attempt's timeout,
+    as attempts abandoned at theirs under a hung dependency keep them. Nothing was sent;
+    retried with backoff like any transient failure."""
 
 
 class Permanent(ToolError):
