@@ -122,10 +122,10 @@ class Engine(Catalog, Declaring):
             return self._pool
 
     def close(self) -> None:
-        """Close the store and shut the thread pool down, once the runs it executes in
-        the background stopped (children, wakes: ``CLOSE_PATIENCE`` at most); a thread
-        still busy (a tool abandoned at its timeout) is not waited for. The engine may
-        be used again."""
+        """Close the store, shut the thread pool down and stop (and join) the keeper
+        thread, once the runs it executes in the background stopped (children, wakes:
+        ``CLOSE_PATIENCE`` at most); a thread still busy (a tool abandoned at its
+        timeout) is not waited for. The engine may be used again."""
         self._let_background_runs_stop()
         with self._pool_lock:
             pool, self._pool = self._pool, None
