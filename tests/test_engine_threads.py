@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from engine import Engine, EngineConfig, RetryPolicy
 from tests.agents.kit import wait_until
 from tests.conftest import backends
@@ -15,13 +17,24 @@ STORES = backends("sqlite", "postgres")
 RUNS = 3
 
 
-def _engine_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.is_alive() and t.name.startswith("agentlog")]
+@pytest.fixture
+def others() -> set[threading.Thread]:
+    """The threads alive before the test (other tests may leave an abandoned tool's)."""
+    return set(threading.enumerate())
+
+
+def _engine_threads(others: set[threading.Thread]) -> list[str]:
+    """The names of the engine threads alive now that were not alive before the test."""
+    return sorted(
+        t.name
+        for t in threading.enumerate()
+        if t.is_alive() and t.name.startswith("agentlog") and t not in others
+    )
 
 
 @STORES
 def test_one_keeper_thread_renews_every_lease_and_lock_and_close_joins_it(
-    store_url: str,
+    store_url: str, others: set[threading.Thread]
 ) -> None:
     eng = Engine(store_url, config=EngineConfig(lease_ttl=0.6))
     inside, leave = threading.Barrier(RUNS + 1), threading.Event()
@@ -58,7 +71,7 @@ def test_one_keeper_thread_renews_every_lease_and_lock_and_close_joins_it(
             )
 
         wait_until(renewed, "every lease and lock renewed")
-        assert _engine_threads() == ["agentlog-keeper"]  # not one heartbeat per lease
+        assert _engine_threads(others) == ["agentlog-keeper"]  # not one heartbeat per lease
     finally:
         leave.set()
         for t in runners:
@@ -75,16 +88,16 @@ def test_one_keeper_thread_renews_every_lease_and_lock_and_close_joins_it(
         return await echo(7) + int(await run.decide("d", echo, 1))
 
     assert eng.run(asynchronous).output == 8
-    assert "agentlog-call_0" in _engine_threads()  # its decision ran in the engine's pool
+    assert "agentlog-call_0" in _engine_threads(others)  # its decision ran in the engine's pool
     eng.close()
-    assert "agentlog-keeper" not in _engine_threads()  # stopped and joined by close
+    assert "agentlog-keeper" not in _engine_threads(others)  # stopped and joined by close
     # The pool is shut down without waiting (a tool abandoned in it is not waited for):
     # its idle threads end by themselves.
-    wait_until(lambda: _engine_threads() == [], "the pool's idle threads ended")
+    wait_until(lambda: _engine_threads(others) == [], "the pool's idle threads ended")
 
 
 def test_a_hung_tool_occupies_at_most_tool_threads_and_the_next_timed_attempt_fails_busy(
-    store_url: str,
+    store_url: str, others: set[threading.Thread]
 ) -> None:
     """With ``tool_threads=2``, two attempts abandoned at their timeout keep their
     threads; a third timed attempt starts no thread: it fails with ToolBusy, a transient
@@ -109,9 +122,11 @@ def test_a_hung_tool_occupies_at_most_tool_threads_and_the_next_timed_attempt_fa
         [failed] = [e.data for e in eng.events(busy.run_id) if e.type == "tool_failed"]
         assert (failed["kind"], failed["error_type"]) == ("transient", "ToolBusy"), failed
         assert "all 2 threads of the tool's timed attempts stayed busy" in failed["message"]
-        assert _engine_threads().count("agentlog-tool") == 2
+        assert _engine_threads(others).count("agentlog-tool") == 2
     finally:
         answers.set()
-    wait_until(lambda: "agentlog-tool" not in _engine_threads(), "the abandoned attempts ended")
+    wait_until(
+        lambda: "agentlog-tool" not in _engine_threads(others), "the abandoned attempts ended"
+    )
     assert eng.run(asking, q="d").output == "d"
     eng.close()
