@@ -90,6 +90,13 @@ class Transient(ToolError):
     retryable = True
 
 
+class ToolBusy(Transient):
+    """A sync tool's timed attempt not made: every thread the engine gives the tool's
+    timed attempts (``EngineConfig.tool_threads``) stayed busy for the attempt's timeout,
+    as attempts abandoned at theirs under a hung dependency keep them. Nothing was sent;
+    retried with backoff like any transient failure."""
+
+
 class Permanent(ToolError):
     """Will never pass (bad arguments, no permission): fail fast."""
 
@@ -170,6 +177,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "Suspended",
+    "ToolBusy",
     "ToolError",
     "Transient",
     "UsageError",

@@ -18,6 +18,7 @@ from engine import events as ev
 from engine.effects import answered
 from engine.history import PAGE, iter_run
 from engine.kinds import RunStatus, Source
+from engine.runtime.decisions import NOW
 from engine.showing import shown, shown_event, utc
 from engine.state import ChildOf, ForkOf, lineage_of
 from projections.views import timeline as timeline_view
@@ -223,6 +224,8 @@ def _step_completed(s: _Story, e: ev.StepCompleted, at: float) -> list[Piece]:
 
 
 def _decided(s: _Story, e: ev.LlmDecided, at: float) -> list[Piece]:
+    if e.name == NOW and isinstance(e.value, int | float) and not isinstance(e.value, bool):
+        return [("⏱ now ", "cyan"), _reading(e.value)]
     took = seconds(e.duration)
     extra = f", attempt {e.attempt}" if e.attempt > 1 else ""
     out: list[Piece] = [("✦ decided ", "cyan"), repr(e.name), " → ", brief(e.value)]
@@ -230,6 +233,14 @@ def _decided(s: _Story, e: ev.LlmDecided, at: float) -> list[Piece]:
     if e.tokens_in or e.tokens_out or e.cost is not None:
         out.append((f"  {_usage(e)}", "dim"))
     return out
+
+
+def _reading(value: float) -> str:
+    """A recorded ``run.now()`` as a UTC time (as given when it is none)."""
+    try:
+        return utc(value).isoformat(timespec="milliseconds")
+    except (ValueError, OverflowError, OSError):
+        return brief(value)
 
 
 def _usage(e: ev.LlmDecided | ev.UsageRecorded) -> str:

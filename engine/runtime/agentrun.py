@@ -26,6 +26,12 @@ class AgentRun(RunContext):
         model = decisions.define(name, fn, policies, codec.returns(fn))
         return decisions.decide(self, model, args, kwargs)
 
+    def now(self) -> float:
+        """The engine's wall clock (epoch seconds) read once and recorded: a resume, a
+        replay or a verify gets the same value. Agent code reads the time here, never
+        from ``time.time()``. Not awaited, in an async agent too."""
+        return decisions.now(self)
+
     def usage(self, tokens_in: int, tokens_out: int, cost: float | None = None) -> None:
         """Report a model call's usage: inside a decision's function, recorded with the
         decision; in agent code, recorded as a call of its own. Counted in the budget."""

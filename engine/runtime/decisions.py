@@ -224,6 +224,19 @@ def usage_call(ctx: RunContext, used: budget.Usage) -> None:
         budget.check(ctx.agent.budget, spent(ctx), ctx.run_id, starting=False)
 
 
+NOW = "run.now"  # the name ``run.now()`` records its readings under
+
+
+def now(ctx: RunContext) -> float:
+    """``run.now()``: the engine's wall clock (``EngineConfig.wall``) read once and
+    recorded as the decision ``run.now``; a replay returns the recorded reading."""
+    d = identify(ctx, NOW, (), {}, float)
+    if d.entry is not None and isinstance(d.entry.outcome, ev.LlmDecided):
+        return float(d.entry.outcome.value)
+    ctx.live(d.call, NOW)
+    return float(record(ctx, d, ctx.config.wall(), 0.0))
+
+
 # --- run.decide ---------------------------------------------------------------------
 
 
@@ -289,4 +302,14 @@ def _attempts(
     return drive(call, state, ATTEMPT)
 
 
-__all__ = ["POLICIES", "DecisionDef", "Identity", "Policies", "decide", "define", "split"]
+__all__ = [
+    "NOW",
+    "POLICIES",
+    "DecisionDef",
+    "Identity",
+    "Policies",
+    "decide",
+    "define",
+    "now",
+    "split",
+]

@@ -47,7 +47,7 @@ from .driver import verify as verify_run
 from .guards import Guards
 from .journal import Journal
 from .leases import Leases, new_owner
-from .lockkeeper import LockKeeper
+from .lockkeeper import Keeper, LockKeeper
 from .registry import Registry
 from .repository import RunRepository
 from .results import EventView, RunResult
@@ -85,13 +85,14 @@ class Engine(Catalog, Declaring):
         self._closing = threading.Lock()
         self.owner = new_owner()
         self.guards = Guards.of(config)
-        self.leases = Leases(self.owner, ttl=config.lease_ttl)
+        self.keeper = Keeper()  # the one thread renewing its leases and locks
+        self.leases = Leases(self.owner, self.keeper, ttl=config.lease_ttl, wall=config.wall)
         self.registry = Registry()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._background: set[threading.Thread] = set()  # runs it executes on its own
         self._signals = Signals()
-        self.lock_keeper = LockKeeper()  # renews the cross-agent locks its runs hold
+        self.lock_keeper = LockKeeper(self.keeper)  # the cross-agent locks its runs hold
 
     @property
     def signals(self) -> Signals:
@@ -121,15 +122,16 @@ class Engine(Catalog, Declaring):
             return self._pool
 
     def close(self) -> None:
-        """Close the store and shut the thread pool down, once the runs it executes in
-        the background stopped (children, wakes: ``CLOSE_PATIENCE`` at most); a thread
-        still busy (a tool abandoned at its timeout) is not waited for. The engine may
-        be used again."""
+        """Close the store, shut the thread pool down and stop (and join) the keeper
+        thread, once the runs it executes in the background stopped (children, wakes:
+        ``CLOSE_PATIENCE`` at most); a thread still busy (a tool abandoned at its
+        timeout) is not waited for. The engine may be used again."""
         self._let_background_runs_stop()
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False)
+        self.keeper.close()
         with self._closing:
             super().close()
 
@@ -211,7 +213,7 @@ class Engine(Catalog, Declaring):
     def _executed(self, run_id: str, only_if_due: bool) -> None:
         """Execute ``run_id`` in this (background) thread; what stops it is logged."""
         try:
-            if only_if_due and not wakeups.due(self.store, self.state(run_id), time.time()):
+            if only_if_due and not wakeups.due(self.store, self.state(run_id), self.config.wall()):
                 return
             self._after(start_run(self._runs, self._driver, run_id))
         except RunBusy:
@@ -292,7 +294,7 @@ class Engine(Catalog, Declaring):
         state = rebuild(self.store, run_id)
         if state.imported or state.status not in (RunStatus.WAITING, RunStatus.PAUSED):
             return False
-        return wakeups.due(self.store, state, time.time())
+        return wakeups.due(self.store, state, self.config.wall())
 
     def answer(self, run_id: str, value: Any) -> RunResult:
         """Answer the question a paused run waits on, and continue it."""

@@ -148,6 +148,8 @@ class Guards:
     breakers: dict[str, Breaker] = field(default_factory=dict)
     buckets: dict[str, TokenBucket] = field(default_factory=dict)
     latencies: dict[str, Latency] = field(default_factory=dict)
+    tool_threads: int = 8
+    threads: dict[str, threading.BoundedSemaphore] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -160,6 +162,7 @@ class Guards:
             clock=config.clock,
             sleep=config.sleep,
             rng=config.rng,
+            tool_threads=config.tool_threads,
         )
 
     def breaker(self, tool: str, settings: CircuitBreaker) -> Breaker:
@@ -183,3 +186,10 @@ class Guards:
             if fresh:
                 self.latencies[tool] = Latency()
             return self.latencies[tool], fresh
+
+    def slots(self, tool: str) -> threading.BoundedSemaphore:
+        """The threads the tool's timed sync attempts may occupy (``tool_threads``)."""
+        with self._lock:
+            if tool not in self.threads:
+                self.threads[tool] = threading.BoundedSemaphore(self.tool_threads)
+            return self.threads[tool]

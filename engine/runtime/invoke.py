@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from .. import events as ev
-from ..errors import RunInterrupt, UsageError
+from ..errors import RunInterrupt, ToolBusy, UsageError
 from ..policy import describe
 from .context import detached, detached_async
 from .defs import normalize
@@ -55,7 +55,7 @@ def invoke(call: Call, key: str | None) -> Any:
     elif seconds is None:
         return detached(tool.fn, *call.args, **kwargs)
     else:
-        future = _in_daemon_thread(tool.fn, *call.args, **kwargs)
+        future = _in_daemon_thread(call, seconds, tool.fn, *call.args, **kwargs)
     try:
         return future.result(timeout=seconds)
     except concurrent.futures.CancelledError:
@@ -74,20 +74,32 @@ def invoke(call: Call, key: str | None) -> Any:
 
 
 def _in_daemon_thread(
-    fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    call: Call, seconds: float, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
 ) -> concurrent.futures.Future[Any]:
-    """Call ``fn`` in a daemon thread of its own (outside any run). A tool abandoned past
-    its timeout may never return: a pool's worker would keep the process from exiting
-    (concurrent.futures joins its threads at exit), a daemon thread does not."""
+    """Call ``fn`` in a daemon thread of its own (outside any run), one of the tool's
+    ``tool_threads``: ToolBusy (nothing sent) when none frees up within the attempt's
+    timeout, as under a hung dependency. A tool abandoned past its timeout may never
+    return: a pool's worker would keep the process from exiting (concurrent.futures
+    joins its threads at exit), a daemon thread does not."""
+    slots = call.ctx.guards.slots(call.tool.name)
+    if not slots.acquire(timeout=seconds):
+        raise ToolBusy(
+            f"all {call.ctx.guards.tool_threads} threads of the tool's timed attempts "
+            f"stayed busy for {seconds:.3g} s (attempts abandoned at their timeout still "
+            "run); not sent"
+        )
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
     def work() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
         try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as e:  # handed to the waiting caller, as a pool would
-            future.set_exception(e)
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as e:  # handed to the waiting caller, as a pool would
+                future.set_exception(e)
+        finally:
+            slots.release()
 
     threading.Thread(target=work, name="agentlog-tool", daemon=True).start()
     return future

@@ -1,6 +1,7 @@
 """Owner leases: a run is held by one owner (host, process) only while it executes.
 
-The lease lives in a small table beside the log and is renewed by a heartbeat thread.
+The lease lives in a small table beside the log and is renewed by the engine's keeper
+thread (``runtime.lockkeeper``).
 A lease that expired, or whose owner provably shares our PID namespace (same host, boot
 and namespace) and whose process is gone, is dead and may be taken over; resuming a run
 whose owner is alive is refused.
@@ -14,13 +15,14 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .. import observe
 from ..errors import RunBusy, RunInterrupt, StoreError
 from ..store import LeaseStore
+from .lockkeeper import Keeper
 
 LEASE_TTL = 30.0
 HOST = socket.gethostname()
@@ -96,17 +98,23 @@ class _Hold:
 
     thread: int  # the thread executing the run: only it may re-enter (run -> resume)
     depth: int = 1
-    stop: threading.Event = field(default_factory=threading.Event)
-    beat: threading.Thread | None = None
 
 
 class Leases:
-    """The leases one engine holds, re-entrant per run (in the holding thread), each with a
-    heartbeat."""
+    """The leases one engine holds, re-entrant per run (in the holding thread), each
+    renewed by ``keeper`` every third of ``ttl``."""
 
-    def __init__(self, owner: str, ttl: float = LEASE_TTL) -> None:
+    def __init__(
+        self,
+        owner: str,
+        keeper: Keeper,
+        ttl: float = LEASE_TTL,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.owner = owner
         self.ttl = ttl
+        self.wall = wall  # epoch seconds: a lease's expiry is compared across hosts
+        self._keeper = keeper
         self._held: dict[str, _Hold] = {}
         self._lost: dict[str, str] = {}  # run -> the owner that took its lease from us
         self._lock = threading.Lock()
@@ -136,7 +144,7 @@ class Leases:
         if owner == self.owner:  # ours: dead only if no thread of this engine runs it
             with self._lock:
                 return None if run_id in self._held else owner
-        if until < time.time() or not alive(owner):
+        if until < self.wall() or not alive(owner):
             return owner
         return None
 
@@ -168,20 +176,13 @@ class Leases:
     def _take(self, store: LeaseStore, run_id: str) -> None:
         with self._lock:
             self._lost.pop(run_id, None)
-        now = time.time()
+        now = self.wall()
         holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
         if holder != self.owner and not alive(holder):
             holder = store.take_lease(run_id, self.owner, now + self.ttl, now, dead=holder)
         if holder != self.owner:
             raise RunBusy(f"run {run_id} is executing in {holder}; it is still alive")
-        hold = self._held[run_id]
-        hold.beat = threading.Thread(
-            target=self._heartbeat,
-            args=(store, run_id, hold.stop),
-            daemon=True,
-            name=f"agentlog-lease-{run_id[:8]}",
-        )
-        hold.beat.start()
+        self._keeper.every(("lease", run_id), self.ttl / 3, lambda: self._beat(store, run_id))
 
     def _let_go(self, store: LeaseStore, run_id: str) -> None:
         with self._lock:
@@ -191,28 +192,27 @@ class Leases:
                 return
         # The heartbeat ends before the lease is dropped (a beat in flight would write it
         # back), and the run stays marked held until then (no thread of ours takes it).
-        hold.stop.set()
-        if hold.beat is not None:
-            hold.beat.join()
+        self._keeper.cancel(("lease", run_id), wait=True)
         try:
             _drop(store, run_id, self.owner)
         finally:
             with self._lock:
                 del self._held[run_id]
 
-    def _heartbeat(self, store: LeaseStore, run_id: str, stop: threading.Event) -> None:
-        while not stop.wait(self.ttl / 3):
-            now = time.time()
-            try:
-                holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
-            except Exception as e:  # a missed beat is retried at the next one
-                observe.get(run_id=run_id).warning("lease_heartbeat_failed", error=str(e))
-                continue
-            if holder != self.owner:
-                observe.get(run_id=run_id).error("lease_lost", holder=holder)
-                with self._lock:
-                    self._lost[run_id] = holder
-                return
+    def _beat(self, store: LeaseStore, run_id: str) -> bool:
+        """Renew the run's lease once; False when another owner took it (stop renewing)."""
+        now = self.wall()
+        try:
+            holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
+        except Exception as e:  # a missed beat is retried at the next one
+            observe.get(run_id=run_id).warning("lease_heartbeat_failed", error=str(e))
+            return True
+        if holder != self.owner:
+            observe.get(run_id=run_id).error("lease_lost", holder=holder)
+            with self._lock:
+                self._lost[run_id] = holder
+            return False
+        return True
 
 
 def _drop(store: LeaseStore, run_id: str, owner: str) -> None:

@@ -13,11 +13,11 @@ returning the undone one. The business key still dedupes across runs.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from .. import events as ev
 from ..errors import Permanent
+from ..polling import poll_until
 from ..store import Append, Store, stream_id
 
 COMPENSATED = "compensated"  # a release's reason when the effect was undone
@@ -93,9 +93,9 @@ def release_event(key: str, version: int, run_id: str, call: int, reason: str) -
 
 def wait_settled(store: Store, key: str, seconds: float, poll: float = 0.05) -> KeyState:
     """Wait (at most ``seconds``) for another claimer's effect to commit or be released."""
-    deadline = time.monotonic() + seconds
-    state = read(store, key)
-    while state.claim is not None and state.committed is None and time.monotonic() < deadline:
-        time.sleep(poll)
+
+    def settled() -> KeyState | None:
         state = read(store, key)
-    return state
+        return state if state.claim is None or state.committed is not None else None
+
+    return poll_until(settled, seconds, first=poll, most=poll) or read(store, key)

@@ -25,6 +25,7 @@ from .. import events as ev
 from .. import observe
 from ..errors import RunInterrupt, UsageError
 from ..kinds import RunStatus
+from ..polling import poll_until
 from ..store.locking import check_name, check_ttl
 from .callstate import CallState
 from .defs import Fence
@@ -69,20 +70,21 @@ def _acquire(ctx: RunContext, call: int, name: str, ttl: float) -> int:
     ctx.live(call, f"lock {name!r}")
     _not_nested(ctx, name)
     store: Store = ctx.store
-    signals, delay = ctx.host.signals, 0.005
     waiting = False
-    while True:
-        seen = signals.version
+
+    def take() -> int | None:
+        nonlocal waiting
+        if waiting:
+            ctx.host.leases.check(ctx.run_id)  # another owner took the run: stop waiting
         fence = store.locks.acquire(name, ctx.run_id, ttl)
-        if fence is not None:
-            break
-        if not waiting:
+        if fence is None and not waiting:
             ctx.log.info("lock_waiting", lock=name)
             waiting = True
-        # In-process releases wake this at once; other processes' are seen by polling.
-        signals.wait(seen, delay)
-        delay = min(delay * 2, MAX_POLL)
-        ctx.host.leases.check(ctx.run_id)  # another owner took the run: stop waiting
+        return fence
+
+    # In-process releases wake this at once; other processes' are seen by polling.
+    fence = poll_until(take, None, first=0.005, most=MAX_POLL, news=ctx.host.signals)
+    assert fence is not None  # no deadline: only a fence ends the wait
     try:
         ctx.record(ev.LockAcquired(at=ev.now(), call=call, name=name, fence=fence, ttl=ttl))
     except BaseException:  # not recorded: nobody may rely on this fence

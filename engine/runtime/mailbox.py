@@ -40,6 +40,7 @@ from ..effects import SEND
 from ..errors import ConcurrencyError, CorruptData, RunNotFound, UsageError
 from ..history import check_run_id, iter_run, rebuild
 from ..kinds import ENDED
+from ..polling import poll_until
 from ..secrets import redact
 from ..state import ForkOf
 from ..store import Append, stream_id
@@ -253,25 +254,20 @@ def recv(ctx: RunContext, topic: str, timeout: float | None) -> Any:
     until = None
     if wait is not None or (entry is not None and entry.until is not None):
         until = timers.deadline(ctx, call, entry, wait or 0.0, "recv", topic)
-    end = time.time() + ctx.config.inline_wait
-    end = end if until is None else min(end, until)
+    # The deadline is the engine's wall clock; the inline wait before it, this process's.
+    inline = ctx.config.inline_wait
+    seconds = inline if until is None else min(inline, until - ctx.config.wall())
     if timers.in_loop(ctx):
-        return _recv_async(box, call, topic, until, end)
-    delay = 0.01
-    signals = ctx.host.signals
-    while True:
-        seen = signals.version
-        left = end - time.time()
-        if left <= 0 or box.first(topic) is not None:
-            return _waited(box, call, topic, until)
-        signals.wait(seen, min(delay, left))
-        delay = min(delay * 2, POLL)
+        return _recv_async(box, call, topic, until, time.monotonic() + seconds)
+    if seconds > 0:
+        poll_until(lambda: box.first(topic), seconds, most=POLL, news=ctx.host.signals)
+    return _waited(box, call, topic, until)
 
 
 async def _recv_async(box: Inbox, call: int, topic: str, until: float | None, end: float) -> Any:
     """The inline wait of a receive in an async agent: on its loop, not blocking it."""
     delay = 0.01
-    while (left := end - time.time()) > 0 and box.first(topic) is None:
+    while (left := end - time.monotonic()) > 0 and box.first(topic) is None:
         await asyncio.sleep(min(delay, left))
         delay = min(delay * 2, POLL)
     return _waited(box, call, topic, until)
@@ -284,7 +280,7 @@ def _waited(box: Inbox, call: int, topic: str, until: float | None) -> Any:
     if got:
         return value
     ctx = box.ctx
-    if until is not None and time.time() >= until:
+    if until is not None and ctx.config.wall() >= until:
         ctx.record(ev.MessageReceived(at=ev.now(), call=call, topic=topic))
         ctx.log.info("message_timed_out", call=call, topic=topic)
         return None

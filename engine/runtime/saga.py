@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +25,7 @@ from ..errors import CorruptData, RunBusy, UsageError
 from ..history import RunWriter, rebuild
 from ..kinds import ENDED, FailureKind, RunStatus, Source
 from ..policy import describe
+from ..polling import poll_until
 from ..state import ChildOf
 from ..store import Append, Recorded
 from ..subtree import tree_effects
@@ -334,19 +334,23 @@ class Stopping:
 def stopped(runs: RunRepository, rid: str, stopping: Stopping) -> Iterator[None]:
     """Hold the lease of the child run ``rid`` for the block, once it is stopped (see
     :class:`Stopping`); RunBusy naming it when it cannot be."""
-    deadline, delay = time.monotonic() + stopping.seconds, 0.01
-    while True:
+    refused: list[RunBusy] = []
+
+    def take() -> contextlib.ExitStack | None:
+        if refused:
+            stopping.check()
         stack = contextlib.ExitStack()
         try:
             stack.enter_context(runs.held(rid))
         except RunBusy as busy:
-            here = runs.leases.stop(rid, stopping.why)
-            if time.monotonic() >= deadline or not (here or stopping.elsewhere):
+            refused.append(busy)
+            if not (runs.leases.stop(rid, stopping.why) or stopping.elsewhere):
                 raise RunBusy(f"child run {rid} cannot be stopped: {busy}") from None
-            stopping.check()
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
-            continue
-        with stack:
-            yield
-        return
+            return None
+        return stack
+
+    held = poll_until(take, stopping.seconds, first=0.01, most=0.2)
+    if held is None:
+        raise RunBusy(f"child run {rid} cannot be stopped: {refused[-1]}") from None
+    with held:
+        yield

@@ -1,10 +1,11 @@
 """Durable timers: ``run.sleep`` and the deadline of a ``run.recv``.
 
-A timer is call N with a ``timer_set`` event recording its wake-up time (epoch seconds),
-written once: a re-execution keeps the recorded time, so after a crash the run sleeps
-only what remains. A wait no longer than ``EngineConfig.inline_wait`` is waited out
-holding the thread; a longer one records ``run_waiting`` and stops the run (status
-``waiting``, no thread held) until ``recover`` finds it due.
+A timer is call N with a ``timer_set`` event recording its wake-up time (epoch seconds on
+the engine's wall clock, ``EngineConfig.wall``), written once: a re-execution keeps the
+recorded time, so after a crash the run sleeps only what remains. A wait no longer than
+``EngineConfig.inline_wait`` is waited out holding the thread; a longer one records
+``run_waiting`` and stops the run (status ``waiting``, no thread held) until ``recover``
+finds it due.
 
 In an ``async def`` agent (its event loop running in this thread) ``run.sleep`` and
 ``run.recv`` return awaitables: ``await run.sleep(5)`` waits on the loop instead of
@@ -91,7 +92,7 @@ def deadline(
     anything waits on it."""
     if entry is not None and entry.until is not None:
         return entry.until
-    at = ev.now()
+    at = ctx.config.wall()
     until = at + seconds
     timer = ev.TimerSet(
         at=at, call=call, until=until, purpose=purpose, topic=topic, args_hash=ahash
@@ -126,7 +127,7 @@ def sleep(ctx: RunContext, seconds: float) -> Awaitable[None] | None:
     if entry is None:
         ctx.live(call, "sleep")
     until = deadline(ctx, call, entry, seconds, ahash=ahash)
-    remaining = until - time.time()
+    remaining = until - ctx.config.wall()
     if remaining > ctx.config.inline_wait:
         suspend(ctx, call, "timer", until)
     if in_loop(ctx):

@@ -3,7 +3,6 @@ has passed, a message it waits for was posted, or the child a parent waits on mo
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from .. import observe
@@ -40,7 +39,7 @@ def after_run(host: Host, store: Store, result: RunResult) -> None:
     if result.status != RunStatus.WAITING:
         return
     try:
-        if due(store, rebuild(store, result.run_id), time.time()):
+        if due(store, rebuild(store, result.run_id), host.config.wall()):
             host.wake(result.run_id)
     except Exception as e:  # recover looks again; the run's own result stands
         observe.get(run_id=result.run_id).warning("wake_check_failed", error=describe(e))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from .. import failpoints
+from ..polling import poll_until
 from .ports import Tracking, ViewBatch, ViewQuery, ViewStore, ViewTable
 from .viewsql import TRACKING, ViewSQL, chunks, move_params, row_params, tracking_row
 
@@ -76,11 +76,7 @@ class SQLiteViews(ViewStore):
         return done
 
     def wait_for_events(self, after: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            if (self.events.max_notification_id() or 0) > after:
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(POLL, left))
+        def newer() -> bool:
+            return (self.events.max_notification_id() or 0) > after
+
+        return bool(poll_until(newer, timeout, first=POLL, most=POLL))
