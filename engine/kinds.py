@@ -1,5 +1,5 @@
-"""The closed vocabularies of the log: run statuses, failure kinds, outcome sources and
-rewind modes.
+"""The closed vocabularies of the log: run statuses (and the named sets of them every
+reader uses), failure kinds, outcome sources and rewind modes.
 
 Each is a ``StrEnum``: a member *is* its stored string (``RunStatus.COMPLETED ==
 "completed"``), so events, snapshots and exports keep plain strings and logs written
@@ -23,8 +23,16 @@ class RunStatus(StrEnum):
     ABANDONED = "abandoned"
 
 
-# Completed or abandoned: nothing more runs in it (a plain stored string matches too).
-ENDED = frozenset({RunStatus.COMPLETED, RunStatus.ABANDONED})
+# The status sets, named once (a plain stored string matches too). Every status is in
+# exactly one of LIVE, SUSPENDED and SETTLED; FINAL is the part of SETTLED nothing reopens.
+# Completed or abandoned: nothing more runs in it, ever.
+FINAL = frozenset({RunStatus.COMPLETED, RunStatus.ABANDONED})
+# Final or failed: no execution is left that may write to it (resume starts a new one).
+SETTLED = FINAL | {RunStatus.FAILED}
+# Paused or waiting: it holds no thread until an answer, a timer, a message or a child.
+SUSPENDED = frozenset({RunStatus.PAUSED, RunStatus.WAITING})
+# New or running: an execution has it (or is about to).
+LIVE = frozenset({RunStatus.NEW, RunStatus.RUNNING})
 
 
 class FailureKind(StrEnum):
@@ -64,4 +72,14 @@ class Effects(StrEnum):
     RESEND = "resend"
 
 
-__all__ = ["ENDED", "TOOL_KINDS", "Effects", "FailureKind", "RunStatus", "Source"]
+__all__ = [
+    "FINAL",
+    "LIVE",
+    "SETTLED",
+    "SUSPENDED",
+    "TOOL_KINDS",
+    "Effects",
+    "FailureKind",
+    "RunStatus",
+    "Source",
+]

@@ -16,7 +16,7 @@ from typing import Any
 from engine import RunState
 from engine import events as ev
 from engine.effects import Effect, Outcome, uncertain
-from engine.kinds import RunStatus, Source
+from engine.kinds import FINAL, RunStatus, Source
 from engine.secrets import redact
 
 from .output import brief, clock, plural
@@ -216,7 +216,7 @@ def _pending(state: RunState, unsure: list[Effect]) -> list[str]:
 
 def _held(state: RunState, seen: _Reading) -> list[str]:
     """Child runs not finished and locks still held (none once the run ended)."""
-    if state.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+    if state.status in FINAL:
         return []
     lines = [
         f"  - child run {child} (spawn call {call}) has not finished: wait for it; "

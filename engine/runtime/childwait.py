@@ -23,7 +23,7 @@ from .. import codec
 from .. import events as ev
 from ..errors import ChildFailed, CorruptData, Paused, RunInterrupt, Suspended
 from ..history import rebuild
-from ..kinds import RunStatus
+from ..kinds import SETTLED, SUSPENDED, RunStatus
 from ..state import RunState
 from . import supervisor
 from .childwake import asker, paused_text
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 POLL_FIRST = 0.02  # seconds between reads of a running child's state, doubling...
 POLL_MAX = 0.5  # ...up to this (news from this process wakes the wait at once)
-SETTLED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
 
 
 class Waited:
@@ -114,7 +113,7 @@ def _wait(ws: list[Waited]) -> dict[int, ChildFailed]:
             moved = _look(w, gave_up)
             if moved is None:
                 pending.remove(w)
-            elif moved.status in (RunStatus.PAUSED, RunStatus.WAITING):
+            elif moved.status in SUSPENDED:
                 stopped.append((w, moved))
             elif moved.status in SETTLED:
                 delay = POLL_FIRST  # restarted: the new child's turn

@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from .. import observe
 from ..errors import RunBusy, UsageError
 from ..history import read_events, rebuild
-from ..kinds import RunStatus
+from ..kinds import LIVE, SUSPENDED, RunStatus
 from ..policy import describe
 from ..state import RunState
 from ..store import Store
@@ -23,8 +23,6 @@ from .journal import Journal
 from .results import RunResult
 
 CHILD = "child:"
-# A parent stopped on a child in one of these: it holds no thread until the child moves.
-STOPPED = (RunStatus.PAUSED, RunStatus.WAITING)
 
 
 @runtime_checkable
@@ -38,7 +36,7 @@ class Resumes(Protocol):
 def waited_child(state: RunState) -> str | None:
     """The child a paused or waiting run waits on, if it waits on one."""
     on = state.waiting_on
-    if state.status in STOPPED and on is not None and on.startswith(CHILD):
+    if state.status in SUSPENDED and on is not None and on.startswith(CHILD):
         return on[len(CHILD) :]
     return None
 
@@ -110,7 +108,7 @@ def child_due(store: Store, state: RunState) -> bool:
     child = own_child(store, state, child_id)
     if child is None:
         return False  # not its child: that run's news is not this run's
-    if child.status in (RunStatus.RUNNING, RunStatus.NEW):
+    if child.status in LIVE:
         return False
     if child.status == RunStatus.WAITING:
         return state.status == RunStatus.PAUSED

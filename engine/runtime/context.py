@@ -18,7 +18,7 @@ from .. import budget, observe
 from .. import events as ev
 from ..errors import NonDeterminismError, OutcomeNotRecorded, Paused, RunInterrupt, StoreError
 from ..history import RunWriter
-from ..kinds import RunStatus
+from ..kinds import SETTLED, RunStatus
 from ..secrets import Seen
 from ..store import Append, RunRow
 from . import asked
@@ -26,9 +26,6 @@ from .callstate import CallState
 from .defs import AgentDef
 from .host import Host
 from .journal import Journal
-
-# A run in one of these has no execution left that may write to it.
-_OVER = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED})
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "agentlog_run", default=None
@@ -259,7 +256,7 @@ class RunContext:
         :meth:`record_while_running`, a run resumed from a pause, wait or failure records
         (a parent's wait for its child, which may outlive its run)."""
         with self._lock:
-            over = self.writer.state.status in _OVER and not self._resume_marker
+            over = self.writer.state.status in SETTLED and not self._resume_marker
             if self.ended or self.verify or over:
                 return False
             self.record(event)

@@ -39,7 +39,7 @@ from .. import failpoints
 from ..effects import SEND
 from ..errors import ConcurrencyError, CorruptData, RunNotFound, UsageError
 from ..history import check_run_id, iter_run, rebuild
-from ..kinds import ENDED
+from ..kinds import FINAL
 from ..secrets import redact
 from ..store import Append, stream_id
 from . import forks, timers
@@ -129,7 +129,7 @@ def _check_recipient(store: Store, to: str) -> None:
     state = rebuild(store, to)
     if state.position == 0:
         raise RunNotFound(f"no run {to}: a message needs a recipient run that exists")
-    if state.status in ENDED:
+    if state.status in FINAL:
         raise UsageError(f"run {to} has {state.status}: it receives no more messages")
 
 

@@ -24,7 +24,7 @@ from .. import failpoints
 from ..effects import Effect, Outcome, effects
 from ..errors import CorruptData, RunBusy, UsageError
 from ..history import RunWriter, rebuild
-from ..kinds import ENDED, FailureKind, RunStatus, Source
+from ..kinds import FINAL, FailureKind, RunStatus, Source
 from ..policy import describe
 from ..store import Append, Recorded
 from ..subtree import tree_effects
@@ -112,7 +112,7 @@ class Saga:
             return None
         found = tool.redacted(normalize(found, f"verified result of {effect.tool}"))
         # An ended run (a parent a rewind compensates) takes nothing but undo records.
-        ended = self.writer.state.status in ENDED
+        ended = self.writer.state.status in FINAL
         if effect.outcome == Outcome.UNKNOWN and not ended:
             self.writer.append(
                 ev.ToolSucceeded(
@@ -166,7 +166,7 @@ class Saga:
         """Undoing cannot finish safely: the run fails, naming the effect; abandon retries.
         A run that ended (a completed child a supervisor replaces) keeps its end: nothing
         but undo records may follow it."""
-        if self.writer.state.status not in ENDED:
+        if self.writer.state.status not in FINAL:
             self.writer.append(ev.AgentFailed(at=ev.now(), call=call, kind=kind, error=message))
         return RunResult(self.run_id, RunStatus.FAILED, error=message)
 
@@ -298,7 +298,7 @@ def _abandon_children(
         state = rebuild(runs.store, child)
         # A fork's inherited spawns name its parent's children: they are not the fork's
         # to abandon (the parent may still wait on them).
-        if state.status in ENDED or state.parent_run_id != run.run_id:
+        if state.status in FINAL or state.parent_run_id != run.run_id:
             continue
         if child in above:  # forged rows: a run its own ancestor
             raise CorruptData(f"run {run.run_id}: its run tree loops (through {child})")
