@@ -1,5 +1,6 @@
 """The closed vocabularies of the log: run statuses (and the named sets of them every
-reader uses), failure kinds, outcome sources and rewind modes.
+reader uses), failure kinds, outcome sources, rewind modes, why a run asks or waits,
+what a timer is for, and a circuit breaker's states.
 
 Each is a ``StrEnum``: a member *is* its stored string (``RunStatus.COMPLETED ==
 "completed"``), so events, snapshots and exports keep plain strings and logs written
@@ -72,14 +73,48 @@ class Effects(StrEnum):
     RESEND = "resend"
 
 
+class Asked(StrEnum):
+    """Why a run asks a person (``human_input_requested.reason``)."""
+
+    QUESTION = "question"  # the agent's own question
+    UNCERTAIN = "uncertain"  # did a side effect nobody can verify happen?
+
+
+class Purpose(StrEnum):
+    """What a durable timer is for (``timer_set.purpose``)."""
+
+    SLEEP = "sleep"  # a sleep's end
+    RECV = "recv"  # a receive's deadline
+
+
+class WaitReason(StrEnum):
+    """What a run that holds no thread waits for (``run_waiting.reason``)."""
+
+    TIMER = "timer"
+    MESSAGE = "message"
+    CHILD = "child"
+
+
+class CircuitState(StrEnum):
+    """A tool's circuit breaker state (``circuit_opened`` and its siblings, tool stats)."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
 __all__ = [
     "FINAL",
     "LIVE",
     "SETTLED",
     "SUSPENDED",
     "TOOL_KINDS",
+    "Asked",
+    "CircuitState",
     "Effects",
     "FailureKind",
+    "Purpose",
     "RunStatus",
     "Source",
+    "WaitReason",
 ]

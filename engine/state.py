@@ -18,7 +18,7 @@ from msgspec.structs import replace
 
 from . import events as ev
 from .effects import answered
-from .kinds import RunStatus
+from .kinds import RunStatus, WaitReason
 
 OBSERVATION_LIMIT = 2048
 RECENT_LIMIT = 20
@@ -130,10 +130,10 @@ def _child_paused(s: RunState, e: ev.ChildPaused, position: int) -> RunState:
 
 def waiting_text(e: ev.RunWaiting) -> str:
     """What a waiting run waits on, as people read it."""
-    if e.reason == "child":
+    if e.reason == WaitReason.CHILD:
         return f"child {e.child_run_id}"
     until = "" if e.until is None else " until " + _iso(e.until)
-    return ("timer" if e.reason == "timer" else f"message {e.topic!r}") + until
+    return ("timer" if e.reason == WaitReason.TIMER else f"message {e.topic!r}") + until
 
 
 def _iso(at: float) -> str:
@@ -141,7 +141,7 @@ def _iso(at: float) -> str:
 
 
 def _waits(s: RunState, e: ev.RunWaiting, position: int) -> RunState:
-    on = {"child": f"child:{e.child_run_id}", "message": f"message:{e.topic}"}
+    on = {WaitReason.CHILD: f"child:{e.child_run_id}", WaitReason.MESSAGE: f"message:{e.topic}"}
     return replace(
         s,
         status=RunStatus.WAITING,

@@ -89,7 +89,7 @@ class _Reading:
                     return f"child run {e.previous_run_id} restarted ({e.strategy}): {e.reason}"
             case ev.ChildFinished():
                 self.children.pop(e.call, None)
-                if e.status == "completed":
+                if e.status == RunStatus.COMPLETED:
                     return (
                         f"child run {e.child_run_id} completed -> {brief(e.output, RESULT_CHARS)}"
                     )

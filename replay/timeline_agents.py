@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine import events as ev
+from engine.kinds import RunStatus
 from engine.state import waiting_text
 
 from .output import Piece, brief, clock, plural, seconds
@@ -24,7 +25,7 @@ def _spawned(e: ev.ChildSpawned, at: float) -> list[Piece]:
 
 
 def _child_finished(e: ev.ChildFinished, at: float) -> list[Piece]:
-    if e.status == "completed":
+    if e.status == RunStatus.COMPLETED:
         return [("⑂ child ", "green"), e.child_run_id, " completed → ", brief(e.output, 100)]
     out: list[Piece] = [("⑂ child ", "red"), e.child_run_id, (f" {e.status}", "bold red")]
     if e.error:

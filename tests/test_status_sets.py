@@ -17,10 +17,10 @@ STATUS_VALUES = {s.value for s in RunStatus}
 
 
 def test_every_status_is_live_suspended_or_settled_exactly_once() -> None:
-    assert LIVE | SUSPENDED | SETTLED == set(RunStatus)
+    assert set(RunStatus) == LIVE | SUSPENDED | SETTLED
     assert not LIVE & SUSPENDED and not LIVE & SETTLED and not SUSPENDED & SETTLED
     assert FINAL == {RunStatus.COMPLETED, RunStatus.ABANDONED} < SETTLED
-    assert SETTLED - FINAL == {RunStatus.FAILED}  # resumable: resume re-attempts the failure
+    assert {RunStatus.FAILED} == SETTLED - FINAL  # resumable: resume re-attempts the failure
 
 
 def test_a_stored_plain_string_is_in_its_set() -> None:

@@ -17,7 +17,7 @@ import msgspec
 from msgspec.structs import replace
 
 from .. import events as ev
-from ..kinds import FailureKind, Source
+from ..kinds import Asked, FailureKind, Source
 from .defs import ToolDef
 
 # The structs below hold events and plain values, never themselves: the cycle collector
@@ -121,7 +121,7 @@ def _claimed(s: CallState | None, e: ev.EffectClaimed, position: int) -> CallSta
 
 
 def _asked(s: CallState | None, e: ev.HumanInputRequested, position: int) -> CallState:
-    if e.reason == "uncertain" and s is not None:
+    if e.reason == Asked.UNCERTAIN and s is not None:
         return replace(s, asked=True)  # a tool call paused for a person's word
     return CallState("ask", e.question, outcome=e)
 
@@ -190,7 +190,7 @@ class Returned(msgspec.Struct, frozen=True, gc=False):
 class Failed(msgspec.Struct, frozen=True, gc=False):
     """The attempt failed (``elapsed``: since the first attempt of this series)."""
 
-    kind: str
+    kind: FailureKind
     message: str
     elapsed: float
 
@@ -202,7 +202,7 @@ class CircuitOpen(msgspec.Struct, frozen=True, gc=False):
 class NoBudget(msgspec.Struct, frozen=True, gc=False):
     """A retry of a failure of ``kind`` was refused by a retry budget (``reason``)."""
 
-    kind: str
+    kind: FailureKind
     message: str
     reason: str
 
@@ -279,7 +279,7 @@ class Done(msgspec.Struct, frozen=True, gc=False):
 class Fail(msgspec.Struct, frozen=True, gc=False):
     """The call fails for good; ``chained``: the last attempt's error is the cause."""
 
-    kind: str
+    kind: FailureKind
     message: str
     chained: bool = True
 
@@ -329,7 +329,7 @@ def _after_failure(tool: ToolDef, state: CallState, f: Failed) -> Decision:
     return Fail(f.kind, f.message)
 
 
-def _last_check(tool: ToolDef, kind: str, message: str) -> Decision:
+def _last_check(tool: ToolDef, kind: FailureKind, message: str) -> Decision:
     """Attempts (or a retry budget) exhausted for a tool whose uncertainty re-sends itself:
     verify once more, else fail for good (a resume re-attempts under the same key)."""
     fail = Fail(kind, message)

@@ -23,7 +23,7 @@ from .. import codec
 from .. import events as ev
 from ..errors import ChildFailed, CorruptData, Paused, RunInterrupt, Suspended
 from ..history import rebuild
-from ..kinds import SETTLED, SUSPENDED, RunStatus
+from ..kinds import SETTLED, SUSPENDED, RunStatus, WaitReason
 from ..state import RunState
 from . import supervisor
 from .childwake import asker, paused_text
@@ -173,7 +173,7 @@ def _finished(w: Waited, state: RunState) -> ev.ChildFinished | None:
         at=ev.now(),
         call=w.call,
         child_run_id=w.run_id,
-        status=str(state.status),
+        status=state.status,
         output=state.output if completed else None,
         error=None if completed else state.error,
     )
@@ -230,7 +230,10 @@ def _suspend(w: Waited) -> None:
     mine = ctx.writer.state
     on = f"child:{w.run_id}"
     if mine.status != RunStatus.WAITING or mine.waiting_on != on:
-        _record(ctx, ev.RunWaiting(at=ev.now(), call=w.call, reason="child", child_run_id=w.run_id))
+        _record(
+            ctx,
+            ev.RunWaiting(at=ev.now(), call=w.call, reason=WaitReason.CHILD, child_run_id=w.run_id),
+        )
     raise Suspended(f"child {w.run_id}")
 
 

@@ -18,7 +18,7 @@ from .. import budget, observe
 from .. import events as ev
 from ..errors import NonDeterminismError, OutcomeNotRecorded, Paused, RunInterrupt, StoreError
 from ..history import RunWriter
-from ..kinds import SETTLED, RunStatus
+from ..kinds import SETTLED, Asked, RunStatus
 from ..secrets import Seen
 from ..store import Append, RunRow
 from . import asked
@@ -352,7 +352,7 @@ class RunContext:
 
     # --- waiting for a person --------------------------------------------------------
 
-    def request_answer(self, call: int, question: str, reason: str = "question") -> NoReturn:
+    def request_answer(self, call: int, question: str, reason: Asked = Asked.QUESTION) -> NoReturn:
         """Record ``question`` for a person and pause. One question waits at a time: while
         another call's question is unanswered (a sibling in a ``gather``), this one is not
         recorded; it is asked again once that one is answered."""

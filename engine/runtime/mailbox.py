@@ -39,7 +39,7 @@ from .. import failpoints
 from ..effects import SEND
 from ..errors import ConcurrencyError, CorruptData, RunNotFound, UsageError
 from ..history import check_run_id, iter_run, rebuild
-from ..kinds import FINAL
+from ..kinds import FINAL, Purpose, WaitReason
 from ..secrets import redact
 from ..store import Append, stream_id
 from . import forks, timers
@@ -250,7 +250,7 @@ def recv(ctx: RunContext, topic: str, timeout: float | None) -> Any:
         return _ready(ctx, value)
     until = None
     if wait is not None or (entry is not None and entry.until is not None):
-        until = timers.deadline(ctx, call, entry, wait or 0.0, "recv", topic)
+        until = timers.deadline(ctx, call, entry, wait or 0.0, Purpose.RECV, topic)
     end = time.time() + ctx.config.inline_wait
     end = end if until is None else min(end, until)
     if timers.in_loop(ctx):
@@ -286,7 +286,7 @@ def _waited(box: Inbox, call: int, topic: str, until: float | None) -> Any:
         ctx.record(ev.MessageReceived(at=ev.now(), call=call, topic=topic))
         ctx.log.info("message_timed_out", call=call, topic=topic)
         return None
-    timers.suspend(ctx, call, "message", until, topic)
+    timers.suspend(ctx, call, WaitReason.MESSAGE, until, topic)
 
 
 def _ready(ctx: RunContext, value: Any) -> Any:

@@ -162,7 +162,9 @@ class Saga:
             ledger.release_event(effect.key, key_state.version, self.run_id, effect.call, reason)
         ]
 
-    def stuck(self, call: int, message: str, kind: str = FailureKind.PERMANENT) -> RunResult:
+    def stuck(
+        self, call: int, message: str, kind: FailureKind = FailureKind.PERMANENT
+    ) -> RunResult:
         """Undoing cannot finish safely: the run fails, naming the effect; abandon retries.
         A run that ended (a completed child a supervisor replaces) keeps its end: nothing
         but undo records may follow it."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .. import events as ev
 from .. import failpoints
 from ..errors import Suspended, UsageError
-from ..kinds import RunStatus
+from ..kinds import Purpose, RunStatus, WaitReason
 from ..state import waiting_text
 from .defs import args_hash
 
@@ -82,7 +82,7 @@ def deadline(
     call: int,
     entry: CallState | None,
     seconds: float,
-    purpose: str = "sleep",
+    purpose: Purpose = Purpose.SLEEP,
     topic: str | None = None,
     ahash: str = "",
 ) -> float:
@@ -101,14 +101,14 @@ def deadline(
 
 
 def suspend(
-    ctx: RunContext, call: int, reason: str, until: float | None, topic: str | None = None
+    ctx: RunContext, call: int, reason: WaitReason, until: float | None, topic: str | None = None
 ) -> NoReturn:
     """Stop the run until ``until`` (or a message on ``topic``): ``run_waiting`` is
     recorded, unless the run's log already ends waiting on exactly this (a run resumed
     before it was due writes nothing), then Suspended."""
     waiting = ev.RunWaiting(at=ev.now(), call=call, reason=reason, until=until, topic=topic)
     state = ctx.writer.state
-    on = "timer" if reason == "timer" else f"message:{topic}"
+    on = "timer" if reason == WaitReason.TIMER else f"message:{topic}"
     same = state.status == RunStatus.WAITING and state.waiting_on == on and state.wake_at == until
     if not same:
         ctx.record(waiting)
@@ -130,7 +130,7 @@ def sleep(ctx: RunContext, seconds: float) -> Awaitable[None] | None:
     until = deadline(ctx, call, entry, seconds, ahash=ahash)
     remaining = until - time.time()
     if remaining > ctx.config.inline_wait:
-        suspend(ctx, call, "timer", until)
+        suspend(ctx, call, WaitReason.TIMER, until)
     if in_loop(ctx):
         return _slept_async(remaining)
     if remaining > 0:

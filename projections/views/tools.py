@@ -26,7 +26,7 @@ import msgspec
 from msgspec.structs import replace
 
 from engine import events as ev
-from engine.kinds import FailureKind, Source
+from engine.kinds import CircuitState, FailureKind, Source
 from engine.stats import ToolStats
 from engine.store import Store
 from engine.store.ports import Column, ColumnValue, ViewQuery
@@ -38,7 +38,8 @@ from ..runner import Runner
 WINDOW = 3600  # seconds: one hour
 WINDOW_ROW, BREAKER_ROW, CIRCUIT_ROW = "window", "breaker", "circuit"
 RUN_ROW, ABANDONED_ROW = "run", "abandoned"
-STATES = {ev.CircuitOpened: "open", ev.CircuitHalfOpened: "half_open", ev.CircuitClosed: "closed"}
+BREAKER_EVENTS = (ev.CircuitClosed, ev.CircuitOpened, ev.CircuitHalfOpened)  # CircuitState's order
+STATES = dict(zip(BREAKER_EVENTS, CircuitState, strict=True))  # the state each event records
 # How an uncertain call's success says it was resolved, by the outcome's source.
 RESOLVED: dict[str, str] = {
     Source.VERIFIED: "verified",
@@ -71,7 +72,7 @@ class Counts(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class Breaker(msgspec.Struct, frozen=True):
-    state: str = "closed"
+    state: CircuitState = CircuitState.CLOSED
     changed_at: float = 0.0
     transitions: int = 0
 
@@ -376,7 +377,7 @@ def _stats(tool: str, s: _Sum, transitions: int, breaker: Breaker | None) -> Too
         retries=c.retries,
         p50_ms=_ms(lat.quantile(0.50)),
         p95_ms=_ms(lat.quantile(0.95)),
-        breaker=breaker.state if breaker else "closed",
+        breaker=breaker.state if breaker else CircuitState.CLOSED,
         p99_ms=_ms(lat.quantile(0.99)),
         mean_ms=_ms(lat.mean),
         stdev_ms=_ms(lat.stdev),
