@@ -28,11 +28,12 @@ from msgspec.structs import replace
 from engine import events as ev
 from engine.effects import answered
 from engine.kinds import SETTLED, RunStatus, Source
+from engine.state import next_status
 from engine.stats import RecoveryStats
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
-from ..fold import Envelope, Projection, RowDecoder, next_status
+from ..fold import Envelope, Projection, RowDecoder
 from ..runner import Runner
 
 
