@@ -27,7 +27,7 @@ from ..history import RunWriter, rebuild
 from ..kinds import FINAL, FailureKind, RunStatus, Source
 from ..policy import describe
 from ..store import Append, Recorded
-from ..subtree import tree_effects
+from ..subtree import spawned_after, tree_effects
 from . import ledger, registry
 from .defs import ToolDef, normalize
 from .repository import LoadedRun, RunRepository
@@ -281,22 +281,12 @@ def abandon_held(
     return RunResult(rid, RunStatus.ABANDONED, parent_run_id=parent)
 
 
-def children(recorded: Iterable[Recorded]) -> list[str]:
-    """The child runs a run's log names (spawned, or started by a restart), in the
-    order it started them."""
-    found: dict[str, None] = {}
-    for r in recorded:
-        if isinstance(r.event, ev.ChildSpawned | ev.ChildRestarted):
-            found.setdefault(r.event.child_run_id, None)
-    return list(found)
-
-
 def _abandon_children(
     runs: RunRepository, run: LoadedRun, stopping: Stopping, above: frozenset[str]
 ) -> RunResult | None:
     """Abandon the run's unfinished children, latest started first, each with its own
     subtree; the first that cannot be undone stops it, and the run fails naming it."""
-    for child in reversed(children(run.recorded)):
+    for child in reversed(spawned_after(run.recorded)):
         state = rebuild(runs.store, child)
         # A fork's inherited spawns name its parent's children: they are not the fork's
         # to abandon (the parent may still wait on them).
