@@ -17,6 +17,7 @@ import msgspec
 from msgspec.structs import replace
 
 from .. import events as ev
+from ..effects import is_uncertain, may_have_landed
 from ..kinds import Asked, FailureKind, Source
 from .defs import ToolDef
 
@@ -61,11 +62,13 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
         """Its intent went out and the log does not say how it ended (no outcome, or a
         final failure while an attempt may have landed: an ``indeterminate`` one, or an
         earlier one): a re-execution resolves it (ledger, verifier, same-key re-send or
-        a person) before anything is sent again. The run-level reader of the same
-        question, ``engine.effects.Effect.uncertain``, answers it the same way."""
-        out = self.outcome
-        unsure = isinstance(out, ev.ToolFailed) and (out.kind == INDETERMINATE or self.maybe_landed)
-        return self.intent is not None and (out is None or unsure)
+        a person) before anything is sent again. By the one rule every reader of the
+        question uses, ``engine.effects.is_uncertain``."""
+        out, failed = self.outcome, isinstance(self.outcome, ev.ToolFailed)
+        unsure = is_uncertain(
+            answered=out is not None, failed=failed, maybe_landed=self.maybe_landed
+        )
+        return self.intent is not None and unsure
 
     @property
     def sends_under(self) -> str | None:
@@ -112,7 +115,7 @@ def _failed(s: CallState | None, e: ev.ToolFailed, position: int) -> CallState:
         s,
         outcome=e if e.final else s.outcome,
         attempts=max(s.attempts, e.attempt),
-        maybe_landed=s.maybe_landed or e.kind == INDETERMINATE or e.landed,
+        maybe_landed=may_have_landed(s.maybe_landed, e.kind) or e.landed,
     )
 
 
@@ -390,4 +393,4 @@ def settle(tool: ToolDef, state: CallState, source: str, *, defer: bool) -> Sett
 
 def releases(state: CallState, kind: str) -> bool:
     """A final failure frees the call's key unless the effect may have happened."""
-    return bool(state.claim) and kind != INDETERMINATE and not state.maybe_landed
+    return bool(state.claim) and not may_have_landed(state.maybe_landed, kind)
