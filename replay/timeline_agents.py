@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine import events as ev
-from engine.kinds import RunStatus
+from engine.kinds import Purpose, RunStatus
 from engine.state import waiting_text
 
 from .output import Piece, brief, clock, plural, seconds
@@ -97,7 +97,7 @@ def _received(e: ev.MessageReceived, at: float) -> list[Piece]:
 
 
 def _timer(e: ev.TimerSet, at: float) -> list[Piece]:
-    what = "sleep" if e.purpose == "sleep" else f"wait for message {e.topic!r}"
+    what = "sleep" if e.purpose == Purpose.SLEEP else f"wait for message {e.topic!r}"
     return [
         ("⏲ timer ", "bold"),
         f"{what} until {clock(e.until, date=True)} UTC",

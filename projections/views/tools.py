@@ -27,7 +27,7 @@ from msgspec.structs import replace
 
 from engine import events as ev
 from engine.effects import is_uncertain, may_have_landed
-from engine.kinds import CircuitState, Source
+from engine.kinds import Asked, CircuitState, Source
 from engine.stats import ToolStats
 from engine.store import Store
 from engine.store.ports import Column, ColumnValue, ViewQuery
@@ -144,7 +144,7 @@ class View(Projection[Row]):
             return (_key(WINDOW_ROW, env.run.agent, e.tool, window_of(e.at)),)
         if isinstance(e, ev.AgentResumed | ev.AgentAbandoned | ev.AgentFinished):
             return (run,)
-        if isinstance(e, ev.HumanInputRequested) and e.reason == "uncertain":
+        if isinstance(e, ev.HumanInputRequested) and e.reason == Asked.UNCERTAIN:
             return (run,)
         return ()
 
