@@ -275,9 +275,13 @@ _HANDLERS: dict[type[ev.Event], _Handler] = {
 
 def evolve(state: RunState, event: ev.Event, position: int) -> RunState:
     """Fold one recorded event into the state. Pure; unknown events only move position."""
-    status = STATUS_AFTER.get(type(event), state.status)
-    s = replace(state, position=position, updated_at=event.at, status=status)
-    handler = _HANDLERS.get(type(event))
+    kind = type(event)
+    status = STATUS_AFTER.get(kind)
+    if status is None:
+        s = replace(state, position=position, updated_at=event.at)
+    else:
+        s = replace(state, position=position, updated_at=event.at, status=status)
+    handler = _HANDLERS.get(kind)
     return s if handler is None else handler(s, event, position)
 
 
