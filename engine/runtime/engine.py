@@ -247,7 +247,7 @@ class Engine(Catalog, Declaring):
         for row in self.store.runs(RunStatus.RUNNING):
             if self.leases.dead_holder(self.store, row.run_id) is not None:
                 self._recovered(row.run_id, self._resumed_orphan, results)
-        for status in sorted(SUSPENDED):
+        for status in sorted(SUSPENDED, reverse=True):  # waiting, then paused (as before)
             for row in self.store.runs(status):
                 self._recovered(row.run_id, self._resumed_due, results)
         return results
