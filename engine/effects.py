@@ -28,6 +28,19 @@ class Outcome(StrEnum):
     FAILED = "failed"  # a final failure
 
 
+def may_have_landed(before: bool, kind: str) -> bool:
+    """Whether a call's effect may exist after an attempt that failed as ``kind``
+    (``before``: an earlier attempt's already may): an indeterminate attempt's may."""
+    return before or kind == FailureKind.INDETERMINATE
+
+
+def is_uncertain(*, answered: bool, failed: bool, maybe_landed: bool) -> bool:
+    """The one rule of an uncertain call, for every reader (effects, the runtime's call
+    state, the views): its intent went out and the log does not say how it ended - no
+    outcome, or a final failure while an attempt may have landed."""
+    return not answered or (failed and maybe_landed)
+
+
 def answered(event: ev.Event) -> int | None:
     """The call whose latest intent ``event`` answers (a success, or a failure with no
     attempt left); None for any other event. An intent no event answers is open."""
@@ -71,9 +84,9 @@ class Effect(msgspec.Struct, frozen=True):
     @property
     def uncertain(self) -> bool:
         """It may have happened, and nobody recorded whether it did."""
-        return self.outcome == Outcome.UNKNOWN or (
-            self.outcome == Outcome.FAILED and self.maybe_landed
-        )
+        failed = self.outcome == Outcome.FAILED
+        done = self.outcome != Outcome.UNKNOWN
+        return is_uncertain(answered=done, failed=failed, maybe_landed=self.maybe_landed)
 
 
 def effects(recorded: Iterable[ev.Positioned], after: int = 0) -> list[Effect]:
@@ -104,7 +117,7 @@ def effects(recorded: Iterable[ev.Positioned], after: int = 0) -> list[Effect]:
         if isinstance(e, ev.ToolSucceeded):
             found[call] = replace(fx, outcome=Outcome.COMMITTED, result=e.result, source=e.source)
         elif isinstance(e, ev.ToolFailed):
-            landed = fx.maybe_landed or e.kind == FailureKind.INDETERMINATE
+            landed = may_have_landed(fx.maybe_landed, e.kind)
             ends = answered(e) is not None and fx.outcome == Outcome.UNKNOWN
             outcome = Outcome.FAILED if ends else fx.outcome
             found[call] = replace(fx, maybe_landed=landed, outcome=outcome)

@@ -80,7 +80,7 @@ class NonDeterminismError(AgentlogError):
 class ToolError(AgentlogError):
     """A tool failure of a known kind. ``kind`` is what timelines and policies see."""
 
-    kind: str = FailureKind.PERMANENT
+    kind: FailureKind = FailureKind.PERMANENT
 
 
 class Transient(ToolError):

@@ -23,7 +23,7 @@ from . import events as ev
 from . import failpoints, observe
 from .errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from .events import Positioned
-from .kinds import ENDED
+from .kinds import FINAL
 from .runcheck import RunCheck
 from .savetimes import FLUSH_AT, LAST_WRITE, SaveTimes, ms_since
 from .snapshots import save_snapshot, snapshot_at_or_before
@@ -298,7 +298,7 @@ class RunWriter:
         """One commit of ``events``, ``extra`` (other streams') and ``rows`` (index rows)."""
         held = self.timings.held if measure else 0  # inline checks: the hot path
         flush = held and (held >= FLUSH_AT or (events and type(events[-1]) in LAST_WRITE))
-        if flush and self.state.status not in ENDED:
+        if flush and self.state.status not in FINAL:
             events = self.timings.riding(events)
         state = self.state
         items = list(extra)

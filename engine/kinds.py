@@ -1,5 +1,6 @@
-"""The closed vocabularies of the log: run statuses, failure kinds, outcome sources and
-rewind modes.
+"""The closed vocabularies of the log: run statuses (and the named sets of them every
+reader uses), failure kinds, outcome sources, rewind modes, why a run asks or waits,
+what a timer is for, and a circuit breaker's states.
 
 Each is a ``StrEnum``: a member *is* its stored string (``RunStatus.COMPLETED ==
 "completed"``), so events, snapshots and exports keep plain strings and logs written
@@ -23,8 +24,16 @@ class RunStatus(StrEnum):
     ABANDONED = "abandoned"
 
 
-# Completed or abandoned: nothing more runs in it (a plain stored string matches too).
-ENDED = frozenset({RunStatus.COMPLETED, RunStatus.ABANDONED})
+# The status sets, named once (a plain stored string matches too). Every status is in
+# exactly one of LIVE, SUSPENDED and SETTLED; FINAL is the part of SETTLED nothing reopens.
+# Completed or abandoned: nothing more runs in it, ever.
+FINAL = frozenset({RunStatus.COMPLETED, RunStatus.ABANDONED})
+# Final or failed: no execution is left that may write to it (resume starts a new one).
+SETTLED = FINAL | {RunStatus.FAILED}
+# Paused or waiting: it holds no thread until an answer, a timer, a message or a child.
+SUSPENDED = frozenset({RunStatus.PAUSED, RunStatus.WAITING})
+# New or running: an execution has it (or is about to).
+LIVE = frozenset({RunStatus.NEW, RunStatus.RUNNING})
 
 
 class FailureKind(StrEnum):
@@ -64,4 +73,48 @@ class Effects(StrEnum):
     RESEND = "resend"
 
 
-__all__ = ["ENDED", "TOOL_KINDS", "Effects", "FailureKind", "RunStatus", "Source"]
+class Asked(StrEnum):
+    """Why a run asks a person (``human_input_requested.reason``)."""
+
+    QUESTION = "question"  # the agent's own question
+    UNCERTAIN = "uncertain"  # did a side effect nobody can verify happen?
+
+
+class Purpose(StrEnum):
+    """What a durable timer is for (``timer_set.purpose``)."""
+
+    SLEEP = "sleep"  # a sleep's end
+    RECV = "recv"  # a receive's deadline
+
+
+class WaitReason(StrEnum):
+    """What a run that holds no thread waits for (``run_waiting.reason``)."""
+
+    TIMER = "timer"
+    MESSAGE = "message"
+    CHILD = "child"
+
+
+class CircuitState(StrEnum):
+    """A tool's circuit breaker state (``circuit_opened`` and its siblings, tool stats)."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+__all__ = [
+    "FINAL",
+    "LIVE",
+    "SETTLED",
+    "SUSPENDED",
+    "TOOL_KINDS",
+    "Asked",
+    "CircuitState",
+    "Effects",
+    "FailureKind",
+    "Purpose",
+    "RunStatus",
+    "Source",
+    "WaitReason",
+]

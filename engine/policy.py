@@ -20,13 +20,13 @@ from typing import NamedTuple
 import msgspec
 
 from .errors import Indeterminate, Logical, Permanent, ToolError, Transient
-from .kinds import TOOL_KINDS
+from .kinds import TOOL_KINDS, FailureKind
 
 KIND_CLASSES: dict[str, type[ToolError]] = {
-    "transient": Transient,
-    "permanent": Permanent,
-    "indeterminate": Indeterminate,
-    "logical": Logical,
+    FailureKind.TRANSIENT: Transient,
+    FailureKind.PERMANENT: Permanent,
+    FailureKind.INDETERMINATE: Indeterminate,
+    FailureKind.LOGICAL: Logical,
 }
 
 Classifier = Callable[[BaseException], "type[ToolError] | None"]
@@ -74,8 +74,8 @@ class CircuitBreaker(msgspec.Struct, frozen=True):
     reset_timeout: float = 30.0
 
 
-TRANSIENT, PERMANENT, INDETERMINATE = "transient", "permanent", "indeterminate"
-LOGICAL = "logical"
+TRANSIENT, PERMANENT = FailureKind.TRANSIENT, FailureKind.PERMANENT
+INDETERMINATE, LOGICAL = FailureKind.INDETERMINATE, FailureKind.LOGICAL
 # How a row's kinds are refined from the exception itself (when that tells nothing,
 # the row's own kinds stand).
 OWN = "own kind"  # our kinds say their own kind
@@ -89,8 +89,8 @@ class Row(NamedTuple):
     (``module.ClassName``; the module or any of its submodules) is of these kinds."""
 
     match: str
-    side_effect: str  # the kind for a side-effecting tool
-    read_only: str  # the kind for a read-only tool
+    side_effect: FailureKind  # the kind for a side-effecting tool
+    read_only: FailureKind  # the kind for a read-only tool
     by: str = ""  # OWN, HTTP_STATUS, SMTP_REPLY or WRAPPED: refined from the exception
     why: str = ""
 
@@ -230,13 +230,13 @@ DEFAULT_TABLE: tuple[Row, ...] = (
 
 # (statuses, side-effect kind, read-only kind): the first row holding the status decides;
 # a status in none of them (a 3xx, say) leaves the exception's row to decide.
-HTTP_STATUS_TABLE: tuple[tuple[range | frozenset[int], str, str], ...] = (
+HTTP_STATUS_TABLE: tuple[tuple[range | frozenset[int], FailureKind, FailureKind], ...] = (
     (frozenset({429, 502, 503, 504}), TRANSIENT, TRANSIENT),  # rate limited, not served
     (range(400, 500), PERMANENT, PERMANENT),  # the server refused the request
     (range(500, 600), INDETERMINATE, TRANSIENT),  # 500 & co: it may have acted
 )
 # An SMTP error raised before the message was accepted: 4yz try again, 5yz never.
-SMTP_REPLY_TABLE: tuple[tuple[range | frozenset[int], str, str], ...] = (
+SMTP_REPLY_TABLE: tuple[tuple[range | frozenset[int], FailureKind, FailureKind], ...] = (
     (range(400, 500), TRANSIENT, TRANSIENT),
     (range(500, 600), PERMANENT, PERMANENT),
 )
@@ -264,22 +264,24 @@ def row_for(cls: type[BaseException]) -> Row:
     return DEFAULT_TABLE[-1]
 
 
-def classify(exc: BaseException, *, side_effect: bool, hook: Classifier | None = None) -> str:
+def classify(
+    exc: BaseException, *, side_effect: bool, hook: Classifier | None = None
+) -> FailureKind:
     """The failure kind of ``exc``: the tool's hook if it answers, else DEFAULT_TABLE."""
     if hook is not None:
         chosen = hook(exc)
-        if chosen is not None:
-            return chosen.kind
+        if chosen is not None:  # a kind of its own (not a log's vocabulary): permanent
+            return FailureKind(chosen.kind) if chosen.kind in TOOL_KINDS else PERMANENT
     return default_kind(exc, side_effect=side_effect)
 
 
-def default_kind(exc: BaseException, *, side_effect: bool, depth: int = 0) -> str:
+def default_kind(exc: BaseException, *, side_effect: bool, depth: int = 0) -> FailureKind:
     """The kind DEFAULT_TABLE gives ``exc`` (refined as its row says)."""
     row = row_for(type(exc))
     kind = row.side_effect if side_effect else row.read_only
     if row.by == OWN:
         own = getattr(exc, "kind", None)
-        return own if own in TOOL_KINDS else kind
+        return FailureKind(own) if isinstance(own, str) and own in TOOL_KINDS else kind
     if row.by in (HTTP_STATUS, SMTP_REPLY):
         status = http_status(exc) if row.by == HTTP_STATUS else _int(exc, "smtp_code")
         table = HTTP_STATUS_TABLE if row.by == HTTP_STATUS else SMTP_REPLY_TABLE

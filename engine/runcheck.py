@@ -10,7 +10,7 @@ from typing import TypeVar
 from . import events as ev
 from .errors import CorruptData
 from .events import Positioned
-from .kinds import ENDED
+from .kinds import FINAL
 from .state import RunState
 
 # A run ends with one of these; nothing of its own life may follow.
@@ -39,7 +39,7 @@ class RunCheck:
     @classmethod
     def after(cls, state: RunState) -> RunCheck:
         """A check for the records that continue ``state`` (a snapshot, or a fresh run)."""
-        return cls(state.run_id, state.position, state.status in ENDED)
+        return cls(state.run_id, state.position, state.status in FINAL)
 
     def __call__(self, records: Sequence[_P]) -> Sequence[_P]:
         """``records`` once checked (they must follow those checked before)."""

@@ -150,8 +150,29 @@ def _without(pending: list[PendingCall], call: int) -> list[PendingCall]:
     return [p for p in pending if p.call != call]
 
 
+# The status transition table: how each event moves a run's status; every other event
+# leaves it. The one copy: evolve applies it, and the projections read it (next_status).
+STATUS_AFTER: dict[type[ev.Event], RunStatus] = {
+    ev.AgentStarted: RunStatus.RUNNING,
+    ev.AgentResumed: RunStatus.RUNNING,
+    ev.HumanInputRequested: RunStatus.PAUSED,
+    ev.HumanInputProvided: RunStatus.RUNNING,
+    ev.AgentFinished: RunStatus.COMPLETED,
+    ev.AgentFailed: RunStatus.FAILED,
+    ev.AgentAbandoned: RunStatus.ABANDONED,
+    ev.ChildPaused: RunStatus.PAUSED,
+    ev.RunWaiting: RunStatus.WAITING,
+}
+
+
+def next_status(status: str, event: ev.Event) -> str:
+    """The status a run in ``status`` has after ``event`` (the table's rule)."""
+    return STATUS_AFTER.get(type(event), status)
+
+
 # One small handler per event type, found by the event's exact type: a dict lookup, not a
-# chain of isinstance tests. Each takes the state with position and time already moved.
+# chain of isinstance tests. Each takes the state with position, time and status already
+# moved (the status by STATUS_AFTER).
 _Handler = Callable[[RunState, Any, int], RunState]
 
 
@@ -159,7 +180,6 @@ def _started(s: RunState, e: ev.AgentStarted, position: int) -> RunState:
     return replace(
         s,
         agent=e.agent,
-        status=RunStatus.RUNNING,
         started_at=e.at,
         parent_run_id=e.parent_run_id,
         fork_position=e.fork_position,
@@ -170,18 +190,17 @@ def _started(s: RunState, e: ev.AgentStarted, position: int) -> RunState:
 def _resumed(s: RunState, e: ev.AgentResumed, position: int) -> RunState:
     return replace(
         s,
-        status=RunStatus.RUNNING,
         resumes=s.resumes + 1,
         waits_on=None,
     )
 
 
 def _child_paused(s: RunState, e: ev.ChildPaused, position: int) -> RunState:
-    return replace(s, status=RunStatus.PAUSED, waits_on=of(e))
+    return replace(s, waits_on=of(e))
 
 
 def _waits(s: RunState, e: ev.RunWaiting, position: int) -> RunState:
-    return replace(s, status=RunStatus.WAITING, waits_on=of(e))
+    return replace(s, waits_on=of(e))
 
 
 def _invoked(s: RunState, e: ev.ToolInvoked, position: int) -> RunState:
@@ -239,7 +258,6 @@ def _asked(s: RunState, e: ev.HumanInputRequested, position: int) -> RunState:
     return replace(
         s,
         calls=max(s.calls, e.call),
-        status=RunStatus.PAUSED,
         waits_on=of(e),
     )
 
@@ -247,7 +265,6 @@ def _asked(s: RunState, e: ev.HumanInputRequested, position: int) -> RunState:
 def _finished(s: RunState, e: ev.AgentFinished, position: int) -> RunState:
     return replace(
         s,
-        status=RunStatus.COMPLETED,
         output=e.output,
         pending=[],
         error=None,
@@ -255,14 +272,10 @@ def _finished(s: RunState, e: ev.AgentFinished, position: int) -> RunState:
     )
 
 
-def _stopped(status: RunStatus) -> _Handler:
-    """An event that ends the run's execution in ``status`` (it waits on nothing)."""
-
-    def handler(s: RunState, e: Any, position: int) -> RunState:
-        error = e.error if isinstance(e, ev.AgentFailed) else s.error
-        return replace(s, status=status, error=error, waits_on=None)
-
-    return handler
+def _stopped(s: RunState, e: Any, position: int) -> RunState:
+    """An event after which the run waits on nothing (a failure records its error)."""
+    error = e.error if isinstance(e, ev.AgentFailed) else s.error
+    return replace(s, error=error, waits_on=None)
 
 
 _HANDLERS: dict[type[ev.Event], _Handler] = {
@@ -279,11 +292,11 @@ _HANDLERS: dict[type[ev.Event], _Handler] = {
     ev.StepCompleted: _step_done,
     ev.Checkpoint: _call,
     ev.HumanInputRequested: _asked,
-    ev.HumanInputProvided: _stopped(RunStatus.RUNNING),
+    ev.HumanInputProvided: _stopped,
     ev.Compensated: lambda s, e, p: replace(s, compensated=s.compensated + 1),
     ev.AgentFinished: _finished,
-    ev.AgentFailed: _stopped(RunStatus.FAILED),
-    ev.AgentAbandoned: _stopped(RunStatus.ABANDONED),
+    ev.AgentFailed: _stopped,
+    ev.AgentAbandoned: _stopped,
     ev.ChildPaused: _child_paused,
     ev.RunWaiting: _waits,
     ev.RunImported: lambda s, e, p: replace(s, imported=True),
@@ -293,8 +306,13 @@ _HANDLERS: dict[type[ev.Event], _Handler] = {
 
 def evolve(state: RunState, event: ev.Event, position: int) -> RunState:
     """Fold one recorded event into the state. Pure; unknown events only move position."""
-    s = replace(state, position=position, updated_at=event.at)
-    handler = _HANDLERS.get(type(event))
+    kind = type(event)
+    status = STATUS_AFTER.get(kind)
+    if status is None:
+        s = replace(state, position=position, updated_at=event.at)
+    else:
+        s = replace(state, position=position, updated_at=event.at, status=status)
+    handler = _HANDLERS.get(kind)
     return s if handler is None else handler(s, event, position)
 
 

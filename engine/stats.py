@@ -17,6 +17,7 @@ from typing import Protocol
 import msgspec
 
 from .errors import UsageError
+from .kinds import CircuitState
 from .store import Store
 
 ENTRY_GROUP = "agentlog.views"
@@ -43,7 +44,7 @@ class ToolStats(msgspec.Struct, frozen=True):
     retries: int = 0
     p50_ms: float | None = None
     p95_ms: float | None = None
-    breaker: str = "closed"  # the breaker's last recorded state
+    breaker: CircuitState = CircuitState.CLOSED  # the breaker's last recorded state
     p99_ms: float | None = None
     mean_ms: float | None = None
     stdev_ms: float | None = None

@@ -17,9 +17,10 @@ from .state import ChildOf, ForkOf, lineage_of
 from .store import Recorded, Store
 
 
-def spawned_after(recorded: Iterable[Recorded], after: int) -> list[str]:
+def spawned_after(recorded: Iterable[Recorded], after: int = 0) -> list[str]:
     """The child runs a run's log names (spawned, or started by a restart) after
-    position ``after``, in the order it started them."""
+    position ``after`` (all of them by default), in the order it started them: the one
+    reading of a run's children from its log."""
     found: dict[str, None] = {}
     for r in recorded:
         if r.position > after and isinstance(r.event, ev.ChildSpawned | ev.ChildRestarted):

@@ -15,6 +15,7 @@ import msgspec
 
 from . import events as ev
 from .errors import UsageError
+from .kinds import RunStatus
 
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
 STRATEGIES: tuple[str, ...] = ("one_for_one", "one_for_all", "rest_for_one")
@@ -143,7 +144,7 @@ def family(events: Iterable[ev.Event]) -> Family:
         elif isinstance(e, ev.ChildFinished) and e.call in kids:
             kid = kids[e.call]
             if kid.run_id == e.child_run_id:
-                kids[e.call] = msgspec.structs.replace(kid, settled=e.status == "completed")
+                kids[e.call] = msgspec.structs.replace(kid, settled=e.status == RunStatus.COMPLETED)
     return Family(tuple(kids.values()), tuple(episodes))
 
 

@@ -16,9 +16,9 @@ from typing import ClassVar, Generic, TypeVar
 
 import msgspec
 
-from engine import events as ev
 from engine.events import Event
 from engine.kinds import RunStatus
+from engine.state import STATUS_AFTER
 from engine.store.ports import Column, ColumnValue, ViewTable
 from engine.store.views import damaged_view
 
@@ -96,27 +96,7 @@ class Projection(ABC, Generic[R]):
         no such row yet)."""
 
 
-# How each event moves a run's status; every other event leaves it. The views' one copy
-# of engine.state.evolve's rule (tests/test_projection_runs.py checks the two agree for
-# every event type and every status before it).
-_STATUS: dict[type[Event], RunStatus] = {
-    ev.AgentStarted: RunStatus.RUNNING,
-    ev.AgentResumed: RunStatus.RUNNING,
-    ev.HumanInputRequested: RunStatus.PAUSED,
-    ev.HumanInputProvided: RunStatus.RUNNING,
-    ev.AgentFinished: RunStatus.COMPLETED,
-    ev.AgentFailed: RunStatus.FAILED,
-    ev.AgentAbandoned: RunStatus.ABANDONED,
-    ev.ChildPaused: RunStatus.PAUSED,
-    ev.RunWaiting: RunStatus.WAITING,
-}
-
-
 def moved_status(event: Event) -> RunStatus | None:
-    """The status ``event`` moves a run to (None: it leaves the status as it is)."""
-    return _STATUS.get(type(event))
-
-
-def next_status(status: str, event: Event) -> str:
-    """The status a run has after ``event``, as the engine's fold gives it."""
-    return _STATUS.get(type(event), status)
+    """The status ``event`` moves a run to (None: it leaves the status as it is), by the
+    engine's one transition table."""
+    return STATUS_AFTER.get(type(event))

@@ -101,7 +101,7 @@ class Session:
     def failure(self, r: RunResult) -> tuple[str, int | None] | None:
         """A failed run's failure kind and the call that failed (None: the agent's own
         code), from its last ``agent_failed``; None for a run that did not fail."""
-        if r.status != "failed":
+        if r.status != RunStatus.FAILED:
             return None
         failed = [e.data for e in self.engine.events(r.run_id) if e.type == "agent_failed"]
         return (failed[-1]["kind"], failed[-1]["call"]) if failed else None

@@ -16,7 +16,7 @@ from typing import Any
 from engine import RunState
 from engine import events as ev
 from engine.effects import Effect, Outcome, uncertain
-from engine.kinds import RunStatus, Source
+from engine.kinds import FINAL, RunStatus, Source
 from engine.secrets import redact
 from engine.state import ChildOf, ForkOf
 
@@ -90,7 +90,7 @@ class _Reading:
                     return f"child run {e.previous_run_id} restarted ({e.strategy}): {e.reason}"
             case ev.ChildFinished():
                 self.children.pop(e.call, None)
-                if e.status == "completed":
+                if e.status == RunStatus.COMPLETED:
                     return (
                         f"child run {e.child_run_id} completed -> {brief(e.output, RESULT_CHARS)}"
                     )
@@ -218,7 +218,7 @@ def _pending(state: RunState, unsure: list[Effect]) -> list[str]:
 
 def _held(state: RunState, seen: _Reading) -> list[str]:
     """Child runs not finished and locks still held (none once the run ended)."""
-    if state.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+    if state.status in FINAL:
         return []
     lines = [
         f"  - child run {child} (spawn call {call}) has not finished: wait for it; "

@@ -17,7 +17,7 @@ from engine import RunState
 from engine import events as ev
 from engine.effects import answered
 from engine.history import PAGE, iter_run
-from engine.kinds import RunStatus, Source
+from engine.kinds import Asked, RunStatus, Source
 from engine.runtime.decisions import NOW
 from engine.showing import shown, shown_event, utc
 from engine.state import ChildOf, ForkOf, lineage_of
@@ -257,7 +257,7 @@ def _checkpoint(s: _Story, e: ev.Checkpoint, at: float) -> list[Piece]:
 
 
 def _asked(s: _Story, e: ev.HumanInputRequested, at: float) -> list[Piece]:
-    label = "? uncertain, asks: " if e.reason == "uncertain" else "? asks: "
+    label = "? uncertain, asks: " if e.reason == Asked.UNCERTAIN else "? asks: "
     return [(label, "bold yellow"), e.question]
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine import events as ev
+from engine.kinds import Purpose, RunStatus
 from engine.waiting import of, shown
 
 from .output import Piece, brief, clock, plural, seconds
@@ -24,7 +25,7 @@ def _spawned(e: ev.ChildSpawned, at: float) -> list[Piece]:
 
 
 def _child_finished(e: ev.ChildFinished, at: float) -> list[Piece]:
-    if e.status == "completed":
+    if e.status == RunStatus.COMPLETED:
         return [("⑂ child ", "green"), e.child_run_id, " completed → ", brief(e.output, 100)]
     out: list[Piece] = [("⑂ child ", "red"), e.child_run_id, (f" {e.status}", "bold red")]
     if e.error:
@@ -96,7 +97,7 @@ def _received(e: ev.MessageReceived, at: float) -> list[Piece]:
 
 
 def _timer(e: ev.TimerSet, at: float) -> list[Piece]:
-    what = "sleep" if e.purpose == "sleep" else f"wait for message {e.topic!r}"
+    what = "sleep" if e.purpose == Purpose.SLEEP else f"wait for message {e.topic!r}"
     return [
         ("⏲ timer ", "bold"),
         f"{what} until {clock(e.until, date=True)} UTC",

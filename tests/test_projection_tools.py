@@ -27,7 +27,7 @@ from engine.store import Append, Store, stream_id
 from engine.store.ports import ViewQuery
 from projections.runner import Runner
 from projections.views import tools
-from projections.views.tools import View, latency, summarize
+from projections.views.tools import View, summarize
 
 HOUR = 3600
 T0 = 1_700_006_400.0  # an hour's start (1_700_006_400 = 472_224 * 3600)
@@ -260,8 +260,6 @@ def test_real_runs_give_the_hand_count_and_incremental_equals_rebuilt(
     rates_lat = by_tool(incremental)[_name(d["rates"])]
     assert rates_lat.mean_ms == pytest.approx(40.0)  # the fallback is no attempt
     assert by_tool(incremental)[_name(d["transfer"])].p50_ms is None  # nothing executed
-    mean, stdev, count = latency(eng.store, _name(d["flaky"]))
-    assert (mean, stdev, count) == pytest.approx((0.02, statistics.pstdev([0.01, 0.02, 0.03]), 3))
 
 
 @all_backends
@@ -476,10 +474,6 @@ def test_percentiles_mean_and_stdev_of_known_durations_across_windows(store: Sto
         assert s.mean_ms == pytest.approx(statistics.fmean(ms))
         assert s.stdev_ms == pytest.approx(statistics.pstdev(ms))
         assert s.calls == s.attempts == len(ms)
-    assert latency(store, "search") == pytest.approx(
-        (statistics.fmean(durations), statistics.pstdev(durations), 200)
-    )
-    assert latency(store, "nothing") == (0.0, 0.0, 0)
 
 
 @all_backends

@@ -18,7 +18,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from engine.store import LeaseStore, RunIndex, RunRecorder, RunRow, Store, open_store
 from engine.store.memory import MemoryAggregateRecorder
-from engine.store.ports import Column, ViewBatch, ViewQuery, ViewRow, ViewStore, ViewTable
+from engine.store.ports import Applied, Column, ViewBatch, ViewQuery, ViewRow, ViewStore, ViewTable
 
 T0 = 1_700_000_000.0
 
@@ -132,7 +132,7 @@ class ViewStoreContract(_Backend):
 
     @pytest.fixture
     def views(self, opened: Store) -> ViewStore:
-        port = opened.views._port
+        port = opened.views.port
         assert isinstance(port, ViewStore) and not isinstance(port, Store)
         port.reset_view(self.TABLE, "v1")
         return port
@@ -161,6 +161,13 @@ class ViewStoreContract(_Backend):
         assert views.view_rows(self.TABLE, ["a", "b"]) == {"a": b"body a"}
         tracked = views.tracking("contract")
         assert tracked is not None and tracked.position == 5
+
+    def test_the_tracking_row_keeps_the_last_applied_event(self, views: ViewStore) -> None:
+        last = Applied(uuid.uuid4().hex, 7)
+        batch = ViewBatch(self.TABLE, 0, 5, [self.row("a", "x", 1, 1.0)], last=last)
+        assert views.commit_views([batch]) == [True]
+        tracked = views.tracking("contract")
+        assert tracked is not None and (tracked.position, tracked.last) == (5, last)
 
     def test_upserts_replace_and_deletes_remove(self, views: ViewStore) -> None:
         views.commit_views(

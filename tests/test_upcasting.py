@@ -140,15 +140,15 @@ def test_upcasters_chain_in_version_order(schema_version: Any) -> None:
 
     @ev.upcaster(TAG, 2)
     def attempts_count_from_one(data: dict[str, Any]) -> dict[str, Any]:
-        return {**data, "attempt": data.get("attempt", 0) + 1, "source": data["source"] + "+v3"}
+        return {**data, "attempt": data.get("attempt", 0) + 1, "tool": data["tool"] + "+v3"}
 
     v1 = codec.decode_event(f"{TAG}:1", _v1(1.0, 1, None, cached=True))
-    assert (v1.attempt, v1.source) == (1, "ledger+v3")
+    assert (v1.attempt, v1.source, v1.tool) == (1, "ledger", "search+v3")
     v2_payload = msgspec.msgpack.encode(
         {"type": TAG, "at": 1.0, "call": 1, "tool": "t", "attempt": 4, "source": "human"}
     )
     v2 = codec.decode_event(f"{TAG}:2", v2_payload)
-    assert (v2.attempt, v2.source) == (5, "human+v3")
+    assert (v2.attempt, v2.source, v2.tool) == (5, "human", "t+v3")
     current = ev.ToolSucceeded(at=1.0, call=1, tool="t", attempt=4, source="human")
     topic, payload = codec.encode_event(current)
     assert topic == f"{TAG}:3"

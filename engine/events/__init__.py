@@ -11,10 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ..kinds import Asked, Effects, FailureKind, Source
 from .agents import *  # noqa: F403  (the events of many agents, by their __all__)
 from .agents import AnyAgentEvent
 from .base import Event as Event
 from .base import now as now
+
+# A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
+# member: msgspec leaves a default out by identity, so a value equal to it is left out
+# whoever wrote it (a member passed for a plain-string default used to be kept); both
+# payloads decode to the same event.
 
 # --- run lifecycle ---------------------------------------------------------------------
 
@@ -29,7 +35,7 @@ class AgentStarted(Event, frozen=True, tag="agent_started"):
     inherited: int = 0  # a fork's events copied from its parent: positions 2..inherited+1
     # A fork's treatment of its parent's side effects after the fork position: "reuse",
     # "compensate" or "resend" (None: not a fork, or a fork from before the choice).
-    effects: str | None = None
+    effects: Effects | None = None
     # engine.secrets.key_check of the replay key its arguments were hashed under (None: a
     # run from before the check, hashed under the legacy key). A fork keeps its parent's.
     key_check: str | None = None
@@ -54,7 +60,7 @@ class AgentFinished(Event, frozen=True, tag="agent_finished"):
 
 class AgentFailed(Event, frozen=True, tag="agent_failed"):
     error: str
-    kind: str = "permanent"
+    kind: FailureKind = FailureKind.PERMANENT
     call: int | None = None
 
 
@@ -150,7 +156,7 @@ class SavesTimed(Event, frozen=True, tag="saves_timed"):
 class HumanInputRequested(Event, frozen=True, tag="human_input_requested"):
     call: int
     question: str
-    reason: str = "question"  # "question" or "uncertain" (a side effect nobody can verify)
+    reason: Asked = Asked.QUESTION  # "question" or "uncertain" (an effect nobody can verify)
 
 
 class HumanInputProvided(Event, frozen=True, tag="human_input_provided"):
@@ -190,13 +196,13 @@ class ToolSucceeded(Event, frozen=True, tag="tool_succeeded"):
     duration: float = 0.0
     # "executed", "verified", "ledger", "fallback", "human", "parent" (a fork reusing the
     # outcome of the same call its parent made)
-    source: str = "executed"
+    source: Source = Source.EXECUTED
 
 
 class ToolFailed(Event, frozen=True, tag="tool_failed"):
     call: int
     tool: str
-    kind: str  # transient / permanent / indeterminate / logical
+    kind: FailureKind  # transient / permanent / indeterminate / logical
     message: str
     error_type: str = ""
     attempt: int = 1
@@ -229,7 +235,7 @@ class RetryScheduled(Event, frozen=True, tag="retry_scheduled"):
     tool: str
     attempt: int  # the attempt that will run next
     delay: float
-    kind: str = "transient"
+    kind: FailureKind = FailureKind.TRANSIENT
     decision: bool = False  # a decision's retry, not a tool's
 
 

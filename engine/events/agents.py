@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..kinds import Purpose, RunStatus, WaitReason
 from .base import Event
 
 # --- many agents: child runs, supervision, locks, messages, timers ----------------------
@@ -27,7 +28,7 @@ class ChildFinished(Event, frozen=True, tag="child_finished"):
 
     call: int
     child_run_id: str
-    status: str
+    status: RunStatus
     output: Any = None
     error: str | None = None
 
@@ -115,7 +116,7 @@ class TimerSet(Event, frozen=True, tag="timer_set"):
 
     call: int
     until: float
-    purpose: str = "sleep"
+    purpose: Purpose = Purpose.SLEEP
     topic: str | None = None
     args_hash: str = ""  # a sleep's duration, hashed (replay sees a changed one); older: ""
 
@@ -126,7 +127,7 @@ class RunWaiting(Event, frozen=True, tag="run_waiting"):
     ends). Status ``waiting``; ``recover`` (or the sender, the child) wakes it."""
 
     call: int
-    reason: str
+    reason: WaitReason
     until: float | None = None
     topic: str | None = None
     child_run_id: str | None = None

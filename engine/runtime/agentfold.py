@@ -13,6 +13,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from .. import events as ev
+from ..kinds import Purpose
 from .callstate import CallState
 
 _Fold = Callable[[CallState | None, Any], CallState | None]
@@ -41,7 +42,7 @@ def _unlocked(s: CallState | None, e: ev.LockReleased) -> CallState | None:
 
 
 def _timer(s: CallState | None, e: ev.TimerSet) -> CallState:
-    kind = "recv" if e.purpose == "recv" else "sleep"
+    kind = "recv" if e.purpose == Purpose.RECV else "sleep"
     name = (e.topic or "") if kind == "recv" else ""
     return CallState(kind, name, e.args_hash, started_at=e.at, until=e.until)
 

@@ -12,7 +12,7 @@ import msgspec
 from .. import events as ev
 from ..errors import UsageError
 from ..history import rebuild
-from ..kinds import RunStatus
+from ..kinds import Asked, RunStatus
 from ..secrets import Seen, redact
 from ..waiting import Person
 from . import children
@@ -59,7 +59,7 @@ def _answer(runs: RunRepository, driver: Driver, rid: str, value: object) -> Run
         given = isinstance(value, Given)
         value = normalize(value.value if isinstance(value, Given) else value, "the answer")
         call = asked[-1].call
-        if asked[-1].reason == "uncertain":  # nothing is recorded for an unclear answer
+        if asked[-1].reason == Asked.UNCERTAIN:  # nothing is recorded for an unclear answer
             answered = uncertain_answer(call, value, given=given)
         else:
             answered = ev.HumanInputProvided(at=ev.now(), call=call, value=value)

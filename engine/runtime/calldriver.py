@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 from .. import events as ev
 from .. import failpoints
 from ..errors import Paused
-from ..kinds import Source
+from ..kinds import Asked, Source
 from ..policy import error_for
 from . import policies
 from .callstate import (
@@ -137,7 +137,7 @@ class _Driver:
             "Answer 'not done', or 'done' with the result it had (--json-value), "
             "or abandon the run."
         )
-        self.call.ctx.request_answer(self.call.number, question, reason="uncertain")
+        self.call.ctx.request_answer(self.call.number, question, reason=Asked.UNCERTAIN)
 
     def fail(self, d: Fail) -> NoReturn:
         fail(self.call, self.state, d.kind, d.message, self.pending)

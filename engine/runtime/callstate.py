@@ -17,7 +17,8 @@ import msgspec
 from msgspec.structs import replace
 
 from .. import events as ev
-from ..kinds import FailureKind, Source
+from ..effects import is_uncertain, may_have_landed
+from ..kinds import Asked, FailureKind, Source
 from .defs import ToolDef
 
 # The structs below hold events and plain values, never themselves: the cycle collector
@@ -61,11 +62,13 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
         """Its intent went out and the log does not say how it ended (no outcome, or a
         final failure while an attempt may have landed: an ``indeterminate`` one, or an
         earlier one): a re-execution resolves it (ledger, verifier, same-key re-send or
-        a person) before anything is sent again. The run-level reader of the same
-        question, ``engine.effects.Effect.uncertain``, answers it the same way."""
-        out = self.outcome
-        unsure = isinstance(out, ev.ToolFailed) and (out.kind == INDETERMINATE or self.maybe_landed)
-        return self.intent is not None and (out is None or unsure)
+        a person) before anything is sent again. By the one rule every reader of the
+        question uses, ``engine.effects.is_uncertain``."""
+        out, failed = self.outcome, isinstance(self.outcome, ev.ToolFailed)
+        unsure = is_uncertain(
+            answered=out is not None, failed=failed, maybe_landed=self.maybe_landed
+        )
+        return self.intent is not None and unsure
 
     @property
     def sends_under(self) -> str | None:
@@ -112,7 +115,7 @@ def _failed(s: CallState | None, e: ev.ToolFailed, position: int) -> CallState:
         s,
         outcome=e if e.final else s.outcome,
         attempts=max(s.attempts, e.attempt),
-        maybe_landed=s.maybe_landed or e.kind == INDETERMINATE or e.landed,
+        maybe_landed=may_have_landed(s.maybe_landed, e.kind) or e.landed,
     )
 
 
@@ -121,7 +124,7 @@ def _claimed(s: CallState | None, e: ev.EffectClaimed, position: int) -> CallSta
 
 
 def _asked(s: CallState | None, e: ev.HumanInputRequested, position: int) -> CallState:
-    if e.reason == "uncertain" and s is not None:
+    if e.reason == Asked.UNCERTAIN and s is not None:
         return replace(s, asked=True)  # a tool call paused for a person's word
     return CallState("ask", e.question, outcome=e)
 
@@ -190,7 +193,7 @@ class Returned(msgspec.Struct, frozen=True, gc=False):
 class Failed(msgspec.Struct, frozen=True, gc=False):
     """The attempt failed (``elapsed``: since the first attempt of this series)."""
 
-    kind: str
+    kind: FailureKind
     message: str
     elapsed: float
 
@@ -202,7 +205,7 @@ class CircuitOpen(msgspec.Struct, frozen=True, gc=False):
 class NoBudget(msgspec.Struct, frozen=True, gc=False):
     """A retry of a failure of ``kind`` was refused by a retry budget (``reason``)."""
 
-    kind: str
+    kind: FailureKind
     message: str
     reason: str
 
@@ -279,7 +282,7 @@ class Done(msgspec.Struct, frozen=True, gc=False):
 class Fail(msgspec.Struct, frozen=True, gc=False):
     """The call fails for good; ``chained``: the last attempt's error is the cause."""
 
-    kind: str
+    kind: FailureKind
     message: str
     chained: bool = True
 
@@ -329,7 +332,7 @@ def _after_failure(tool: ToolDef, state: CallState, f: Failed) -> Decision:
     return Fail(f.kind, f.message)
 
 
-def _last_check(tool: ToolDef, kind: str, message: str) -> Decision:
+def _last_check(tool: ToolDef, kind: FailureKind, message: str) -> Decision:
     """Attempts (or a retry budget) exhausted for a tool whose uncertainty re-sends itself:
     verify once more, else fail for good (a resume re-attempts under the same key)."""
     fail = Fail(kind, message)
@@ -390,4 +393,4 @@ def settle(tool: ToolDef, state: CallState, source: str, *, defer: bool) -> Sett
 
 def releases(state: CallState, kind: str) -> bool:
     """A final failure frees the call's key unless the effect may have happened."""
-    return bool(state.claim) and kind != INDETERMINATE and not state.maybe_landed
+    return bool(state.claim) and not may_have_landed(state.maybe_landed, kind)

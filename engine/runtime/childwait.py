@@ -23,7 +23,7 @@ from .. import codec
 from .. import events as ev
 from ..errors import ChildFailed, CorruptData, Paused, RunInterrupt, Suspended
 from ..history import rebuild
-from ..kinds import RunStatus
+from ..kinds import SETTLED, SUSPENDED, RunStatus, WaitReason
 from ..state import RunState
 from ..waiting import of, shown
 from . import supervisor
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 POLL_FIRST = 0.02  # seconds between reads of a running child's state, doubling...
 POLL_MAX = 0.5  # ...up to this (news from this process wakes the wait at once)
-SETTLED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
 
 
 class Waited:
@@ -115,7 +114,7 @@ def _wait(ws: list[Waited]) -> dict[int, ChildFailed]:
             moved = _look(w, gave_up)
             if moved is None:
                 pending.remove(w)
-            elif moved.status in (RunStatus.PAUSED, RunStatus.WAITING):
+            elif moved.status in SUSPENDED:
                 stopped.append((w, moved))
             elif moved.status in SETTLED:
                 delay = POLL_FIRST  # restarted: the new child's turn
@@ -175,7 +174,7 @@ def _finished(w: Waited, state: RunState) -> ev.ChildFinished | None:
         at=ev.now(),
         call=w.call,
         child_run_id=w.run_id,
-        status=str(state.status),
+        status=state.status,
         output=state.output if completed else None,
         error=None if completed else state.error,
     )
@@ -225,7 +224,9 @@ def _suspend(w: Waited) -> None:
     thread (the child's end or pause continues it)."""
     ctx = w.ctx
     mine = ctx.writer.state
-    waiting = ev.RunWaiting(at=ev.now(), call=w.call, reason="child", child_run_id=w.run_id)
+    waiting = ev.RunWaiting(
+        at=ev.now(), call=w.call, reason=WaitReason.CHILD, child_run_id=w.run_id
+    )
     if mine.status != RunStatus.WAITING or mine.waits_on != of(waiting):
         _record(ctx, waiting)
     raise Suspended(shown(of(waiting)))

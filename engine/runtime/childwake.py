@@ -15,16 +15,13 @@ from typing import Protocol, runtime_checkable
 from .. import observe
 from ..errors import RunBusy, UsageError
 from ..history import read_events, rebuild
-from ..kinds import RunStatus
+from ..kinds import LIVE, SUSPENDED, RunStatus
 from ..policy import describe
 from ..state import ChildOf, RunState
 from ..store import Store
 from ..waiting import Child, Person, asks
 from .journal import Journal
 from .results import RunResult
-
-# A parent stopped on a child in one of these: it holds no thread until the child moves.
-STOPPED = (RunStatus.PAUSED, RunStatus.WAITING)
 
 
 @runtime_checkable
@@ -38,7 +35,7 @@ class Resumes(Protocol):
 def waited_child(state: RunState) -> str | None:
     """The child a paused or waiting run waits on, if it waits on one."""
     on = state.waits_on
-    return on.run_id if state.status in STOPPED and isinstance(on, Child) else None
+    return on.run_id if state.status in SUSPENDED and isinstance(on, Child) else None
 
 
 def asker(store: Store, state: RunState) -> tuple[str, str] | None:
@@ -103,7 +100,7 @@ def child_due(store: Store, state: RunState) -> bool:
     child = own_child(store, state, child_id)
     if child is None:
         return False  # not its child: that run's news is not this run's
-    if child.status in (RunStatus.RUNNING, RunStatus.NEW):
+    if child.status in LIVE:
         return False
     if child.status == RunStatus.WAITING:
         return state.status == RunStatus.PAUSED

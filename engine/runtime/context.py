@@ -18,7 +18,7 @@ from .. import budget, observe
 from .. import events as ev
 from ..errors import NonDeterminismError, OutcomeNotRecorded, Paused, RunInterrupt, StoreError
 from ..history import RunWriter
-from ..kinds import RunStatus
+from ..kinds import SETTLED, Asked, RunStatus
 from ..secrets import Seen
 from ..store import Append, RunRow
 from ..waiting import Person
@@ -27,9 +27,6 @@ from .callstate import CallState
 from .defs import AgentDef
 from .host import Host
 from .journal import Journal
-
-# A run in one of these has no execution left that may write to it.
-_OVER = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED})
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "agentlog_run", default=None
@@ -260,7 +257,7 @@ class RunContext:
         :meth:`record_while_running`, a run resumed from a pause, wait or failure records
         (a parent's wait for its child, which may outlive its run)."""
         with self._lock:
-            over = self.writer.state.status in _OVER and not self._resume_marker
+            over = self.writer.state.status in SETTLED and not self._resume_marker
             if self.ended or self.verify or over:
                 return False
             self.record(event)
@@ -356,7 +353,7 @@ class RunContext:
 
     # --- waiting for a person --------------------------------------------------------
 
-    def request_answer(self, call: int, question: str, reason: str = "question") -> NoReturn:
+    def request_answer(self, call: int, question: str, reason: Asked = Asked.QUESTION) -> NoReturn:
         """Record ``question`` for a person and pause. One question waits at a time: while
         another call's question is unanswered (a sibling in a ``gather``), this one is not
         recorded; it is asked again once that one is answered."""

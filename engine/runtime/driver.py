@@ -18,7 +18,7 @@ import msgspec
 from .. import events as ev
 from ..errors import NonDeterminismError, OutcomeNotRecorded, Paused, Suspended, ToolError
 from ..history import RunWriter, run_stream
-from ..kinds import ENDED, FailureKind, RunStatus
+from ..kinds import FINAL, FailureKind, RunStatus
 from ..policy import describe
 from ..secrets import redact, run_key
 from ..state import RunState, fold
@@ -165,7 +165,7 @@ def resume(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
     rid = runs.resolve(run_id)
     with runs.held(rid):
         run = runs.load(rid, "be resumed")  # finished or not, an imported run is history
-        if run.state.status in ENDED:
+        if run.state.status in FINAL:
             return result_of(run.state)
         return driver.execute(run, resumed=True)
 
@@ -176,7 +176,7 @@ def start(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
     restart wrote the resume marker), or one whose owner died."""
     with runs.held(run_id):
         run = runs.load(run_id, "be started")
-        if run.state.status in ENDED:
+        if run.state.status in FINAL:
             return result_of(run.state)
         # A run whose log ends in a resume marker (a supervisor's restart) has one.
         marked = isinstance(run.recorded[-1].event, ev.AgentResumed)

@@ -27,7 +27,7 @@ from ..history import (
     run_stream,
     state_at,
 )
-from ..kinds import Effects, RunStatus
+from ..kinds import SUSPENDED, Effects, RunStatus
 from ..policy import describe
 from ..secrets import refuse_secret_input
 from ..state import CheckpointRef, RunState
@@ -249,7 +249,7 @@ class Engine(Catalog, Declaring):
         for row in self.store.runs(RunStatus.RUNNING):
             if self.leases.dead_holder(self.store, row.run_id) is not None:
                 self._recovered(row.run_id, self._resumed_orphan, results)
-        for status in (RunStatus.WAITING, RunStatus.PAUSED):
+        for status in sorted(SUSPENDED, reverse=True):  # waiting, then paused (as before)
             for row in self.store.runs(status):
                 self._recovered(row.run_id, self._resumed_due, results)
         return results
@@ -292,7 +292,7 @@ class Engine(Catalog, Declaring):
 
     def _due(self, run_id: str) -> bool:
         state = rebuild(self.store, run_id)
-        if state.imported or state.status not in (RunStatus.WAITING, RunStatus.PAUSED):
+        if state.imported or state.status not in SUSPENDED:
             return False
         return wakeups.due(self.store, state, self.config.wall())
 

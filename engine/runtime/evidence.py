@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from .. import events as ev
+from ..kinds import FailureKind
 from ..policy import describe_failure, http_status
 from ..secrets import Seen, redact
 from .callstate import CallState
@@ -21,7 +22,7 @@ RESPONSE_LIMIT = 2048
 
 
 def failed_attempt(
-    call: Call, state: CallState, exc: BaseException, kind: str, duration: float
+    call: Call, state: CallState, exc: BaseException, kind: FailureKind, duration: float
 ) -> ev.ToolFailed:
     """The attempt numbered ``state.attempts`` failed with ``exc``, classified ``kind``."""
     ctx, tool = call.ctx, call.tool

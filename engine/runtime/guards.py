@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..kinds import CircuitState
 from ..policy import CircuitBreaker
 
 if TYPE_CHECKING:
@@ -33,31 +34,31 @@ class Breaker:
 
     settings: CircuitBreaker
     clock: Clock
-    state: str = "closed"
+    state: CircuitState = CircuitState.CLOSED
     failures: int = 0
     opened_at: float = 0.0
     trial_at: float | None = None  # when the half-open trial now out was let through
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def allow(self) -> tuple[bool, str | None]:
+    def allow(self) -> tuple[bool, CircuitState | None]:
         """Whether a call may go through, and the transition this caused, if any."""
         with self._lock:
             now = self.clock()
-            if self.state == "open":
+            if self.state == CircuitState.OPEN:
                 if now - self.opened_at < self.settings.reset_timeout:
                     return False, None
-                self.state, self.trial_at = "half_open", now
-                return True, "half_open"
-            if self.state == "half_open":
+                self.state, self.trial_at = CircuitState.HALF_OPEN, now
+                return True, CircuitState.HALF_OPEN
+            if self.state == CircuitState.HALF_OPEN:
                 if self.trial_at is not None and now - self.trial_at < self.settings.reset_timeout:
                     return False, None
                 self.trial_at = now
             return True, None
 
-    def success(self) -> str | None:
+    def success(self) -> CircuitState | None:
         with self._lock:
-            was, self.state, self.failures, self.trial_at = self.state, "closed", 0, None
-            return "closed" if was != "closed" else None
+            was, self.state, self.failures, self.trial_at = self.state, CircuitState.CLOSED, 0, None
+            return CircuitState.CLOSED if was != CircuitState.CLOSED else None
 
     def release(self) -> None:
         """The call ended in a way that says nothing of the tool's health (a permanent or
@@ -65,15 +66,16 @@ class Breaker:
         with self._lock:
             self.trial_at = None
 
-    def failure(self) -> str | None:
+    def failure(self) -> CircuitState | None:
         with self._lock:
             self.failures += 1
             self.trial_at = None
-            if self.state == "half_open" or (
-                self.state == "closed" and self.failures >= self.settings.failure_threshold
+            if self.state == CircuitState.HALF_OPEN or (
+                self.state == CircuitState.CLOSED
+                and self.failures >= self.settings.failure_threshold
             ):
-                self.state, self.opened_at = "open", self.clock()
-                return "open"
+                self.state, self.opened_at = CircuitState.OPEN, self.clock()
+                return CircuitState.OPEN
             return None
 
 

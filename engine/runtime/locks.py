@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .. import events as ev
 from .. import observe
 from ..errors import RunInterrupt, UsageError
-from ..kinds import RunStatus
+from ..kinds import SETTLED
 from ..polling import poll_until
 from ..store.locking import check_name, check_ttl
 from .callstate import CallState
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from .results import RunResult
 
 MAX_POLL = 0.5  # seconds between two looks at a lock another process holds
-_ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
 
 
 @contextlib.contextmanager
@@ -153,7 +152,7 @@ def release_run(host: Host, store: Store, run_id: str) -> None:
 
 def after_run(host: Host, store: Store, result: RunResult) -> None:
     """A run's execution ended: a run that finished for good frees its locks."""
-    if result.status not in _ENDED or result.not_resumed is not None:
+    if result.status not in SETTLED or result.not_resumed is not None:
         return
     try:
         release_run(host, store, result.run_id)

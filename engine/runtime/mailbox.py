@@ -39,7 +39,7 @@ from .. import failpoints
 from ..effects import SEND
 from ..errors import ConcurrencyError, CorruptData, RunNotFound, UsageError
 from ..history import check_run_id, iter_run, rebuild
-from ..kinds import ENDED
+from ..kinds import FINAL, Purpose, WaitReason
 from ..polling import poll_until
 from ..secrets import redact
 from ..state import ForkOf
@@ -132,7 +132,7 @@ def _check_recipient(store: Store, to: str) -> None:
     state = rebuild(store, to)
     if state.position == 0:
         raise RunNotFound(f"no run {to}: a message needs a recipient run that exists")
-    if state.status in ENDED:
+    if state.status in FINAL:
         raise UsageError(f"run {to} has {state.status}: it receives no more messages")
 
 
@@ -253,7 +253,7 @@ def recv(ctx: RunContext, topic: str, timeout: float | None) -> Any:
         return _ready(ctx, value)
     until = None
     if wait is not None or (entry is not None and entry.until is not None):
-        until = timers.deadline(ctx, call, entry, wait or 0.0, "recv", topic)
+        until = timers.deadline(ctx, call, entry, wait or 0.0, Purpose.RECV, topic)
     # The deadline is the engine's wall clock; the inline wait before it, this process's.
     inline = ctx.config.inline_wait
     seconds = inline if until is None else min(inline, until - ctx.config.wall())
@@ -284,7 +284,7 @@ def _waited(box: Inbox, call: int, topic: str, until: float | None) -> Any:
         ctx.record(ev.MessageReceived(at=ev.now(), call=call, topic=topic))
         ctx.log.info("message_timed_out", call=call, topic=topic)
         return None
-    timers.suspend(ctx, call, "message", until, topic)
+    timers.suspend(ctx, call, WaitReason.MESSAGE, until, topic)
 
 
 def _ready(ctx: RunContext, value: Any) -> Any:

@@ -16,7 +16,7 @@ from msgspec.structs import replace
 from .. import events as ev
 from .. import failpoints
 from ..errors import StoreError, UsageError
-from ..kinds import FailureKind
+from ..kinds import FailureKind, Source
 from ..policy import error_for
 from ..store import Append, Store, stream_id
 from ..store.codec import encode_event
@@ -91,7 +91,7 @@ def succeed(
     call: Call,
     state: CallState,
     result: Any,
-    source: str,
+    source: Source,
     *,
     duration: float = 0.0,
     with_intent: bool = False,
@@ -139,7 +139,7 @@ def succeed(
 def fail(
     call: Call,
     state: CallState,
-    kind: str,
+    kind: FailureKind,
     message: str,
     failed: ev.ToolFailed | None,
     *,

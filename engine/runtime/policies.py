@@ -18,7 +18,7 @@ import msgspec
 
 from .. import events as ev
 from ..errors import RunInterrupt
-from ..kinds import FailureKind
+from ..kinds import CircuitState, FailureKind
 from ..policy import classify
 from .callstate import CallState, CircuitOpen, Returned
 from .invoke import invoke
@@ -28,7 +28,7 @@ from .outcomes import Call, record, tool_stream_append
 class Raised(msgspec.Struct, frozen=True):
     """The attempt raised ``error``, classified ``kind``."""
 
-    kind: str
+    kind: FailureKind
     error: BaseException
     duration: float
 
@@ -124,17 +124,17 @@ def wait_retry(call: Call, state: CallState, failed: ev.ToolFailed) -> CallState
     return state
 
 
-def _transition(call: Call, change: str | None) -> None:
+def _transition(call: Call, change: CircuitState | None) -> None:
     """Record a breaker transition in the tool's own stream."""
     if change is None:
         return
     tool, ctx = call.tool, call.ctx
     event: Any
-    if change == "open":
+    if change == CircuitState.OPEN:
         assert tool.breaker is not None
         failures = ctx.guards.breaker(tool.name, tool.breaker).failures
         event = ev.CircuitOpened(at=ev.now(), tool=tool.name, failures=failures)
-    elif change == "half_open":
+    elif change == CircuitState.HALF_OPEN:
         event = ev.CircuitHalfOpened(at=ev.now(), tool=tool.name)
     else:
         event = ev.CircuitClosed(at=ev.now(), tool=tool.name)

@@ -13,6 +13,7 @@ from .. import events as ev
 from ..effects import Effect, answered, effects
 from ..errors import UsageError
 from ..history import RunWriter, read_events, resolve_position
+from ..kinds import Effects
 from ..state import RunState
 from ..store import Recorded
 from ..subtree import below, fork_effects
@@ -53,7 +54,7 @@ def rewind(
     target = outside_calls(run.recorded, target)
     fork_id = uuid.uuid4().hex
     inherited = [r.event for r in run.recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
-    head = _fork_head(run, fork_id, target, effects, inherited=len(inherited))
+    head = _fork_head(run, fork_id, target, Effects(effects), inherited=len(inherited))
     agent = run.agent
     driver.replays(runs.store, agent, run.run_id, [head, *inherited])  # changed code: no fork
     undone = compensate_after(runs, run.run_id, target) if effects == forks.COMPENSATE else []
@@ -71,7 +72,7 @@ def rewind(
 
 
 def _fork_head(
-    parent: LoadedRun, fork_id: str, target: int, effects: str, inherited: int
+    parent: LoadedRun, fork_id: str, target: int, effects: Effects, inherited: int
 ) -> ev.AgentStarted:
     """The fork's ``agent_started``: the parent's agent, input, code version and replay
     key check (the inherited calls were hashed under its key), and the lineage."""

@@ -14,7 +14,7 @@ import msgspec
 from .. import events as ev
 from ..errors import CorruptData, UsageError
 from ..history import check_run_id, rebuild, run_stream
-from ..kinds import ENDED
+from ..kinds import FINAL
 from ..state import ChildOf, Lineage, Root, RunState
 from ..store import Store
 from ..waiting import WaitingOn
@@ -132,7 +132,7 @@ def _assemble(
 def current_step(store: Store, state: RunState) -> str | None:
     """The step ``state``'s run started and has not completed (the innermost, found in
     its last :data:`STEP_TAIL` events), else its plan's progress, else None."""
-    if state.status not in ENDED:
+    if state.status not in FINAL:
         closed: set[int] = set()
         tail = store.read(
             run_stream(state.run_id), after=max(0, state.position - STEP_TAIL), upto=state.position

@@ -23,12 +23,12 @@ from .. import failpoints
 from ..effects import Effect, Outcome, effects
 from ..errors import CorruptData, RunBusy, UsageError
 from ..history import RunWriter, rebuild
-from ..kinds import ENDED, FailureKind, RunStatus, Source
+from ..kinds import FINAL, FailureKind, RunStatus, Source
 from ..policy import describe
 from ..polling import poll_until
 from ..state import ChildOf
 from ..store import Append, Recorded
-from ..subtree import tree_effects
+from ..subtree import spawned_after, tree_effects
 from . import ledger, registry
 from .defs import ToolDef, normalize
 from .repository import LoadedRun, RunRepository
@@ -113,7 +113,7 @@ class Saga:
             return None
         found = tool.redacted(normalize(found, f"verified result of {effect.tool}"))
         # An ended run (a parent a rewind compensates) takes nothing but undo records.
-        ended = self.writer.state.status in ENDED
+        ended = self.writer.state.status in FINAL
         if effect.outcome == Outcome.UNKNOWN and not ended:
             self.writer.append(
                 ev.ToolSucceeded(
@@ -163,11 +163,13 @@ class Saga:
             ledger.release_event(effect.key, key_state.version, self.run_id, effect.call, reason)
         ]
 
-    def stuck(self, call: int, message: str, kind: str = FailureKind.PERMANENT) -> RunResult:
+    def stuck(
+        self, call: int, message: str, kind: FailureKind = FailureKind.PERMANENT
+    ) -> RunResult:
         """Undoing cannot finish safely: the run fails, naming the effect; abandon retries.
         A run that ended (a completed child a supervisor replaces) keeps its end: nothing
         but undo records may follow it."""
-        if self.writer.state.status not in ENDED:
+        if self.writer.state.status not in FINAL:
             self.writer.append(ev.AgentFailed(at=ev.now(), call=call, kind=kind, error=message))
         return RunResult(self.run_id, RunStatus.FAILED, error=message)
 
@@ -280,26 +282,16 @@ def abandon_held(
     return RunResult(rid, RunStatus.ABANDONED, parent_run_id=parent)
 
 
-def children(recorded: Iterable[Recorded]) -> list[str]:
-    """The child runs a run's log names (spawned, or started by a restart), in the
-    order it started them."""
-    found: dict[str, None] = {}
-    for r in recorded:
-        if isinstance(r.event, ev.ChildSpawned | ev.ChildRestarted):
-            found.setdefault(r.event.child_run_id, None)
-    return list(found)
-
-
 def _abandon_children(
     runs: RunRepository, run: LoadedRun, stopping: Stopping, above: frozenset[str]
 ) -> RunResult | None:
     """Abandon the run's unfinished children, latest started first, each with its own
     subtree; the first that cannot be undone stops it, and the run fails naming it."""
-    for child in reversed(children(run.recorded)):
+    for child in reversed(spawned_after(run.recorded)):
         state = rebuild(runs.store, child)
         # A fork's inherited spawns name its parent's children: they are not the fork's
         # to abandon (the parent may still wait on them).
-        if state.status in ENDED or state.lineage != ChildOf(run.run_id):
+        if state.status in FINAL or state.lineage != ChildOf(run.run_id):
             continue
         if child in above:  # forged rows: a run its own ancestor
             raise CorruptData(f"run {run.run_id}: its run tree loops (through {child})")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .. import events as ev
 from .. import failpoints
 from ..errors import Suspended, UsageError
-from ..kinds import RunStatus
+from ..kinds import Purpose, RunStatus, WaitReason
 from ..waiting import of, shown
 from .defs import args_hash
 
@@ -83,7 +83,7 @@ def deadline(
     call: int,
     entry: CallState | None,
     seconds: float,
-    purpose: str = "sleep",
+    purpose: Purpose = Purpose.SLEEP,
     topic: str | None = None,
     ahash: str = "",
 ) -> float:
@@ -102,7 +102,7 @@ def deadline(
 
 
 def suspend(
-    ctx: RunContext, call: int, reason: str, until: float | None, topic: str | None = None
+    ctx: RunContext, call: int, reason: WaitReason, until: float | None, topic: str | None = None
 ) -> NoReturn:
     """Stop the run until ``until`` (or a message on ``topic``): ``run_waiting`` is
     recorded, unless the run's log already ends waiting on exactly this (a run resumed
@@ -129,7 +129,7 @@ def sleep(ctx: RunContext, seconds: float) -> Awaitable[None] | None:
     until = deadline(ctx, call, entry, seconds, ahash=ahash)
     remaining = until - ctx.config.wall()
     if remaining > ctx.config.inline_wait:
-        suspend(ctx, call, "timer", until)
+        suspend(ctx, call, WaitReason.TIMER, until)
     if in_loop(ctx):
         return _slept_async(remaining)
     if remaining > 0:

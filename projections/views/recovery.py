@@ -27,16 +27,14 @@ from msgspec.structs import replace
 
 from engine import events as ev
 from engine.effects import answered
-from engine.kinds import RunStatus, Source
+from engine.kinds import SETTLED, RunStatus, Source
+from engine.state import next_status
 from engine.stats import RecoveryStats
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
-from ..fold import Envelope, Projection, RowDecoder, next_status
+from ..fold import Envelope, Projection, RowDecoder
 from ..runner import Runner
-
-# How a run ended for the failure rate: its current status is one of these.
-ENDED_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
 
 
 class Row(msgspec.Struct, frozen=True):
@@ -166,9 +164,9 @@ def figures(rows: Sequence[Row]) -> RecoveryStats:
     """The recovery figures of ``rows`` (see the module's docstring and RecoveryStats)."""
     crashed = [r for r in rows if r.crashes]
     crashes = sum(r.crashes for r in rows)
-    settled = [r for r in crashed if r.status in ENDED_STATUSES]
+    settled = [r for r in crashed if r.status in SETTLED]
     recovered = sum(r.status == RunStatus.COMPLETED for r in crashed)
-    ended = [r for r in rows if r.status in ENDED_STATUSES]
+    ended = [r for r in rows if r.status in SETTLED]
     failed = sum(r.status == RunStatus.FAILED for r in ended)
     lost = sum(r.lost_calls for r in rows)
     return RecoveryStats(

@@ -17,12 +17,12 @@ from msgspec.structs import replace
 
 from engine import events as ev
 from engine.kinds import RunStatus
-from engine.state import Root, lineage_kind, lineage_of
+from engine.state import Root, lineage_kind, lineage_of, next_status
 from engine.stats import RunCounts
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
-from ..fold import Envelope, Projection, RowDecoder, RunFacts, next_status
+from ..fold import Envelope, Projection, RowDecoder, RunFacts
 from ..runner import Runner
 
 

@@ -26,19 +26,21 @@ import msgspec
 from msgspec.structs import replace
 
 from engine import events as ev
-from engine.kinds import FailureKind, Source
+from engine.effects import is_uncertain, may_have_landed
+from engine.kinds import Asked, CircuitState, Source
 from engine.stats import ToolStats
 from engine.store import Store
 from engine.store.ports import Column, ColumnValue, ViewQuery
 
 from ..fold import Envelope, Projection, RowDecoder
-from ..latency import Latency, merged
+from ..latency import Latency
 from ..runner import Runner
 
 WINDOW = 3600  # seconds: one hour
 WINDOW_ROW, BREAKER_ROW, CIRCUIT_ROW = "window", "breaker", "circuit"
 RUN_ROW, ABANDONED_ROW = "run", "abandoned"
-STATES = {ev.CircuitOpened: "open", ev.CircuitHalfOpened: "half_open", ev.CircuitClosed: "closed"}
+BREAKER_EVENTS = (ev.CircuitClosed, ev.CircuitOpened, ev.CircuitHalfOpened)  # CircuitState's order
+STATES = dict(zip(BREAKER_EVENTS, CircuitState, strict=True))  # the state each event records
 # How an uncertain call's success says it was resolved, by the outcome's source.
 RESOLVED: dict[str, str] = {
     Source.VERIFIED: "verified",
@@ -71,7 +73,7 @@ class Counts(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class Breaker(msgspec.Struct, frozen=True):
-    state: str = "closed"
+    state: CircuitState = CircuitState.CLOSED
     changed_at: float = 0.0
     transitions: int = 0
 
@@ -89,7 +91,8 @@ class Note(msgspec.Struct, frozen=True, omit_defaults=True):
     def in_doubt(self) -> bool:
         """What :func:`engine.effects.uncertain` calls uncertain: a side effect with no
         outcome, or failed after an attempt that may have landed."""
-        return self.side_effect and (self.uncertain or not self.failed)
+        done, landed = self.failed, self.uncertain  # a success closes the note
+        return self.side_effect and is_uncertain(answered=done, failed=done, maybe_landed=landed)
 
 
 class Calls(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -141,7 +144,7 @@ class View(Projection[Row]):
             return (_key(WINDOW_ROW, env.run.agent, e.tool, window_of(e.at)),)
         if isinstance(e, ev.AgentResumed | ev.AgentAbandoned | ev.AgentFinished):
             return (run,)
-        if isinstance(e, ev.HumanInputRequested) and e.reason == "uncertain":
+        if isinstance(e, ev.HumanInputRequested) and e.reason == Asked.UNCERTAIN:
             return (run,)
         return ()
 
@@ -220,8 +223,8 @@ def _tool_event(
     if attempt:
         counts = _attempted(counts, note, e.duration)
         counts = replace(counts, attempt_failures=_bump(counts.attempt_failures, e.kind))
-    doubt = note.side_effect and e.kind == FailureKind.INDETERMINATE
-    note = replace(note, uncertain=note.uncertain or doubt)
+    if note.side_effect:
+        note = replace(note, uncertain=may_have_landed(note.uncertain, e.kind))
     if e.final:
         counts = replace(counts, failures=_bump(counts.failures, e.kind))
         # Only the last final failure can get a fresh intent (a resume re-attempts the
@@ -376,7 +379,7 @@ def _stats(tool: str, s: _Sum, transitions: int, breaker: Breaker | None) -> Too
         retries=c.retries,
         p50_ms=_ms(lat.quantile(0.50)),
         p95_ms=_ms(lat.quantile(0.95)),
-        breaker=breaker.state if breaker else "closed",
+        breaker=breaker.state if breaker else CircuitState.CLOSED,
         p99_ms=_ms(lat.quantile(0.99)),
         mean_ms=_ms(lat.mean),
         stdev_ms=_ms(lat.stdev),
@@ -389,11 +392,3 @@ def _stats(tool: str, s: _Sum, transitions: int, breaker: Breaker | None) -> Too
         effects_reused=c.reused,
         attempt_failures=dict(sorted(c.attempt_failures.items())),
     )
-
-
-def latency(store: Store, tool: str) -> tuple[float, float, int]:
-    """The tool's attempt latency over all time and agents: (mean s, stdev s, count);
-    (0, 0, 0) before any attempt. For the adaptive timeout, not wired into the engine."""
-    Runner(store, [View()]).catch_up([View.name])
-    lat = merged(_counts(r).latency for r in _rows(store, WINDOW_ROW, None, None, tool))
-    return (lat.mean or 0.0, lat.stdev or 0.0, lat.n)

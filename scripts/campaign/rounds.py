@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from engine.kinds import RunStatus
+from engine.kinds import FINAL, RunStatus
 
 from .child import NOT_RECOVERED, agent_module, agent_of
 from .launchers import ROOT, ForkLauncher, Launcher, SpawnLauncher
@@ -169,7 +169,7 @@ class Campaign:
         while True:
             events = self.events(rid)
             state = self.engine.state(rid) if events else None
-            if state is not None and state.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+            if state is not None and state.status in FINAL:
                 return state.status
             if state is None:
                 args = ["run", self.url, rid, json.dumps(data), kind]

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import RunBusy, UsageError
-from engine.kinds import RunStatus
+from engine.kinds import SETTLED, RunStatus
 from engine.waiting import Child, Timer
 
 from . import fenced, holds
@@ -53,7 +53,6 @@ TREE_FAILPOINTS = (
 NAPS = [0.2, 1.0]  # a leaf's sleep: inline, or long enough to suspend it
 INLINE_WAIT = 0.5  # in the campaign's processes: the 1 s naps suspend their leaf
 STUCK = 40  # unkilled steps in a row that change nothing: the round is stuck
-ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
 
 
 class TreeCampaign(Campaign):
@@ -171,7 +170,7 @@ class TreeCampaign(Campaign):
         while True:
             nodes = self.nodes(rid)
             root = self.state(rid)
-            if root is not None and root.status in ENDED:
+            if root is not None and root.status in SETTLED:
                 return str(root.status)
             args = self.step(rid, data, root, nodes)
             before = self.size(nodes)
@@ -196,7 +195,7 @@ class TreeCampaign(Campaign):
         r = self.reference.run(agent_of("tree"), **data)
         deadline = time.monotonic() + 600
         races = 0
-        while r.status not in ENDED and time.monotonic() < deadline:
+        while r.status not in SETTLED and time.monotonic() < deadline:
             if r.status == RunStatus.PAUSED:
                 try:
                     r = self.reference.answer(r.run_id, "yes")
