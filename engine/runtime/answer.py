@@ -16,8 +16,7 @@ from ..kinds import RunStatus
 from ..secrets import Seen, redact
 from . import children
 from .adoption import refuse_imported
-from .asked import Given, offering
-from .calls import uncertain_answer
+from .asked import Given, offering, uncertain_answer
 from .childwake import asking_run
 from .defs import normalize
 from .driver import Driver, resume

@@ -20,15 +20,13 @@ from msgspec.structs import replace
 from .. import events as ev
 from .. import failpoints
 from ..effects import Effect, Outcome
-from ..errors import ConcurrencyError, UsageError
+from ..errors import ConcurrencyError
 from ..kinds import Source
 from ..policy import error_for
 from . import asked, forks, ledger
 from .calldriver import drive
 from .callstate import (
-    AFFIRMATIVE,
     ATTEMPT,
-    NEGATIVE,
     CallState,
     Decision,
     Done,
@@ -45,24 +43,6 @@ from .outcomes import Call, record
 
 LEDGER_WAIT_DEFAULT = 10.0
 Opening = tuple[CallState, Decision]
-
-
-def uncertain_answer(call: int, value: object, *, given: bool) -> ev.HumanInputProvided:
-    """A person's word on an uncertain effect, as it is recorded: 'not done' (it is sent
-    again), 'done' (it happened, with no result: None), or, ``given`` as a value or any
-    value that is not a word, the result the effect had. Any other word is refused: it
-    would be taken as 'not done' and re-send an effect that may be done."""
-    if given or not isinstance(value, str | bool):
-        return ev.HumanInputProvided(at=ev.now(), call=call, value=value, confirmed=True)
-    word = str(value).strip().lower()
-    if word in NEGATIVE:
-        return ev.HumanInputProvided(at=ev.now(), call=call, value=value)
-    if word in AFFIRMATIVE:
-        return ev.HumanInputProvided(at=ev.now(), call=call, value=None, confirmed=True)
-    raise UsageError(
-        f"answer {value!r} does not say whether the effect happened: answer 'done' or "
-        "'not done', or give the result it had with --json-value (or abandon the run)"
-    )
 
 
 def call_tool(
@@ -205,4 +185,4 @@ def _resolve_uncertain(call: Call, state: CallState) -> Opening:
     return state, decide(call.tool, state, Unsure("the outcome of a sent request is unknown"))
 
 
-__all__ = ["call_tool", "uncertain_answer"]
+__all__ = ["call_tool"]
