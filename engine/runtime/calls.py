@@ -128,7 +128,8 @@ class Reraise(msgspec.Struct, frozen=True, gc=False):
 
 
 class Live(msgspec.Struct, frozen=True, gc=False):
-    """Go live at the call (``resolving`` a recorded intent: check a given result), then."""
+    """Go live at the call, then ``then`` (``resolving`` a recorded intent: a result a
+    person gave for it is checked first)."""
 
     then: Step
     resolving: bool = False
@@ -179,6 +180,7 @@ Step = Replay | Reraise | Live | Inherit | ReadKey | Wait | Send | Intend | Recl
 INHERIT, READ, READ_RESOLVING, SEND = Inherit(), ReadKey(), ReadKey(resolving=True), Send()
 NO_PARENT = NoParent()
 START_READ_ONLY, START_EFFECT = Live(Begin(ATTEMPT)), Live(INHERIT)
+PREPARED = (Live, Intend, Reclaim)  # steps whose I/O comes before their ``then``
 
 
 def open_call(tool: ToolDef, state: CallState, seen: Seen) -> Opened:
@@ -295,7 +297,7 @@ def _open(call: Call, state: CallState, seen: Seen) -> Any:
     """Do each step's I/O and let ``open_call`` answer what it saw, up to the driver."""
     while True:
         state, step = open_call(call.tool, state, seen)
-        while isinstance(step, Live | Intend | Reclaim):
+        while isinstance(step, PREPARED):
             state, step = _prepare(call, state, step)
         match step:
             case Begin():
@@ -365,7 +367,7 @@ def _parent(call: Call) -> NoParent | Parent:
     return NO_PARENT if taken is None else Parent(*taken)
 
 
-def _key_seen(call: Call, state: CallState, resolving: bool) -> Seen:
+def _key_seen(call: Call, state: CallState, resolving: bool) -> KeySeen:
     """What the ledger says of the call's key (a claim's arguments checked before the
     intent is written: another effect's key is refused)."""
     key, run_id = state.key, call.ctx.run_id
