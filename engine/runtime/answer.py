@@ -17,8 +17,7 @@ from ..secrets import Seen, redact
 from ..waiting import Person
 from . import children
 from .adoption import refuse_imported
-from .asked import Given, offering
-from .calls import uncertain_answer
+from .asked import Given, offering, uncertain_answer
 from .childwake import asking_run
 from .defs import normalize
 from .driver import Driver, resume
