@@ -87,7 +87,9 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
             duration=3.0,
             evidence={"status": 504},
         ),
-        ev.RetryScheduled(at=t + 12, call=7, tool="mail.send", attempt=2, delay=0.5, kind="transient"),
+        ev.RetryScheduled(
+            at=t + 12, call=7, tool="mail.send", attempt=2, delay=0.5, kind="transient"
+        ),
         ev.ToolLateResult(at=t + 12.5, call=7, tool="mail.send", result="sent", error="e", after=9),
         ev.CompensationStarted(at=t + 13, call=6, tool="payments.refund", key=k),
         ev.Compensated(at=t + 14, call=6, tool="payments.refund", result=[1, 2], error="partial"),
