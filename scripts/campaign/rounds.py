@@ -16,7 +16,8 @@ from typing import Any
 
 from engine.kinds import RunStatus
 
-from .child import NOT_RECOVERED, agent_module, agent_of
+from . import storeloss
+from .child import NOT_RECOVERED, STOPPED, agent_module, agent_of
 from .launchers import ROOT, ForkLauncher, Launcher, SpawnLauncher
 from .report import Report, journal
 
@@ -24,6 +25,7 @@ RUN_FAILPOINTS = ("after_intent", "after_tool", "after_outcome", "in_snapshot")
 ABANDON_FAILPOINTS = ("in_compensation", "in_compensation", "in_snapshot")
 AGENTS = ("sync", "async")
 TRIES = 12
+STEP_LIMIT = 240.0  # seconds a step may take before the watchdog kills it (reported)
 
 
 class Campaign:
@@ -32,6 +34,7 @@ class Campaign:
 
     pair = 2  # rounds come in pairs (two runs share a fee): the campaign ends on a pair
     run_failpoints: tuple[str, ...] = RUN_FAILPOINTS  # where a step of a run may be killed
+    store_loss = 0.0  # share of steps that lose the store after an effect (storeloss.py)
 
     def __init__(
         self,
@@ -107,19 +110,24 @@ class Campaign:
         elif roll < 0.9:  # a random moment of the child's life
             delay = self.rng.uniform(self.launcher.startup, 1.1 * self.estimate)
             plan = "timer"
+        if self.store_loss and self.rng.random() < self.store_loss:
+            self.report.store_losses += 1
+            lose = f"{storeloss.POINT}:{self.rng.randint(1, 3)}"
+            failpoint = f"{failpoint},{lose}" if failpoint else lose
         started = time.monotonic()
         child = self.launcher.start(args, failpoint)
         killed_by_timer = False
         if delay is not None and self.launcher.wait(child, delay) is None:
             self.launcher.kill(child)
             killed_by_timer = True
-        code, err = self.launcher.finish(child)
+        code, err = self.finish(child, args)
         took = time.monotonic() - started
         self.report.launches += 1
         self.report.launches_by[args[0]] += 1
         if code == -signal.SIGKILL:
             self.report.kills += 1
             self.report.kills_by["timer" if killed_by_timer else plan] += 1
+            self.report.kills_by_step[args[0]] += 1
         elif code == NOT_RECOVERED:
             self.report.anomalies.append(f"recover did not take over {args[2]} (owner dead)")
         elif code != 0:
@@ -131,8 +139,20 @@ class Campaign:
         self.log(f"  {args[0]:8} {plan:16} rc={code:>3} {took:.2f}s")
         return code
 
+    def finish(self, child: Any, args: list[str]) -> tuple[int, str]:
+        """How the step ended; one that outlives STEP_LIMIT is killed and reported."""
+        if self.launcher.wait(child, STEP_LIMIT) is None:
+            self.launcher.kill(child)
+            code, err = self.launcher.finish(child)
+            self.report.hung_steps += 1
+            self.report.anomalies.append(f"{args[0]} {args[2]} hung: killed after {STEP_LIMIT:g} s")
+            return 1, err
+        code, err = self.launcher.finish(child)
+        self.report.stopped_by_store_loss += err.count(STOPPED)
+        return code, err
+
     def unkilled(self, args: list[str]) -> int:
-        code, err = self.launcher.finish(self.launcher.start(args, None))
+        code, err = self.finish(self.launcher.start(args, None), args)
         self.report.launches += 1
         self.report.launches_by[args[0]] += 1
         if code == NOT_RECOVERED:
