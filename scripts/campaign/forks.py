@@ -22,10 +22,13 @@ from engine.kinds import RunStatus
 
 from . import holds
 from .ledgered import LedgerCampaign
+from .rounds import RUN_FAILPOINTS
 
 
 class ForksCampaign(LedgerCampaign):
     """Rounds of senders, receivers and lock holders, and their forks."""
+
+    run_failpoints = (*RUN_FAILPOINTS, "after_send", "after_recv")
 
     def round(self, n: int) -> None:
         order = f"f{n}"

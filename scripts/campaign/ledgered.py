@@ -21,10 +21,9 @@ from engine.kinds import RunStatus
 
 from .child import FAILING_OK_ENV, INLINE_WAIT_ENV
 from .ledger import URL_ENV, Ledger
-from .rounds import Campaign
-from .tree import INLINE_WAIT, TREE_FAILPOINTS, TreeCampaign
+from .rounds import RUN_FAILPOINTS, Campaign
+from .tree import INLINE_WAIT, TreeCampaign
 
-REWIND_FAILPOINTS = ("in_compensation", *TREE_FAILPOINTS)
 REWIND_TRIES = 40  # launches of one rewind before the round gives up on it (reported)
 
 
@@ -33,6 +32,9 @@ class LedgerCampaign(TreeCampaign):
     which ops it must leave standing (``self.wanted``)."""
 
     pair = 1
+    # The engine's points this workload's steps reach (no point a step never reaches: the
+    # campaign would spend launches trying it); a rewind's compensations besides.
+    run_failpoints: tuple[str, ...] = RUN_FAILPOINTS
 
     def __init__(
         self, url: str, workdir: Path, seed: int, verbose: bool, launcher: str, recover: float
@@ -45,6 +47,11 @@ class LedgerCampaign(TreeCampaign):
         self.kinds: dict[str, str] = {}  # run id -> the agent its "run" step starts
         self.wanted: Counter[str] = Counter()  # op -> how many must stand at the end
         self.rewound: list[tuple[str, str]] = []  # (parent, fork)
+
+    def step_kind(self, args: list[str]) -> str:
+        """A team's first step takes seconds, a rewind's or a finished run's resume less:
+        each kind of step is timed apart, so a timer kill lands inside it."""
+        return " ".join(args[:1] + args[4:5])
 
     def step(self, rid: str, data: dict[str, Any], root: Any, nodes: list[Any]) -> list[str]:
         if root is None:
@@ -75,7 +82,7 @@ class LedgerCampaign(TreeCampaign):
         """Launch ``rid``'s first step (killed or not) until its run exists."""
         self.kinds[rid] = kind
         while not self.events(rid):
-            self.launch(["run", self.url, rid, json.dumps(data), kind], TREE_FAILPOINTS)
+            self.launch(["run", self.url, rid, json.dumps(data), kind], self.run_failpoints)
 
     def fork_of(self, rid: str) -> str | None:
         """The fork a rewind of ``rid`` made, if one exists."""
@@ -95,7 +102,8 @@ class LedgerCampaign(TreeCampaign):
                 self.rewound.append((rid, fork))
                 self.drive(fork, {})
                 return fork
-            code = self.launch(["cli-rewind", self.url, rid, to, effects], REWIND_FAILPOINTS)
+            points = ("in_compensation", *self.run_failpoints)
+            code = self.launch(["cli-rewind", self.url, rid, to, effects], points)
             if code not in (0, -signal.SIGKILL):
                 break
         self.report.anomalies.append(f"rewind of {rid} to {to!r} made no fork")

@@ -66,7 +66,7 @@ class Campaign:
         self.engine = Engine.open(url)  # the parent only reads the campaign's store
         self.reference = Engine.open("memory://")
         self.report = Report(store=_mask(url), seed=seed)
-        self.estimate = 1.0  # seconds an unkilled child takes (moving average)
+        self.estimates: dict[str, float] = {}  # seconds an unkilled step takes (moving average)
         self.ref_rid = ""  # the last reference run
         self.tries: Counter[str] = Counter()  # launches armed to reach an unhit failpoint
         self.env = {
@@ -108,12 +108,11 @@ class Campaign:
             nth = 1 if self.rng.random() < 0.4 else self.rng.randint(2, 6)
             failpoint = f"{plan}:{min(nth, 3) if plan == 'in_compensation' else nth}"
         elif roll < 0.9:  # a random moment of the child's life
-            delay = self.rng.uniform(self.launcher.startup, 1.1 * self.estimate)
+            estimate = self.estimates.get(self.step_kind(args), 1.0)
+            delay = self.rng.uniform(self.launcher.startup, 1.1 * estimate)
             plan = "timer"
         if self.store_loss and self.rng.random() < self.store_loss:
-            self.report.store_losses += 1
-            lose = f"{storeloss.POINT}:{self.rng.randint(1, 3)}"
-            failpoint = f"{failpoint},{lose}" if failpoint else lose
+            failpoint, delay, plan = self.losing(failpoint, delay, plan)
         started = time.monotonic()
         child = self.launcher.start(args, failpoint)
         killed_by_timer = False
@@ -135,9 +134,28 @@ class Campaign:
             self.report.anomalies.append(f"{args[0]} {args[2]} exited {code}: {last}")
             self.log(err)
         else:
-            self.estimate = 0.8 * self.estimate + 0.2 * took
+            kind = self.step_kind(args)
+            self.estimates[kind] = 0.8 * self.estimates.get(kind, 1.0) + 0.2 * took
         self.log(f"  {args[0]:8} {plan:16} rc={code:>3} {took:.2f}s")
         return code
+
+    def losing(
+        self, failpoint: str | None, delay: float | None, plan: str
+    ) -> tuple[str, float | None, str]:
+        """A launch armed to lose the store when a tool returns (its first, second or
+        third); until one such loss stopped a run, the first and without a kill besides,
+        so that the campaign sees one."""
+        self.report.store_losses += 1
+        nth = self.rng.randint(1, 3)
+        if not self.report.stopped_by_store_loss:
+            failpoint, delay, plan, nth = None, None, "none", 1
+        lose = f"{storeloss.POINT}:{nth}"
+        return (f"{failpoint},{lose}" if failpoint else lose), delay, plan
+
+    def step_kind(self, args: list[str]) -> str:
+        """Which steps share an estimate of how long an unkilled one takes (the moment
+        a timer kill aims at): all of them, unless a workload tells them apart."""
+        return ""
 
     def finish(self, child: Any, args: list[str]) -> tuple[int, str]:
         """How the step ended; one that outlives STEP_LIMIT is killed and reported."""

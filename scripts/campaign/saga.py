@@ -18,12 +18,15 @@ from engine.kinds import RunStatus
 
 from . import saga_agent
 from .ledgered import LedgerCampaign
+from .rounds import RUN_FAILPOINTS
 
 ENDED = (RunStatus.COMPLETED, RunStatus.ABANDONED)
 
 
 class SagaCampaign(LedgerCampaign):
     """Rounds of supervised teams on one store; ``run`` returns the report."""
+
+    run_failpoints = (*RUN_FAILPOINTS, "in_compensation")  # a restart's abandon undoes
 
     def round(self, n: int) -> None:
         order, cents = f"s{n}", 100 + n

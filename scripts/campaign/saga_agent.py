@@ -27,7 +27,7 @@ from .ledger import call
 
 engine = Engine.open()
 SNAPSHOT_EVERY = 5
-WAIT_CHARGE = 20.0  # seconds a breaker waits for the charge before it fails anyway
+WAIT_CHARGE = 3.0  # seconds a breaker waits for the charge before it fails anyway
 
 
 def _found(key: str) -> dict[str, Any] | None:
