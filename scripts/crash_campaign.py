@@ -47,6 +47,18 @@ live or replayed (mismatched values), are counted too.
 
     python scripts/crash_campaign.py --agent model --kills 300 --store postgres
 
+``--workload saga`` runs supervised teams (campaign/saga.py) whose siblings have
+effects, restarted under one_for_all and rest_for_one by a breaker that fails, and
+compensating rewinds of finished teams; ``--workload forks`` (campaign/forks.py)
+rewinds senders before their send, receivers before their receive and lock holders
+inside their lock block. Both book every effect at a real HTTP ledger in this process
+(campaign/ledger.py) that counts each per key: 0 duplicated, 0 lost.
+``--store-loss SHARE`` (any workload) makes that share of steps lose the store
+connection between an effect and its outcome (campaign/storeloss.py).
+
+    python scripts/crash_campaign.py --workload saga --kills 300 --store postgres
+    python scripts/crash_campaign.py --workload forks --kills 300 --store-loss 0.2
+
 The seed is printed at start (stderr) and in the report; ``--seed N`` or
 ``AGENTLOG_CAMPAIGN_SEED=N`` repeats a campaign's choices.
 
@@ -71,12 +83,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # engine and tests.agents, installed or not
 
 from campaign.child import child  # noqa: E402 - the package imports engine: ROOT first
+from campaign.forks import ForksCampaign  # noqa: E402
 from campaign.launchers import zygote  # noqa: E402
 from campaign.models import ModelCampaign  # noqa: E402
 from campaign.report import Report  # noqa: E402
 from campaign.rounds import Campaign  # noqa: E402
+from campaign.saga import SagaCampaign  # noqa: E402
 from campaign.tree import TreeCampaign  # noqa: E402
 
+STORE_LOSS = "share of steps that lose the store between an effect and its outcome (any workload)"
 SEED_ENV = "AGENTLOG_CAMPAIGN_SEED"  # fixes the seed when --seed is not given
 DEFAULT_PG = os.environ.get(
     "AGENTLOG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/agentlog_test"
@@ -141,11 +156,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--workload",
-        choices=("flat", "tree"),
+        choices=("flat", "tree", "saga", "forks"),
         default="flat",
         help="flat: one run at a time (--agent); tree: run trees (root, branches, leaves) "
-        "with locks, messages and sleeps",
+        "with locks, messages and sleeps; saga: supervised teams restarting siblings with "
+        "effects, and compensating rewinds; forks: rewinds of senders, receivers and lock "
+        "holders",
     )
+    p.add_argument("--store-loss", type=float, default=0.0, metavar="SHARE", help=STORE_LOSS)
     p.add_argument(
         "--tree-shape",
         default="3,2,2",
@@ -173,6 +191,8 @@ def usage_error(a: argparse.Namespace) -> str | None:
         return f"unknown store {a.store!r} (sqlite, postgres)"
     if not 0.0 <= a.recover_share <= 1.0:
         return "--recover-share must be between 0 and 1"
+    if not 0.0 <= a.store_loss < 1.0:
+        return "--store-loss must be at least 0 and below 1"
     if a.kills < 1 or a.ops < 1:
         return "--kills and --ops must be positive"
     if tree_shape(a.tree_shape) is None:
@@ -209,12 +229,16 @@ def run(a: argparse.Namespace, seed: int) -> Report:
         shape = tree_shape(a.tree_shape)
         assert shape is not None  # usage_error said so
         campaign = TreeCampaign(url, workdir, seed, a.verbose, a.launcher, a.recover_share, shape)
+    elif a.workload in ("saga", "forks"):
+        kind = SagaCampaign if a.workload == "saga" else ForksCampaign
+        campaign = kind(url, workdir, seed, a.verbose, a.launcher, a.recover_share)
     elif a.agent == "model":
         campaign = ModelCampaign(url, workdir, seed, a.ops, a.verbose, a.launcher, a.recover_share)
     else:
         campaign = Campaign(
             url, workdir, seed, a.ops, a.verbose, a.launcher, a.agent, a.recover_share
         )
+    campaign.store_loss = a.store_loss
     try:
         return campaign.run(a.kills, a.max_seconds)
     finally:

@@ -47,9 +47,11 @@ class Counter:
 
 class Breaker:
     """Makes the store fail for real once armed: on PostgreSQL it terminates the engine's
-    backends; on SQLite a trigger aborts every insert of a tool outcome until healed."""
+    backends; on SQLite a trigger aborts every insert of an event of the ``refused``
+    types (a tool outcome, a run's end) until healed."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, refused: tuple[str, ...] = ("tool_succeeded", "agent_finished")):
+        self.refused = refused
         self.app = f"blip-{uuid.uuid4().hex[:12]}"
         self.sqlite = url.startswith("sqlite")
         sep = "&" if "?" in url else "?"
@@ -59,9 +61,9 @@ class Breaker:
     def arm(self) -> None:
         if self.sqlite:
             with sqlite3.connect(self.db) as conn:
+                when = " OR ".join(f"NEW.topic LIKE '{t}%'" for t in self.refused)
                 conn.execute(
-                    "CREATE TRIGGER blip BEFORE INSERT ON agentlog_events "
-                    "WHEN NEW.topic LIKE 'tool_succeeded%' OR NEW.topic LIKE 'agent_finished%' "
+                    f"CREATE TRIGGER blip BEFORE INSERT ON agentlog_events WHEN {when} "
                     "BEGIN SELECT RAISE(ABORT, 'disk unavailable'); END"
                 )
             return

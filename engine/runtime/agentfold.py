@@ -20,7 +20,8 @@ _Fold = Callable[[CallState | None, Any], CallState | None]
 
 
 def _spawned(s: CallState | None, e: ev.ChildSpawned) -> CallState:
-    return CallState("spawn", e.agent, e.args_hash, started_at=e.at, ref=e.child_run_id)
+    ref = e.child_run_id
+    return CallState("spawn", e.agent, e.args_hash, started_at=e.at, ref=ref, spawned=ref)
 
 
 def _child_finished(s: CallState | None, e: ev.ChildFinished) -> CallState | None:

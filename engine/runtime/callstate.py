@@ -51,6 +51,7 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
     # Calls of many agents (runtime.agentfold): the child run a spawn started (or its
     # restart), a lock's fencing token, a sleep's or a receive's deadline.
     ref: str | None = None
+    spawned: str | None = None  # the child run the spawn started (``ref`` before restarts)
     fence: int = 0
     until: float | None = None
 

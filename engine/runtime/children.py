@@ -45,8 +45,10 @@ class Child:
 
     @property
     def run_id(self) -> str:
-        """The child run doing the spawn's work (a supervisor's restart may replace it)."""
-        return self._waited.run_id
+        """The child run the spawn started until the parent waits for it, then the run
+        doing its work (a supervisor's restart may have replaced it): as the parent saw
+        it live, so a replay gives what the original execution gave."""
+        return self._waited.shown or self._waited.run_id
 
     @property
     def call(self) -> int:
@@ -116,7 +118,19 @@ def _replayed(ctx: RunContext, call: int, entry: CallState, returns: Any) -> Chi
     # interrupted is finished; one recorded, or an escalation, is not made twice).
     if failed and (ctx.journal.failed_call == call or ctx.agent.supervise is not None):
         outcome = None
-    return Child(Waited(ctx, call, entry.ref, recorded=done, outcome=outcome, returns=returns))
+    # The handle shows the run the spawn started until it is waited for (as it did live),
+    # and the wait follows the run the log says does the child's work now.
+    return Child(
+        Waited(
+            ctx,
+            call,
+            entry.ref,
+            shown=entry.spawned,
+            recorded=done,
+            outcome=outcome,
+            returns=returns,
+        )
+    )
 
 
 def definition(ctx: RunContext, agent: Any) -> AgentDef[..., Any]:

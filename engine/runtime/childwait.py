@@ -38,8 +38,10 @@ POLL_MAX = 0.5  # ...up to this (news from this process wakes the wait at once)
 
 class Waited:
     """What a parent knows of one spawn call: its call, the child run doing its work,
-    the outcome recorded for it (``recorded``) or to be given (``outcome``: None while it
-    must be waited for), and the type the child's agent declares it returns."""
+    the run its handle shows until it is waited for (``shown``: the spawned one, on a
+    replay after a restart), the outcome recorded for it (``recorded``) or to be given
+    (``outcome``: None while it must be waited for), and the type the child's agent
+    declares it returns."""
 
     def __init__(
         self,
@@ -47,12 +49,13 @@ class Waited:
         call: int,
         run_id: str,
         *,
+        shown: str | None = None,
         recorded: ev.ChildFinished | None = None,
         outcome: ev.ChildFinished | None = None,
         started_at: float | None = None,
         returns: Any = None,
     ) -> None:
-        self.ctx, self.call, self.run_id = ctx, call, run_id
+        self.ctx, self.call, self.run_id, self.shown = ctx, call, run_id, shown
         self.returns = returns  # the child agent's declared result type (engine.codec)
         self.recorded, self.outcome = recorded, outcome
         # When this execution started the child (monotonic): it is not started again
@@ -77,6 +80,7 @@ def settle_all(ws: Sequence[Waited]) -> list[ev.ChildFinished | ChildFailed]:
     with ExitStack() as held:
         for w in sorted(unique, key=lambda w: w.call):  # one order: no two waits deadlock
             held.enter_context(w.lock)
+            w.shown = None  # waited for: its handle names the run doing its work
         gave_up = _wait([w for w in unique if w.outcome is None])
         return [gave_up.get(id(w)) or cast("ev.ChildFinished", w.outcome) for w in ws]
 

@@ -16,7 +16,14 @@ from typing import Any
 import msgspec
 
 from .. import events as ev
-from ..errors import NonDeterminismError, OutcomeNotRecorded, Paused, Suspended, ToolError
+from ..errors import (
+    NonDeterminismError,
+    OutcomeNotRecorded,
+    Paused,
+    StoreError,
+    Suspended,
+    ToolError,
+)
 from ..history import RunWriter, run_stream
 from ..kinds import FINAL, FailureKind, RunStatus
 from ..policy import describe
@@ -126,6 +133,10 @@ def _executed(ctx: RunContext, input: dict[str, Any]) -> RunResult:
         ctx.deferred = []  # the new owner resolves them from the log
         ctx.log.error("run_stopped", reason=str(lost))
         return RunResult(rid, RunStatus.RUNNING, error=str(lost))
+    except StoreError as lost:  # the store failed under the engine: not the agent's failure
+        stop = ctx.stop(f"the store failed under it: {lost}")
+        ctx.log.error("run_stopped", reason=str(stop))
+        return RunResult(rid, RunStatus.RUNNING, error=str(stop))
     except Exception as e:
         return _failed(ctx, e)
 

@@ -12,10 +12,17 @@ from typing import Any
 
 NOT_RECOVERED = 5  # a recover child's exit code when it did not take the run over
 INLINE_WAIT_ENV = "AGENTLOG_CAMPAIGN_INLINE_WAIT"  # a sleep longer than this suspends
+STOPPED = "campaign: outcome not recorded, run stopped:"  # a --store-loss stop, on stderr
+FAILING_OK_ENV = "AGENTLOG_CAMPAIGN_FAILING_OK"  # runs fail by design (a supervisor's child)
 
 
 def agent_module(kind: str) -> Any:
-    """The campaign agent's module: ``sync``, ``async``, ``model`` or ``tree``."""
+    """The campaign agent's module: ``sync``, ``async``, ``model``, ``tree``, ``saga``
+    or ``forks``."""
+    if kind in ("saga", "forks"):
+        from . import forks_agent, saga_agent
+
+        return saga_agent if kind == "saga" else forks_agent
     if kind == "async":
         from tests.agents import async_campaign_agent
 
@@ -34,7 +41,11 @@ def agent_module(kind: str) -> Any:
 
 
 def agent_of(kind: str) -> Any:
-    """The agent a round of ``kind`` starts."""
+    """The agent a round of ``kind`` starts (``KIND:NAME``: the agent NAME of KIND's
+    module)."""
+    kind, _, name = kind.partition(":")
+    if name:
+        return getattr(agent_module(kind), name)
     names = {"async": "async_campaign", "tree": "root", "model": "model_campaign"}
     return getattr(agent_module(kind), names.get(kind, "campaign"))
 
@@ -62,17 +73,42 @@ def _recover_all(engine: Any) -> int:
     """``engine.recover()``: every run whose owner died, and every waiting run now due."""
     results = engine.recover()
     print(json.dumps([{"run_id": r.run_id, "status": r.status} for r in results]))
+    for r in results:
+        _stopped(r)
     return 0
 
 
+def _stopped(r: Any) -> None:
+    """Say on stderr (which the campaign reads) that a run stopped because an outcome
+    could not be recorded (``--store-loss``)."""
+    if r.status == "running" and r.error and "was not recorded" in r.error:
+        print(f"{STOPPED} {r.run_id}: {r.error}", file=sys.stderr)
+
+
 def _cli_recover(url: str) -> int:
-    """``agentlog recover``, the command (in this process): 3 (a run paused) is fine;
-    on anything else its report goes to stderr, where the campaign reads the last line."""
+    """``agentlog recover``, the command (in this process): 3 (a run paused) is fine, and
+    4 (a run failed) where runs fail by design (``$AGENTLOG_CAMPAIGN_FAILING_OK``); on
+    anything else its report goes to stderr, where the campaign reads the last line."""
     from replay.cli import run_cli
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = run_cli(["recover", "--url", url])
+    if code in (0, 3) or (code == 4 and os.environ.get(FAILING_OK_ENV)):
+        return 0
+    sys.stderr.write(out.getvalue())
+    return code
+
+
+def _cli_rewind(url: str, rid: str, to: str, effects: str) -> int:
+    """``agentlog rewind RID --to TO --effects EFFECTS``, the command (in this process):
+    0, or 3 (the fork paused or stopped: the campaign continues it), else its report on
+    stderr."""
+    from replay.cli import run_cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = run_cli(["rewind", rid, "--to", to, "--effects", effects, "--url", url])
     if code in (0, 3):
         return 0
     sys.stderr.write(out.getvalue())
@@ -82,12 +118,17 @@ def _cli_recover(url: str) -> int:
 def child(argv: list[str]) -> int:
     """``run URL RID JSON AGENT`` | ``resume URL RID`` | ``recover URL RID`` |
     ``answer URL RID VALUE`` | ``abandon URL RID`` | ``recover-all URL -`` |
-    ``cli-recover URL -``. Only ``run`` imports the agent; the others find it through
-    the import path the run recorded. ``recover`` exits NOT_RECOVERED if
-    ``engine.recover()`` did not take the run over."""
+    ``cli-recover URL -`` | ``cli-rewind URL RID TO EFFECTS``. Only ``run`` imports the
+    agent; the others find it through the import path the run recorded. ``recover``
+    exits NOT_RECOVERED if ``engine.recover()`` did not take the run over."""
+    from . import storeloss
+
     cmd, url, rid = argv[:3]
+    url = storeloss.arm(url)  # a step armed to lose its store connection after an effect
     if cmd == "cli-recover":
         return _cli_recover(url)
+    if cmd == "cli-rewind":
+        return _cli_rewind(url, rid, *argv[3:5])
     engine = open_engine(url)
     if cmd == "recover-all":
         return _recover_all(engine)
@@ -108,4 +149,5 @@ def child(argv: list[str]) -> int:
     else:
         raise SystemExit(f"unknown child command {cmd}")
     print(json.dumps({"status": r.status, "output": r.output, "error": r.error}))
+    _stopped(r)
     return 0

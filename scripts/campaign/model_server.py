@@ -19,9 +19,10 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from .httpd import QuietHandler, Served
 from .model_replies import plan_for, rate_limited, stream_lines
 
 URL_ENV = "AGENTLOG_MODEL_URL"  # where the agents find the server
@@ -62,15 +63,11 @@ class ModelServer:
         self.books = Books()
         self.lock = threading.Lock()
         self.recorded = recorded
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.served = Served(_handler(self))
+        self.url = self.served.url
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.served.close()
 
     # --- the endpoints -------------------------------------------------------------
 
@@ -110,7 +107,7 @@ def _who(run_id: str) -> str:
 
 
 def _handler(model: ModelServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
             if self.path == "/v1/plan":
@@ -148,14 +145,5 @@ def _handler(model: ModelServer) -> type[BaseHTTPRequestHandler]:
                 return
             with model.lock:
                 model.books.streams_done.add(key)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def handle_one_request(self) -> None:
-            try:
-                super().handle_one_request()
-            except OSError:  # a killed child's connection
-                self.close_connection = True
 
     return Handler

@@ -16,6 +16,7 @@ class Report:
     seed: int
     kills: int = 0
     kills_by: Counter[str] = field(default_factory=Counter)
+    kills_by_step: Counter[str] = field(default_factory=Counter)  # run, resume, cli-rewind...
     launches: int = 0
     launches_by: Counter[str] = field(default_factory=Counter)
     answers: Counter[str] = field(default_factory=Counter)
@@ -39,9 +40,19 @@ class Report:
     duplicated_decisions: int = 0
     mismatched_values: int = 0
     model_books: dict[str, Any] = field(default_factory=dict)
+    # The saga and forks workloads' (the ledger's books) and --store-loss's.
+    refunded_effects: int = 0
+    ledger_replays: int = 0  # requests under a key the ledger had booked: answered from it
+    restarts: int = 0
+    compensating_rewinds: int = 0
+    reusing_rewinds: int = 0
+    store_losses: int = 0  # steps armed to lose the store after an effect
+    stopped_by_store_loss: int = 0  # runs those steps left running, resumable
+    hung_steps: int = 0  # steps killed by the watchdog (reported as anomalies)
     elapsed: float = 0.0
     tree: bool = False
     model: bool = False
+    ledger: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +60,7 @@ class Report:
             "seed": self.seed,
             "kills": self.kills,
             "kills_by": dict(sorted(self.kills_by.items())),
+            "kills_by_step": dict(sorted(self.kills_by_step.items())),
             "launches": self.launches,
             "launches_by": dict(sorted(self.launches_by.items())),
             "truthful_answers": dict(self.answers),
@@ -61,6 +73,10 @@ class Report:
             "final_state_mismatches": self.final_state_mismatches,
             **(self._tree() if self.tree else {}),
             **(self._model() if self.model else {}),
+            **(self._ledger() if self.ledger else {}),
+            "store_losses": self.store_losses,
+            "stopped_by_store_loss": self.stopped_by_store_loss,
+            "hung_steps": self.hung_steps,
             "anomalies": self.anomalies,
             "elapsed_seconds": round(self.elapsed, 1),
         }
@@ -73,6 +89,15 @@ class Report:
             "stale_writes_refused": self.stale_writes_refused,
             "refused_writes": self.refused_writes,
             "kills_interrupting": dict(sorted(self.kills_interrupting.items())),
+        }
+
+    def _ledger(self) -> dict[str, Any]:
+        return {
+            "refunded_effects": self.refunded_effects,
+            "ledger_replays": self.ledger_replays,
+            "supervisor_restarts": self.restarts,
+            "compensating_rewinds": self.compensating_rewinds,
+            "reusing_rewinds": self.reusing_rewinds,
         }
 
     def _model(self) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from typing import Any
 
 from engine.kinds import FINAL, RunStatus
 
-from .child import NOT_RECOVERED, agent_module, agent_of
+from . import storeloss
+from .child import NOT_RECOVERED, STOPPED, agent_module, agent_of
 from .launchers import ROOT, ForkLauncher, Launcher, SpawnLauncher
 from .report import Report, journal
 
@@ -24,6 +25,7 @@ RUN_FAILPOINTS = ("after_intent", "after_tool", "after_outcome", "in_snapshot")
 ABANDON_FAILPOINTS = ("in_compensation", "in_compensation", "in_snapshot")
 AGENTS = ("sync", "async")
 TRIES = 12
+STEP_LIMIT = 240.0  # seconds a step may take before the watchdog kills it (reported)
 
 
 class Campaign:
@@ -32,6 +34,7 @@ class Campaign:
 
     pair = 2  # rounds come in pairs (two runs share a fee): the campaign ends on a pair
     run_failpoints: tuple[str, ...] = RUN_FAILPOINTS  # where a step of a run may be killed
+    store_loss = 0.0  # share of steps that lose the store after an effect (storeloss.py)
 
     def __init__(
         self,
@@ -63,7 +66,7 @@ class Campaign:
         self.engine = Engine.open(url)  # the parent only reads the campaign's store
         self.reference = Engine.open("memory://")
         self.report = Report(store=_mask(url), seed=seed)
-        self.estimate = 1.0  # seconds an unkilled child takes (moving average)
+        self.estimates: dict[str, float] = {}  # seconds an unkilled step takes (moving average)
         self.ref_rid = ""  # the last reference run
         self.tries: Counter[str] = Counter()  # launches armed to reach an unhit failpoint
         self.env = {
@@ -105,21 +108,25 @@ class Campaign:
             nth = 1 if self.rng.random() < 0.4 else self.rng.randint(2, 6)
             failpoint = f"{plan}:{min(nth, 3) if plan == 'in_compensation' else nth}"
         elif roll < 0.9:  # a random moment of the child's life
-            delay = self.rng.uniform(self.launcher.startup, 1.1 * self.estimate)
+            estimate = self.estimates.get(self.step_kind(args), 1.0)
+            delay = self.rng.uniform(self.launcher.startup, 1.1 * estimate)
             plan = "timer"
+        if self.store_loss and self.rng.random() < self.store_loss:
+            failpoint, delay, plan = self.losing(failpoint, delay, plan)
         started = time.monotonic()
         child = self.launcher.start(args, failpoint)
         killed_by_timer = False
         if delay is not None and self.launcher.wait(child, delay) is None:
             self.launcher.kill(child)
             killed_by_timer = True
-        code, err = self.launcher.finish(child)
+        code, err = self.finish(child, args)
         took = time.monotonic() - started
         self.report.launches += 1
         self.report.launches_by[args[0]] += 1
         if code == -signal.SIGKILL:
             self.report.kills += 1
             self.report.kills_by["timer" if killed_by_timer else plan] += 1
+            self.report.kills_by_step[args[0]] += 1
         elif code == NOT_RECOVERED:
             self.report.anomalies.append(f"recover did not take over {args[2]} (owner dead)")
         elif code != 0:
@@ -127,12 +134,43 @@ class Campaign:
             self.report.anomalies.append(f"{args[0]} {args[2]} exited {code}: {last}")
             self.log(err)
         else:
-            self.estimate = 0.8 * self.estimate + 0.2 * took
+            kind = self.step_kind(args)
+            self.estimates[kind] = 0.8 * self.estimates.get(kind, 1.0) + 0.2 * took
         self.log(f"  {args[0]:8} {plan:16} rc={code:>3} {took:.2f}s")
         return code
 
+    def losing(
+        self, failpoint: str | None, delay: float | None, plan: str
+    ) -> tuple[str, float | None, str]:
+        """A launch armed to lose the store when a tool returns (its first, second or
+        third); until one such loss stopped a run, the first and without a kill besides,
+        so that the campaign sees one."""
+        self.report.store_losses += 1
+        nth = self.rng.randint(1, 3)
+        if not self.report.stopped_by_store_loss:
+            failpoint, delay, plan, nth = None, None, "none", 1
+        lose = f"{storeloss.POINT}:{nth}"
+        return (f"{failpoint},{lose}" if failpoint else lose), delay, plan
+
+    def step_kind(self, args: list[str]) -> str:
+        """Which steps share an estimate of how long an unkilled one takes (the moment
+        a timer kill aims at): all of them, unless a workload tells them apart."""
+        return ""
+
+    def finish(self, child: Any, args: list[str]) -> tuple[int, str]:
+        """How the step ended; one that outlives STEP_LIMIT is killed and reported."""
+        if self.launcher.wait(child, STEP_LIMIT) is None:
+            self.launcher.kill(child)
+            code, err = self.launcher.finish(child)
+            self.report.hung_steps += 1
+            self.report.anomalies.append(f"{args[0]} {args[2]} hung: killed after {STEP_LIMIT:g} s")
+            return 1, err
+        code, err = self.launcher.finish(child)
+        self.report.stopped_by_store_loss += err.count(STOPPED)
+        return code, err
+
     def unkilled(self, args: list[str]) -> int:
-        code, err = self.launcher.finish(self.launcher.start(args, None))
+        code, err = self.finish(self.launcher.start(args, None), args)
         self.report.launches += 1
         self.report.launches_by[args[0]] += 1
         if code == NOT_RECOVERED:

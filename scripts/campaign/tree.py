@@ -59,6 +59,7 @@ class TreeCampaign(Campaign):
     """Rounds of trees on one store; ``run`` returns the report."""
 
     pair = 1  # trees share nothing: the campaign may end after any round
+    run_failpoints = TREE_FAILPOINTS
 
     def __init__(
         self,
@@ -174,7 +175,7 @@ class TreeCampaign(Campaign):
                 return str(root.status)
             args = self.step(rid, data, root, nodes)
             before = self.size(nodes)
-            code = self.unkilled(args) if streak >= 30 else self.launch(args, TREE_FAILPOINTS)
+            code = self.unkilled(args) if streak >= 30 else self.launch(args, self.run_failpoints)
             if code == -signal.SIGKILL:
                 streak += 1
                 self.interrupted(self.nodes(rid))
