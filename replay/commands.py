@@ -12,8 +12,9 @@ from engine.errors import UsageError
 from engine.kinds import Effects, RunStatus
 
 from . import args, views
-from .app import Run, Session, app, session
+from .app import Run, app, session
 from .output import exit_status, result_doc
+from .watching import recovered_doc, recovered_lines
 
 if TYPE_CHECKING:
     from engine import RunResult
@@ -105,17 +106,6 @@ def recover(
         recovered_lines(s, r)
     codes = {_recover_status(r) for r in results}
     return next((code for code in _WORST_FIRST if code in codes), 0)
-
-
-def recovered_doc(r: "RunResult") -> dict[str, Any]:
-    return {**result_doc(r), "not_resumed": r.not_resumed}
-
-
-def recovered_lines(s: Session, r: "RunResult") -> None:
-    """A recovered run as people read it."""
-    s.out.lines(views.result_rows(r))
-    if r.not_resumed is not None:
-        s.out.line("  ", (r.error or "not resumed", "red"))
 
 
 def _interval(text: str | None) -> float:

@@ -17,7 +17,10 @@ from .app import STATUSES, Run, Session, app, session
 from .output import board_doc, checkpoint_docs, plural, run_doc, state_doc
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from engine import RunState
+    from engine import events as ev
     from engine.state import CheckpointRef
 
 
@@ -133,11 +136,31 @@ def show(ctx: typer.Context, run: Run) -> int:
 @app.command()
 def timeline(ctx: typer.Context, run: Run) -> int:
     """Every event with its time, duration, attempts, failures, checkpoints and lineage."""
+    s = session(ctx)
+    write_timeline(s, s.engine.resolve(run))
+    return 0
+
+
+def write_timeline(s: Session, run_id: str) -> None:
+    """``agentlog timeline``: the run's timeline from the view or the log
+    (:func:`replay.timeline.events`)."""
     from . import timeline as timeline_mod
 
-    s = session(ctx)
-    timeline_mod.write(s, s.engine.resolve(run))
-    return 0
+    render_timeline(s, run_id, timeline_mod.events(s.engine, run_id))
+
+
+def render_timeline(s: Session, run_id: str, found: Iterable[ev.Positioned]) -> None:
+    """The run's events as JSON lines, or its header and story, given its events. The run's
+    state is read first, checking its log as ``show`` does (a damaged run is refused even
+    when the view holds it whole), and the whole output is built before any of it is
+    written: a refusal prints only the error."""
+    from . import timeline as timeline_mod
+
+    state = s.engine.state(run_id)
+    if s.as_json:
+        s.out.json_stream(iter(list(timeline_mod.json_rows(found))))
+        return
+    s.out.lines([*timeline_mod.header(state, s.forks(run_id)), *timeline_mod.story(found)])
 
 
 @app.command()

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from engine import Engine
     from engine.store import Recorded
 
-    from .app import Session
-
 
 def views(engine: Engine, run_id: str, page: int = PAGE) -> Iterator[Recorded]:
     """The run's typed events in order as users may see them (``shown``), read ``page``
@@ -45,23 +43,6 @@ def events(engine: Engine, run_id: str) -> Iterable[ev.Positioned]:
     the whole run (see :func:`projections.views.timeline.read`), else from the log."""
     found = timeline_view.read(engine.store, run_id)
     return views(engine, run_id) if found is None else found.entries
-
-
-def write(s: Session, run_id: str) -> None:
-    """``agentlog timeline``: the run's timeline from the view or the log (:func:`events`)."""
-    render(s, run_id, events(s.engine, run_id))
-
-
-def render(s: Session, run_id: str, found: Iterable[ev.Positioned]) -> None:
-    """The run's events as JSON lines, or its header and story, given its events. The run's
-    state is read first, checking its log as ``show`` does (a damaged run is refused even
-    when the view holds it whole), and the whole output is built before any of it is
-    written: a refusal prints only the error."""
-    state = s.engine.state(run_id)
-    if s.as_json:
-        s.out.json_stream(iter(list(json_rows(found))))
-        return
-    s.out.lines([*header(state, s.forks(run_id)), *story(found)])
 
 
 def json_rows(events: Iterable[ev.Positioned]) -> Iterator[dict[str, Any]]:

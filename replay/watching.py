@@ -14,13 +14,16 @@ import signal
 import time
 from collections.abc import Iterator
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .commands import recovered_doc, recovered_lines
+from . import views
+from .output import result_doc
 
 if TYPE_CHECKING:
+    from engine import RunResult
+
     from .app import Session
 
 
@@ -72,6 +75,17 @@ def _one_pass(s: Session) -> None:
         else:
             recovered_lines(s, r)
     _flush(s)
+
+
+def recovered_doc(r: RunResult) -> dict[str, Any]:
+    return {**result_doc(r), "not_resumed": r.not_resumed}
+
+
+def recovered_lines(s: Session, r: RunResult) -> None:
+    """A recovered run as people read it."""
+    s.out.lines(views.result_rows(r))
+    if r.not_resumed is not None:
+        s.out.line("  ", (r.error or "not resumed", "red"))
 
 
 def _flush(s: Session) -> None:

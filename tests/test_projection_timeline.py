@@ -39,7 +39,8 @@ from projections.views import timeline as tv
 from replay.app import Session
 from replay.cli import run_cli
 from replay.output import Out
-from replay.timeline import render, views, write
+from replay.reading import render_timeline, write_timeline
+from replay.timeline import views
 
 NOW = time.time()
 SECRET = "hunter2-very-secret"
@@ -151,9 +152,9 @@ def _printed(eng: Engine, rid: str, found: Any = None) -> tuple[str, str]:
         buf = io.StringIO()
         s = Session(as_json=as_json, out=Out(buf, color=True), _catalog=eng)
         if found is None:
-            write(s, rid)
+            write_timeline(s, rid)
         else:
-            render(s, rid, found() if callable(found) else found)
+            render_timeline(s, rid, found() if callable(found) else found)
         out.append(buf.getvalue())
     return out[0], out[1]
 
