@@ -25,28 +25,28 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .budget import Budget, Usage
-    from .policy import CircuitBreaker, RetryPolicy
+    from .log.state import RunState
+    from .policy.budget import Budget, Usage
+    from .policy.failure import CircuitBreaker, RetryPolicy
+    from .policy.supervision import Supervisor
     from .runtime import Engine, EventView, RunResult, RunSummary
-    from .runtime.asked import Given
-    from .runtime.config import EngineConfig
-    from .state import RunState
-    from .supervision import Supervisor
+    from .runtime.host.config import EngineConfig
+    from .runtime.run.asked import Given
 
 # name -> the module (relative to this package) that defines it, loaded on first access
 _LAZY = {
-    "Budget": ".budget",
-    "Usage": ".budget",
-    "CircuitBreaker": ".policy",
+    "Budget": ".policy.budget",
+    "Usage": ".policy.budget",
+    "CircuitBreaker": ".policy.failure",
     "Engine": ".runtime.engine",
-    "EngineConfig": ".runtime.config",
-    "EventView": ".runtime.results",
-    "Given": ".runtime.asked",
-    "RetryPolicy": ".policy",
-    "RunResult": ".runtime.results",
-    "RunState": ".state",
-    "RunSummary": ".runtime.results",
-    "Supervisor": ".supervision",
+    "EngineConfig": ".runtime.host.config",
+    "EventView": ".runtime.run.results",
+    "Given": ".runtime.run.asked",
+    "RetryPolicy": ".policy.failure",
+    "RunResult": ".runtime.run.results",
+    "RunState": ".log.state",
+    "RunSummary": ".runtime.run.results",
+    "Supervisor": ".policy.supervision",
 }
 
 __all__ = [

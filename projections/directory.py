@@ -11,7 +11,7 @@ from collections.abc import Container, Iterable, Sequence
 
 from engine.errors import UsageError
 from engine.events import AgentStarted, Event
-from engine.history import run_stream
+from engine.log.history import run_stream
 from engine.store import Recorded, RunRow, Store
 
 from .fold import RunFacts

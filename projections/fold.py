@@ -18,7 +18,7 @@ import msgspec
 
 from engine.events import Event
 from engine.kinds import RunStatus
-from engine.state import STATUS_AFTER
+from engine.log.state import STATUS_AFTER
 from engine.store.ports import Column, ColumnValue, ViewTable
 from engine.store.views import damaged_view
 

@@ -1,5 +1,5 @@
 """``python -m replay``: the ``agentlog`` command line."""
 
-from .cli import main
+from .cli.entry import main
 
 main()

@@ -15,10 +15,10 @@ from typing import Any
 
 from engine import RunState
 from engine import events as ev
-from engine.effects import Effect, Outcome, uncertain
 from engine.kinds import FINAL, RunStatus, Source
+from engine.log.effects import Effect, Outcome, uncertain
+from engine.log.state import ChildOf, ForkOf
 from engine.secrets import redact
-from engine.state import ChildOf, ForkOf
 
 from .output import brief, clock, plural
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import RunState
 from engine import events as ev
-from engine.history import checkpoint_refs
+from engine.log.history import checkpoint_refs
 
 from .output import Piece, brief
 from .timeline import views

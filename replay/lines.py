@@ -14,7 +14,7 @@ import msgspec
 from engine import events as ev
 from engine.errors import CorruptData, UsageError
 from engine.events import AnyEvent, Event, event_type
-from engine.history import check_run_id
+from engine.log.history import check_run_id
 from engine.store.codec import decode_event, encode_event, topic, upcast
 
 FORMAT = 1

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from projections.views.runs import RunBoardRow
-from engine.state import CheckpointRef
+from engine.log.state import CheckpointRef
 
 Piece = str | tuple[str, str]  # plain text, or (text, style)
 

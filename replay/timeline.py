@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from engine import RunState
 from engine import events as ev
-from engine.effects import answered
-from engine.history import PAGE, iter_run
 from engine.kinds import Asked, RunStatus, Source
-from engine.runtime.decisions import NOW
+from engine.log.effects import answered
+from engine.log.history import PAGE, iter_run
+from engine.log.state import ChildOf, ForkOf, lineage_of
+from engine.runtime.model.decisions import NOW
 from engine.showing import shown, shown_event, utc
-from engine.state import ChildOf, ForkOf, lineage_of
 from projections.views import timeline as timeline_view
 from projections.views.timeline import Figures, tally_at
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from engine import events as ev
 from engine.kinds import Purpose, RunStatus
-from engine.waiting import of, shown
+from engine.log.waiting import of, shown
 
 from .output import Piece, brief, clock, plural, seconds
 

@@ -32,16 +32,10 @@ import msgspec
 from engine import events as ev
 from engine.errors import CorruptData, UsageError
 from engine.events import Event
-from engine.history import (
-    RunWriter,
-    check_tail,
-    iter_run,
-    run_stream,
-    snapshots_along,
-)
-from engine.runcheck import RunCheck
-from engine.snapshots import save_snapshot
-from engine.state import RunState
+from engine.log.history import RunWriter, check_tail, iter_run, run_stream, snapshots_along
+from engine.log.runcheck import RunCheck
+from engine.log.snapshots import save_snapshot
+from engine.log.state import RunState
 from engine.store import Append
 from engine.store.codec import encode_event
 
@@ -269,7 +263,7 @@ def import_run(
     different history is refused with ``UsageError``. The imported run is not run by
     anything until adopted (``engine.adopt``).
     """
-    from engine.runtime.adoption import who
+    from engine.runtime.run.adoption import who
 
     parsed = parse(data, source, require_signature=require_signature)
     run_id, events = parsed.run_id, parsed.events

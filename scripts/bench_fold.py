@@ -16,7 +16,7 @@ import statistics
 import time
 
 from engine import events as ev
-from engine.state import RunState, fold
+from engine.log.state import RunState, fold
 
 
 def history(calls: int) -> list[tuple[int, ev.Event]]:

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from engine import Engine
-from engine.history import RunWriter, run_stream
-from engine.state import RunState, evolve
+from engine.log.history import RunWriter, run_stream
+from engine.log.state import RunState, evolve
 from engine.store import Append
 
 
@@ -58,7 +58,7 @@ def _crashed_copy(engine: Engine, events: list[Any]) -> str:
 def _check(run_id: str, recorded: list[Any]) -> None:
     """The log check every reader runs (absent from older checkouts: then 0)."""
     try:
-        from engine.runcheck import RunCheck
+        from engine.log.runcheck import RunCheck
     except ImportError:
         return
     RunCheck(run_id)(recorded)

@@ -28,7 +28,7 @@ sys.path[:0] = [str(HERE), str(HERE / "tests")]
 from projection_kit import Count  # noqa: E402
 
 from engine import events as ev  # noqa: E402
-from engine.history import run_stream  # noqa: E402
+from engine.log.history import run_stream  # noqa: E402
 from engine.store import Append, RunRow, Store, open_store  # noqa: E402
 from projections import Runner  # noqa: E402
 from projections.views import all_views  # noqa: E402

@@ -31,11 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine.history import run_stream  # noqa: E402
+from engine.log.history import run_stream  # noqa: E402
 from engine.store import open_store  # noqa: E402
 from projections.runner import Runner  # noqa: E402
 from projections.views import timeline  # noqa: E402
-from replay.cli import run_cli  # noqa: E402
+from replay.cli.entry import run_cli  # noqa: E402
 from tests.agents.kit import long_run  # noqa: E402
 
 

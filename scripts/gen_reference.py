@@ -129,7 +129,7 @@ def cli_commands() -> list[tuple[str, Any]]:
     """Every ``agentlog`` command, sub-commands as ``group sub``, in the app's order."""
     import typer
 
-    from replay.cli import app
+    from replay.cli.entry import app
 
     return list(_commands(typer.main.get_command(app)))
 
@@ -164,7 +164,7 @@ def cli_reference() -> str:
 
 
 def _kinds(row: Any) -> tuple[str, str]:
-    from engine import policy
+    from engine.policy import failure as policy
 
     side, read = row.side_effect, row.read_only
     if row.by == policy.OWN:
@@ -178,7 +178,7 @@ def _kinds(row: Any) -> tuple[str, str]:
 
 
 def failure_table() -> str:
-    from engine.policy import DEFAULT_TABLE
+    from engine.policy.failure import DEFAULT_TABLE
 
     rows = [(f"`{r.match}`", *_kinds(r), r.why) for r in DEFAULT_TABLE]
     return _table(
@@ -205,7 +205,7 @@ def _code_table(table: Iterable[tuple[range | frozenset[int], str, str]], what: 
 
 def code_tables(name: str) -> str:
     """``HTTP_STATUS_TABLE`` or ``SMTP_REPLY_TABLE`` of engine.policy, as a table."""
-    from engine import policy
+    from engine.policy import failure as policy
 
     head, tail = name.split("_")
     return _code_table(getattr(policy, f"{name}_TABLE"), f"{head} {tail.lower()}")
@@ -306,7 +306,7 @@ def _members(cls: type, names: Iterable[str], owner: str) -> list[str]:
 def api_reference() -> str:
     import engine
     from engine import Engine
-    from engine.runtime.agentrun import AgentRun
+    from engine.runtime.lifecycle.agentrun import AgentRun
 
     public = sorted(n for n in dir(Engine) if not n.startswith("_") and n not in _ENGINE_INTERNAL)
     out = ["### `engine.Engine`", "", _md(Engine.__doc__ or ""), ""]
@@ -324,8 +324,8 @@ def api_reference() -> str:
 
 def options_reference() -> str:
     from engine import Budget, CircuitBreaker, EngineConfig, RetryPolicy, Supervisor
-    from engine.runtime.decisions import Policies
-    from engine.runtime.declare import ToolOptions
+    from engine.runtime.declare.wrappers import ToolOptions
+    from engine.runtime.model.decisions import Policies
 
     out = []
     for title, cls in (

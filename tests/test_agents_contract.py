@@ -385,8 +385,8 @@ def test_abandon_of_a_forged_loop_of_parents_is_one_clear_error(eng: Engine) -> 
     (CorruptData), never recursing until Python gives up."""
     from engine import CorruptData
     from engine import events as ev
-    from engine.history import RunWriter
-    from engine.state import RunState
+    from engine.log.history import RunWriter
+    from engine.log.state import RunState
 
     for me, other in (("loop-a", "loop-b"), ("loop-b", "loop-a")):
         writer = RunWriter(eng.store, RunState(run_id=me))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from replay.cli import app
+from replay.cli.entry import app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

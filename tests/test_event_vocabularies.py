@@ -19,9 +19,9 @@ from conftest import all_backends, write_raw_row
 
 from engine import events as ev
 from engine.errors import CorruptData, ToolError, Transient
-from engine.history import rebuild, run_stream
 from engine.kinds import Asked, Effects, FailureKind, Purpose, RunStatus, Source, WaitReason
-from engine.policy import classify
+from engine.log.history import rebuild, run_stream
+from engine.policy.failure import classify
 from engine.store import Append, Store, codec
 
 GOLDEN = Path(__file__).parent / "golden" / "events_v1.jsonl"

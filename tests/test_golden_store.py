@@ -19,10 +19,10 @@ import pytest
 
 from engine import Engine
 from engine.events import AgentStarted
-from engine.history import run_stream
+from engine.log.history import run_stream
+from engine.log.snapshots import snapshot_at_or_before
+from engine.log.state import RunState, fold, lineage_of
 from engine.secrets import SECRET_ENV
-from engine.snapshots import snapshot_at_or_before
-from engine.state import RunState, fold, lineage_of
 from tests.golden.make_store import REPLAY_KEY, tallies
 
 GOLDEN = Path(__file__).parent / "golden"

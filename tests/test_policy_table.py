@@ -35,14 +35,7 @@ from pydantic_ai import exceptions as pai
 from engine import Indeterminate, Logical, Permanent, Transient
 from engine.errors import ToolError
 from engine.kinds import TOOL_KINDS
-from engine.policy import (
-    DEFAULT_TABLE,
-    HTTP_STATUS,
-    SMTP_REPLY,
-    WRAPPED,
-    classify,
-    row_for,
-)
+from engine.policy.failure import DEFAULT_TABLE, HTTP_STATUS, SMTP_REPLY, WRAPPED, classify, row_for
 
 T, P, I, L = "transient", "permanent", "indeterminate", "logical"  # noqa: E741
 FAILURES_PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "failures.md"

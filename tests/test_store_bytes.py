@@ -16,8 +16,8 @@ from conftest import all_backends
 from engine import Engine
 from engine.errors import UsageError
 from engine.events import Checkpoint
-from engine.snapshots import encode_snapshot, save_snapshot, snapshot_at_or_before
-from engine.state import RunState
+from engine.log.snapshots import encode_snapshot, save_snapshot, snapshot_at_or_before
+from engine.log.state import RunState
 from engine.store import Append, Snapshot, open_store
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,12 +25,12 @@ from test_cli_kit import agentlog, one_line_error
 from engine import Engine
 from engine import events as ev
 from engine.errors import CipherError, StoreUnavailable
-from engine.snapshots import save_snapshot, snapshot_at_or_before
-from engine.state import RunState
+from engine.log.snapshots import save_snapshot, snapshot_at_or_before
+from engine.log.state import RunState
 from engine.store import Append, BlobRef, Store, cipher_configured, open_store, stream_id
 from engine.store.base import BLOB_SUFFIX
 from engine.store.cipher import CIPHER_ENV, Row, sealed_rows
-from replay.cli import run_cli
+from replay.cli.entry import run_cli
 from replay.transfer import export_lines, import_run
 
 KEY = AESCipher.create_key(32)

@@ -20,11 +20,12 @@ import msgspec
 from engine import Engine
 from engine import events as ev
 from engine.errors import ChildFailed, Permanent
-from engine.history import rebuild
 from engine.kinds import RunStatus
-from engine.runtime import children, supervisor
-from engine.runtime.context import RunContext
-from engine.runtime.defs import AgentDef
+from engine.log.history import rebuild
+from engine.runtime.children import spawn as children
+from engine.runtime.children import supervisor
+from engine.runtime.defs.definitions import AgentDef
+from engine.runtime.run.context import RunContext
 from engine.secrets import key_check, replay_key
 
 ENDS = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)

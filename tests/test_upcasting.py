@@ -23,9 +23,9 @@ from structlog.testing import capture_logs
 
 from engine import events as ev
 from engine.errors import CorruptData
-from engine.history import checkpoint_refs, rebuild, run_stream, state_at
-from engine.snapshots import snapshot_at_or_before
-from engine.state import RunState, fold
+from engine.log.history import checkpoint_refs, rebuild, run_stream, state_at
+from engine.log.snapshots import snapshot_at_or_before
+from engine.log.state import RunState, fold
 from engine.store import Append, Recorded, Store, codec
 
 GOLDEN = Path(__file__).parent / "golden"

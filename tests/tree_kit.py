@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import events as ev
-from engine.history import RunWriter, run_stream
-from engine.state import RunState, evolve
+from engine.log.history import RunWriter, run_stream
+from engine.log.state import RunState, evolve
 from engine.store import Append, Store
 
 _clock = itertools.count(1)

@@ -30,9 +30,9 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext as ToolContext
 
-from ..runtime import streams
-from ..runtime.agentrun import AgentRun
-from ..runtime.context import RunContext, current
+from ..runtime.lifecycle.agentrun import AgentRun
+from ..runtime.model import streams
+from ..runtime.run.context import RunContext, current
 
 __all__ = [
     "DurableModel",

@@ -19,8 +19,8 @@ from pydantic_ai.tools import RunContext as ToolContext
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from ..errors import UsageError
-from ..runtime.context import current
-from ..runtime.declare import ToolOptions
+from ..runtime.declare.wrappers import ToolOptions
+from ..runtime.run.context import current
 
 if TYPE_CHECKING:
     from ..runtime.engine import Engine

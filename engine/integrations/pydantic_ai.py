@@ -22,9 +22,9 @@ from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import AgentDepsT
 
 from ..errors import UsageError
-from ..policy import CircuitBreaker, Classifier, RetryPolicy
-from ..runtime.context import current
-from ..runtime.declare import ToolOptions
+from ..policy.failure import CircuitBreaker, Classifier, RetryPolicy
+from ..runtime.declare.wrappers import ToolOptions
+from ..runtime.run.context import current
 from ._pai_model import DurableModel, conversation_digest, recorded_response, restored_response
 from ._pai_tools import TOOL_OPTIONS, DurableToolset, ToolCalls, check_options
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
-from .results import EventView, RunResult, RunSummary
+from .run.results import EventView, RunResult, RunSummary
 
 if TYPE_CHECKING:
     from .engine import Engine

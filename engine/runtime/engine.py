@@ -18,7 +18,8 @@ from typing import Any, ParamSpec, TypeVar
 
 from .. import observe
 from ..errors import AgentlogError, RunBusy, UsageError
-from ..history import (
+from ..kinds import SUSPENDED, Effects, RunStatus
+from ..log.history import (
     RunWriter,
     check_run_id,
     checkpoints,
@@ -27,33 +28,35 @@ from ..history import (
     run_stream,
     state_at,
 )
-from ..kinds import SUSPENDED, Effects, RunStatus
-from ..policy import describe
+from ..log.state import CheckpointRef, RunState
+from ..policy.failure import describe
 from ..secrets import refuse_secret_input
-from ..state import CheckpointRef, RunState
 from ..store import Store, cipher_configured
-from . import adoption, children, forks, locks, wakeups
-from .answer import answer as answer_run
-from .catalog import Catalog
-from .childstart import agent_started
-from .config import EngineConfig
-from .context import current
-from .decorators import Declaring
-from .defs import AgentDef, normalize
-from .driver import Driver
-from .driver import resume as resume_run
-from .driver import start as start_run
-from .driver import verify as verify_run
-from .guards import Guards
-from .journal import Journal
-from .leases import Leases, new_owner
-from .lockkeeper import Keeper, LockKeeper
-from .registry import Registry
-from .repository import RunRepository
-from .results import EventView, RunResult
-from .rewind import rewind as rewind_run
-from .saga import abandon as abandon_run
-from .signals import Signals
+from .call import forks
+from .children import spawn as children
+from .children.start import agent_started
+from .declare.decorators import Declaring
+from .defs.definitions import AgentDef, normalize
+from .defs.registry import Registry
+from .host.config import EngineConfig
+from .host.guards import Guards
+from .host.leases import Leases, new_owner
+from .host.lockkeeper import Keeper, LockKeeper
+from .host.signals import Signals
+from .journal.recorded import Journal
+from .lifecycle.answer import answer as answer_run
+from .lifecycle.driver import Driver
+from .lifecycle.driver import resume as resume_run
+from .lifecycle.driver import start as start_run
+from .lifecycle.driver import verify as verify_run
+from .lifecycle.rewind import rewind as rewind_run
+from .run import adoption
+from .run.catalog import Catalog
+from .run.context import current
+from .run.repository import RunRepository
+from .run.results import EventView, RunResult
+from .undo.saga import abandon as abandon_run
+from .waits import locks, wakeups
 
 P = ParamSpec("P")
 R = TypeVar("R")

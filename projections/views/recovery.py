@@ -26,9 +26,9 @@ import msgspec
 from msgspec.structs import replace
 
 from engine import events as ev
-from engine.effects import answered
 from engine.kinds import SETTLED, RunStatus, Source
-from engine.state import next_status
+from engine.log.effects import answered
+from engine.log.state import next_status
 from engine.stats import RecoveryStats
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery

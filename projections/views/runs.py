@@ -17,7 +17,7 @@ from msgspec.structs import replace
 
 from engine import events as ev
 from engine.kinds import RunStatus
-from engine.state import Root, lineage_kind, lineage_of, next_status
+from engine.log.state import Root, lineage_kind, lineage_of, next_status
 from engine.stats import RunCounts
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery

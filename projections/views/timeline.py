@@ -21,8 +21,8 @@ from msgspec.structs import replace
 
 from engine import events as ev
 from engine.errors import CorruptData, StoreError
-from engine.history import run_stream
 from engine.kinds import RunStatus
+from engine.log.history import run_stream
 from engine.showing import shown_event, utc
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery

@@ -26,8 +26,8 @@ import msgspec
 from msgspec.structs import replace
 
 from engine import events as ev
-from engine.effects import is_uncertain, may_have_landed
 from engine.kinds import Asked, CircuitState, Source
+from engine.log.effects import is_uncertain, may_have_landed
 from engine.stats import ToolStats
 from engine.store import Store
 from engine.store.ports import Column, ColumnValue, ViewQuery

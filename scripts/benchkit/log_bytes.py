@@ -14,9 +14,9 @@ from pathlib import Path
 import psycopg
 
 from engine import events as ev
-from engine.history import run_stream
-from engine.snapshots import save_snapshot
-from engine.state import RunState, evolve
+from engine.log.history import run_stream
+from engine.log.snapshots import save_snapshot
+from engine.log.state import RunState, evolve
 from engine.store import Append, Store
 from engine.store.codec import encode_event
 

@@ -12,9 +12,9 @@ from functools import partial
 from msgspec.structs import replace
 
 from engine import events as ev
-from engine.history import rebuild, run_stream
-from engine.snapshots import save_snapshot
-from engine.state import RunState, evolve
+from engine.log.history import rebuild, run_stream
+from engine.log.snapshots import save_snapshot
+from engine.log.state import RunState, evolve
 from engine.store import Append, Store
 
 from .log_stores import Env, Variant, open_ours

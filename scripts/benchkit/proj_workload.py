@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Iterator
 
 from engine import events as ev
-from engine.history import RunWriter, run_stream
-from engine.state import RunState, evolve
+from engine.log.history import RunWriter, run_stream
+from engine.log.state import RunState, evolve
 from engine.store import Append, Store
 
 from .log_workload import run_events

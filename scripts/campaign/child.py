@@ -89,7 +89,7 @@ def _cli_recover(url: str) -> int:
     """``agentlog recover``, the command (in this process): 3 (a run paused) is fine, and
     4 (a run failed) where runs fail by design (``$AGENTLOG_CAMPAIGN_FAILING_OK``); on
     anything else its report goes to stderr, where the campaign reads the last line."""
-    from replay.cli import run_cli
+    from replay.cli.entry import run_cli
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -104,7 +104,7 @@ def _cli_rewind(url: str, rid: str, to: str, effects: str) -> int:
     """``agentlog rewind RID --to TO --effects EFFECTS``, the command (in this process):
     0, or 3 (the fork paused or stopped: the campaign continues it), else its report on
     stderr."""
-    from replay.cli import run_cli
+    from replay.cli.entry import run_cli
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

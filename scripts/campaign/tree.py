@@ -33,7 +33,7 @@ from typing import Any
 
 from engine.errors import RunBusy, UsageError
 from engine.kinds import SETTLED, RunStatus
-from engine.waiting import Child, Timer
+from engine.log.waiting import Child, Timer
 
 from . import fenced, holds
 from .child import INLINE_WAIT_ENV, agent_of

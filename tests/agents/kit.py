@@ -19,11 +19,11 @@ import psycopg
 
 from engine import Engine
 from engine import events as ev
-from engine.history import RunWriter
-from engine.runtime import ledger
-from engine.runtime.defs import args_hash, normalize
+from engine.log.history import RunWriter
+from engine.log.state import RunState
+from engine.runtime.call import ledger
+from engine.runtime.defs.definitions import args_hash, normalize
 from engine.secrets import key_check, replay_key
-from engine.state import RunState
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from engine import Engine, observe
-from engine.runtime.config import EngineConfig
+from engine.runtime.host.config import EngineConfig
 
 engine = Engine.open()
 

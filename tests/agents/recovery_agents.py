@@ -1,4 +1,4 @@
-"""The agent of the recovery figures' scenario (tests/test_projection_recovery.py), run in
+"""The agent of the recovery figures' scenario (tests/views/test_projection_recovery.py), run in
 real processes killed at failpoints. Effects go to the fake service named by
 ``$AGENTLOG_TEST_SERVICE``; undoing a receipt named in ``$AGENTLOG_TEST_UNDO_FAILS``
 (comma-separated) fails, as a refused void would.

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from engine import events as ev
-from engine.state import RunState, fold
+from engine.log.state import RunState, fold
 from engine.store.codec import encode_event
 
 HERE = Path(__file__).parent

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, assert_type
 
 from engine import CircuitBreaker, Engine, EngineConfig, RetryPolicy
-from engine.runtime.defs import AgentDef
+from engine.runtime.defs.definitions import AgentDef
 
 engine = Engine.open("memory://", config=EngineConfig(run_retry_budget=5))
 

@@ -1,0 +1,101 @@
+"""The shared side-effect ledger: one stream per business key, claimed atomically.
+
+A claim is the key stream's next event, appended in the same transaction as the run's
+``tool_invoked``; a racing claimer's transaction fails on the version conflict and reads
+the winner's claim. The same key with different arguments is refused as a permanent
+error (the key names one effect; reusing it for another would silently drop that one).
+
+A compensated effect frees its key for a new effect: the next claim is a new version of
+the key and goes out under a versioned key (``sent_key``), recorded in the claim and the
+intent, so a provider that dedupes on the key it receives makes a new effect instead of
+returning the undone one. The business key still dedupes across runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ... import events as ev
+from ...errors import Permanent
+from ...polling import poll_until
+from ...store import Append, Store, stream_id
+
+COMPENSATED = "compensated"  # a release's reason when the effect was undone
+
+
+@dataclass(frozen=True)
+class KeyState:
+    """What the ledger says of a key now."""
+
+    version: int  # the key stream's last position (0: never claimed)
+    claim: ev.EffectClaimed | None  # the live claim, if claimed and not released
+    committed: ev.EffectCommitted | None  # the effect's outcome, if it happened
+    undone: int = 0  # effects under the key that were compensated (released as such)
+
+    def owned_by(self, run_id: str, call: int) -> bool:
+        return self.claim is not None and (self.claim.run_id, self.claim.call) == (run_id, call)
+
+
+def read(store: Store, key: str) -> KeyState:
+    recs = store.read(stream_id("effect:" + key))
+    claim: ev.EffectClaimed | None = None
+    committed: ev.EffectCommitted | None = None
+    undone = 0
+    for r in recs:
+        e = r.event
+        if isinstance(e, ev.EffectClaimed):
+            claim, committed = e, None
+        elif isinstance(e, ev.EffectCommitted):
+            committed = e
+        elif isinstance(e, ev.EffectReleased):
+            claim, committed = None, None
+            undone += e.reason == COMPENSATED
+    return KeyState(len(recs), claim, committed, undone)
+
+
+def sent_key(key: str, state: KeyState) -> str | None:
+    """The key a new claim's request goes out under, if not ``key`` itself: after ``n``
+    compensated effects, ``key#v<n+1>`` (the providers' copies of the undone effects keep
+    their keys, so a re-send under one would return the undone effect)."""
+    return f"{key}#v{state.undone + 1}" if state.undone else None
+
+
+def check_args(state: KeyState, key: str, ahash: str) -> None:
+    if state.claim is not None and state.claim.args_hash and state.claim.args_hash != ahash:
+        raise Permanent(
+            f"idempotency key {key!r} was already used by run {state.claim.run_id} "
+            "with different arguments"
+        )
+
+
+def claim_event(
+    key: str, version: int, run_id: str, call: int, ahash: str, sent: str | None = None
+) -> Append:
+    """Claim ``key``, whose stream is at ``version``, for ``call`` of ``run_id`` (its
+    request going out under ``sent``, a versioned key, when given)."""
+    e = ev.EffectClaimed(
+        at=ev.now(), key=key, run_id=run_id, call=call, args_hash=ahash, sent_key=sent
+    )
+    return Append(stream_id("effect:" + key), version + 1, e)
+
+
+def commit_event(key: str, version: int, run_id: str, call: int, result: object) -> Append:
+    """Record that the effect under ``key`` happened, with ``result``."""
+    e = ev.EffectCommitted(at=ev.now(), key=key, run_id=run_id, call=call, result=result)
+    return Append(stream_id("effect:" + key), version + 1, e)
+
+
+def release_event(key: str, version: int, run_id: str, call: int, reason: str) -> Append:
+    """Free ``key``: the effect did not happen (or was undone)."""
+    e = ev.EffectReleased(at=ev.now(), key=key, run_id=run_id, call=call, reason=reason)
+    return Append(stream_id("effect:" + key), version + 1, e)
+
+
+def wait_settled(store: Store, key: str, seconds: float, poll: float = 0.05) -> KeyState:
+    """Wait (at most ``seconds``) for another claimer's effect to commit or be released."""
+
+    def settled() -> KeyState | None:
+        state = read(store, key)
+        return state if state.claim is None or state.committed is not None else None
+
+    return poll_until(settled, seconds, first=poll, most=poll) or read(store, key)

@@ -1,0 +1,58 @@
+"""Starting a child run: the one commit that links it to its parent.
+
+Kept apart from :mod:`.children` (spawn, wait, wake) so a module the wait calls (the
+supervisor, which starts children again) can open children without an import cycle.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ... import events as ev
+from ...log.history import RunWriter, run_stream
+from ...log.state import RunState, evolve
+from ...secrets import key_check, replay_key
+from ...store import Append
+from ..defs.definitions import AgentDef
+
+if TYPE_CHECKING:
+    from ..run.context import RunContext
+
+
+def open_child(
+    ctx: RunContext, record: ev.ChildSpawned | ev.ChildRestarted, started: ev.AgentStarted
+) -> None:
+    """Commit ``record`` in the parent with the child's ``agent_started`` (and its index
+    row) in one commit, then start the child executing in a thread of its own. A crash
+    leaves both or neither: never a child its parent does not know of."""
+    child_id = record.child_run_id
+    started = msgspec.structs.replace(started, run_id=child_id)  # a restart's copies its own
+    first = evolve(RunState(run_id=child_id), started, 1)
+    head = Append(run_stream(child_id), 1, started)
+    ctx.record(record, extra=[head], rows=[RunWriter.index_row(first)])
+    ctx.host.start(child_id)
+
+
+def agent_started(
+    agent: AgentDef[..., Any],
+    input: dict[str, Any],
+    parent_run_id: str | None = None,
+    reuses: str | None = None,
+    run_id: str | None = None,
+) -> ev.AgentStarted:
+    """The ``agent_started`` of a new run of ``agent`` on ``input`` (normalized), under
+    this machine's replay key; a child's names its parent, and the run whose effects it
+    takes over (``reuses``: the child a restarted run's same spawn started)."""
+    return ev.AgentStarted(
+        at=ev.now(),
+        agent=agent.name,
+        import_path=agent.import_path,
+        input=input,
+        parent_run_id=parent_run_id,
+        code_version=agent.version,
+        key_check=key_check(replay_key()),
+        reuses=reuses,
+        run_id=run_id,
+    )

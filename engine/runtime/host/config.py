@@ -1,0 +1,52 @@
+"""An engine's settings, given when it is built: ``Engine(url, config=EngineConfig(...))``.
+
+Tests pass a fake clock, wall clock, sleep and random source here instead of patching an engine
+afterwards; nothing reads a setting from a module global.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ...errors import UsageError
+from .leases import LEASE_TTL
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Settings of one engine (every field has the production default). Of its two
+    clocks, ``clock`` measures durations inside this process and ``wall`` dates what
+    outlives it: durable deadlines, compared across processes and hosts."""
+
+    clock: Callable[[], float] = time.monotonic  # for breakers, budgets, latencies
+    # Epoch seconds, for every durable deadline (run.sleep, run.recv timeouts, owner
+    # leases) and run.now().
+    wall: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep  # waits out a retry's backoff
+    rng: random.Random = field(default_factory=random.Random)  # a retry delay's jitter
+    run_retry_budget: int = 50  # retries one run may make, all tools together
+    tool_retry_capacity: float = 100.0  # a tool's global retry budget (token bucket)...
+    tool_retry_rate: float = 10.0  # ...refilled at this many retries a second
+    # A self-resolving side effect's outcome (its tool verifies or takes the key) rides
+    # with the run's next commit: one commit a step; a crash leaves it uncertain, and
+    # it resolves itself on resume.
+    defer_outcomes: bool = True
+    # Threads one tool's timed sync attempts may occupy at once: one abandoned at its
+    # timeout keeps its thread, and past this many a new attempt fails with ToolBusy.
+    tool_threads: int = 8
+    lease_ttl: float = LEASE_TTL  # seconds a run's lease lasts without a heartbeat
+    # How long run.sleep and run.recv wait holding their thread; a longer wait suspends
+    # the run (status waiting, no thread held) until recover finds it due.
+    inline_wait: float = 5.0
+
+    def __post_init__(self) -> None:
+        threads = self.tool_threads
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise UsageError(f"tool_threads must be a whole number >= 1: {threads!r}")
+        wait = self.inline_wait
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < math.inf:
+            raise UsageError(f"inline_wait must be a finite number of seconds >= 0: {wait!r}")

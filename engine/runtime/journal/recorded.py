@@ -1,0 +1,70 @@
+"""The journal: a run's recorded calls by call identity, read from its stream.
+
+Re-execution (resume, rewind, verify) consults it: a call with a recorded outcome
+returns it without executing anything; an intent without an outcome is uncertain. Each
+entry is the call's ``CallState``, folded by ``callstate.evolve``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ... import events as ev
+from ...policy import budget
+from ...store import Recorded
+from . import agentfold
+from .callstate import CALL_EVENTS, CallState, evolve
+
+
+@dataclass
+class Journal:
+    calls: dict[int, CallState] = field(default_factory=dict)
+    # The call whose failure ended the run (no later call was recorded): a resume
+    # re-attempts it instead of replaying the failure.
+    failed_call: int | None = None
+    last_call: int = 0
+    # Questions not answered yet, oldest first (the last one is what the run waits on).
+    unanswered: dict[int, ev.HumanInputRequested] = field(default_factory=dict)
+    # The usage recorded up to and including each decision (or run.usage) that reported
+    # some, in log order: what the live run had spent when it recorded that call.
+    spent_at: dict[int, budget.Usage] = field(default_factory=dict)
+    spent: budget.Usage = budget.NONE
+
+    @classmethod
+    def from_events(cls, recorded: list[Recorded]) -> Journal:
+        j = cls()
+        for r in recorded:
+            j.add(r.event, r.position)
+        return j
+
+    def add(self, e: ev.Event, position: int) -> None:
+        if type(e) in CALL_EVENTS:
+            call: int = e.call  # type: ignore[attr-defined]
+            if isinstance(e, ev.LlmDecided | ev.UsageRecorded) and (
+                e.tokens_in or e.tokens_out or e.cost
+            ):
+                self.spent += budget.Usage(e.tokens_in, e.tokens_out, e.cost)
+                self.spent_at[call] = self.spent
+            entry = evolve(self.calls.get(call), e, position)
+            if entry is not None:
+                self.calls[call] = entry
+            if isinstance(e, ev.HumanInputRequested | ev.HumanInputProvided):
+                self.unanswered.pop(call, None)
+                if isinstance(e, ev.HumanInputRequested):
+                    self.unanswered[call] = e
+        elif type(e) in agentfold.FOLDS:
+            call = e.call  # type: ignore[attr-defined]
+            entry = agentfold.evolve(self.calls.get(call), e)
+            if entry is not None:
+                self.calls[call] = entry
+        elif isinstance(e, ev.AgentFailed):
+            self.failed_call = e.call
+            if e.call is None:
+                return
+            call = e.call
+        else:
+            return
+        if call > self.last_call:
+            self.last_call = call
+            if self.failed_call is not None and call > self.failed_call:
+                self.failed_call = None  # the code went on past that failure

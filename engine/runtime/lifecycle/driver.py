@@ -1,0 +1,233 @@
+"""The driver: executes an agent function against a run's log under a run context.
+
+Run, resume, verify, answer and rewind all execute through :class:`Driver`; how a run is
+found and loaded is the repository's (``runtime.repository``), so nothing here knows
+which operation asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+from typing import Any
+
+import msgspec
+
+from ... import events as ev
+from ...errors import (
+    NonDeterminismError,
+    OutcomeNotRecorded,
+    Paused,
+    StoreError,
+    Suspended,
+    ToolError,
+)
+from ...kinds import FINAL, FailureKind, RunStatus
+from ...log.history import RunWriter, run_stream
+from ...log.state import RunState, fold
+from ...policy.failure import describe
+from ...secrets import redact, run_key
+from ...store import Recorded, Store
+from ..defs.definitions import AgentDef, normalize
+from ..host.leases import LeaseLost
+from ..host.port import Host
+from ..journal.recorded import Journal
+from ..run.context import LogEnd, RunContext, _current
+from ..run.repository import LoadedRun, RunRepository, result_of
+from ..run.results import RunResult
+from .agentrun import AgentRun
+
+
+class Driver:
+    """Executes agents for one host (an engine): its config, guards, leases and owner."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def execute(self, run: LoadedRun, *, resumed: bool = False, verify: bool = False) -> RunResult:
+        """Execute the loaded run's agent against its journal, from its recorded input."""
+        head = run.started
+        return self.drive(
+            run.agent,
+            run.writer,
+            run.journal,
+            head.input,
+            check=head.key_check,
+            resumed=resumed,
+            verify=verify,
+        )
+
+    def drive(
+        self,
+        agent: AgentDef,
+        writer: RunWriter,
+        journal: Journal,
+        input: dict[str, Any],
+        *,
+        check: str | None,
+        resumed: bool = False,
+        verify: bool = False,
+    ) -> RunResult:
+        """Execute ``agent`` against ``journal`` (the run's recorded calls), whose arguments
+        were hashed under the key that ``check`` names (a different key here is refused
+        before anything replays)."""
+        rid = writer.state.run_id
+        key = run_key(check, rid)
+        ctx = AgentRun(
+            self.host, writer, journal, agent, hash_key=key, resumed=resumed, verify=verify
+        )
+        redact(input, seen=ctx.seen)  # secret input (stored encrypted): masked
+        token = _current.set(ctx)
+        try:
+            result = _outcome(ctx, input)
+            return msgspec.structs.replace(result, parent_run_id=writer.state.parent_run_id)
+        finally:
+            _current.reset(token)
+            try:
+                ctx.flush()  # e.g. interrupted by KeyboardInterrupt after an effect completed
+            except (Exception, OutcomeNotRecorded) as e:  # uncertain: resolved on resume
+                ctx.log.warning("deferred_outcome_not_recorded", error=str(e))
+            ctx.end()
+
+    def replays(self, store: Store, agent: AgentDef, run_id: str, events: list[ev.Event]) -> None:
+        """Replay ``events`` (a fork's inherited prefix, a paused run's log) against the
+        current code before writing anything: code that no longer matches raises
+        NonDeterminismError, so nothing is written (no orphan fork, no recorded answer)."""
+        head = events[0]
+        assert isinstance(head, ev.AgentStarted)
+        recorded = [Recorded(run_stream(run_id), i + 1, e) for i, e in enumerate(events)]
+        state = fold([(r.position, r.event) for r in recorded], RunState(run_id=run_id))
+        writer, journal = RunWriter(store, state), Journal.from_events(recorded)
+        with contextlib.suppress(LogEnd):
+            self.drive(agent, writer, journal, head.input, check=head.key_check, verify=True)
+
+
+def _outcome(ctx: RunContext, input: dict[str, Any]) -> RunResult:
+    """Execute the agent of ``ctx`` on ``input``: how this execution of the run ended. One
+    that could not record what a tool did stops, recording nothing more (not even its
+    end, however agent code handled it): the run stays running, for a resume."""
+    try:
+        return _executed(ctx, input)
+    except OutcomeNotRecorded as stop:
+        ctx.log.error("run_stopped", reason=str(stop))
+        return RunResult(ctx.run_id, RunStatus.RUNNING, error=str(stop))
+
+
+def _executed(ctx: RunContext, input: dict[str, Any]) -> RunResult:
+    rid = ctx.run_id
+    try:
+        output = ctx.agent.fn(ctx, **input)
+        if asyncio.iscoroutine(output):
+            output = _run_async(_settled(ctx, output))
+        ctx.leave_streams(everyone=True)  # streams left unread to their end: recorded now
+        ctx.finish_check()
+        return _finished(ctx, output)
+    except Paused as p:
+        return RunResult(rid, RunStatus.PAUSED, error=None, waiting=ctx.paused(p.reason))
+    except Suspended as s:  # what it waits on is recorded (run_waiting) before it stops
+        waiting = ctx.writer.state.waiting if not ctx.verify else s.reason
+        return RunResult(rid, RunStatus.WAITING, waiting=waiting)
+    except LeaseLost as lost:
+        ctx.deferred = []  # the new owner resolves them from the log
+        ctx.log.error("run_stopped", reason=str(lost))
+        return RunResult(rid, RunStatus.RUNNING, error=str(lost))
+    except StoreError as lost:  # the store failed under the engine: not the agent's failure
+        stop = ctx.stop(f"the store failed under it: {lost}")
+        ctx.log.error("run_stopped", reason=str(stop))
+        return RunResult(rid, RunStatus.RUNNING, error=str(stop))
+    except Exception as e:
+        return _failed(ctx, e)
+
+
+def _finished(ctx: RunContext, output: Any) -> RunResult:
+    """The agent returned: record its output (unless only verifying, or already done)."""
+    rid, state = ctx.run_id, ctx.writer.state
+    if ctx.verify:
+        return RunResult(rid, RunStatus.COMPLETED, normalize(output, "the agent's output"))
+    if state.status == RunStatus.COMPLETED:
+        return result_of(state)
+    # Secret-named entries of the output are redacted as a tool's result is.
+    shown = redact(normalize(output, "agent output"), seen=ctx.seen)
+    ctx.record(ev.AgentFinished(at=ev.now(), output=shown))
+    ctx.log.info("run_completed")
+    return RunResult(rid, RunStatus.COMPLETED, ctx.writer.state.output)
+
+
+def _failed(ctx: RunContext, e: Exception) -> RunResult:
+    """The agent raised: record the failure (unless only verifying); a divergence is
+    raised, never recorded."""
+    ctx.check_diverged()  # agent code swallowed or wrapped a divergence: no record
+    if isinstance(e, NonDeterminismError):
+        raise e
+    message = ctx.seen.mask(describe(e))
+    if ctx.verify:
+        return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
+    kind = e.kind if isinstance(e, ToolError) else FailureKind.PERMANENT
+    ctx.record(ev.AgentFailed(at=ev.now(), error=message, kind=kind, call=ctx.failed_call))
+    ctx.log.info("run_failed", error=message)
+    return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
+
+
+def resume(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
+    """Continue a crashed, failed or answered run from its log (a finished one executes
+    nothing and returns its recorded result)."""
+    rid = runs.resolve(run_id)
+    with runs.held(rid):
+        run = runs.load(rid, "be resumed")  # finished or not, an imported run is history
+        if run.state.status in FINAL:
+            return result_of(run.state)
+        return driver.execute(run, resumed=True)
+
+
+def start(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
+    """Execute a recorded run that has not ended: a child just spawned (its log holds
+    only ``agent_started``: no resume is recorded), one a supervisor restarted (its
+    restart wrote the resume marker), or one whose owner died."""
+    with runs.held(run_id):
+        run = runs.load(run_id, "be started")
+        if run.state.status in FINAL:
+            return result_of(run.state)
+        # A run whose log ends in a resume marker (a supervisor's restart) has one.
+        marked = isinstance(run.recorded[-1].event, ev.AgentResumed)
+        return driver.execute(run, resumed=run.state.position > 1 and not marked)
+
+
+def verify(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
+    """Re-execute the run's agent against its log with every live call forbidden; raises
+    NonDeterminismError naming the first call that diverges. Writes nothing."""
+    run = runs.load(runs.resolve(run_id), "be verified")
+    try:
+        driver.execute(run, verify=True)
+    except LogEnd as end:
+        if run.state.status == RunStatus.COMPLETED:  # its log is the whole run
+            raise NonDeterminismError(
+                f"run {run.run_id} completed, but the code now goes on past its log: {end}"
+            ) from None
+    return result_of(run.state)
+
+
+def _run_async(coro: Any) -> Any:
+    """Run an async agent to its end on a loop of its own. Called from inside a running
+    loop (a notebook, an async caller of the sync ``run``), that loop's thread cannot
+    host a second one: the agent's loop runs in a worker thread (with this thread's
+    context: the run) while this thread blocks, as any sync call does."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentlog-agent") as pool:
+        return pool.submit(context.run, asyncio.run, coro).result()
+
+
+async def _settled(ctx: RunContext, agent: Any) -> Any:
+    """Await an async agent; however it ends, the durable calls it left in flight (the
+    siblings of a failed or paused ``gather``) finish and are recorded first: the loop's
+    shutdown would cancel them midway, and an effect may already have been sent."""
+    try:
+        return await agent
+    finally:
+        while ctx.in_flight:
+            await asyncio.wait(list(ctx.in_flight))

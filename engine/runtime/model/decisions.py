@@ -1,0 +1,316 @@
+"""Decisions: ``run.decide`` and ``@engine.model``, the model calls of a run, made under
+the policies tools have (retry, timeout, circuit breaker, classification) and recorded
+as one ``llm_decided`` with the usage they report.
+
+    journal has its llm_decided?     -> its value (the declared type), budget checked
+    journal has its final failure?   -> raised again (unless it ended the run: re-made)
+    otherwise                        -> attempts under the policies (``calldriver``),
+                                        each failure a ``tool_failed`` marked ``decision``
+
+A decision writes no intent: it has no effect to doubt, so a crash before its outcome
+just calls the model again. The run's budget (``engine.budget``) is checked before a
+model call starts and after each decision that reports usage, replayed ones included,
+against what the log had recorded by then (``Journal.spent_at``): a resume fails where
+the live run failed, concurrent decisions too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from ... import codec
+from ... import events as ev
+from ...errors import UsageError
+from ...policy import budget
+from ...policy.failure import CircuitBreaker, Classifier, RetryPolicy, error_for
+from ...secrets import redact
+from ..call.drive import drive
+from ..call.record import Call
+from ..defs.definitions import ToolDef, args_hash, normalize
+from ..journal.callstate import ATTEMPT, CallState
+
+if TYPE_CHECKING:
+    from ..run.context import RunContext
+
+
+class Policies(TypedDict, total=False):
+    """The policies a decision takes (``run.decide(..., retry=...)``, ``@engine.model``)."""
+
+    retry: RetryPolicy | None  # default: RetryPolicy(), as tools
+    timeout: float | None  # seconds ("adaptive" as tools)
+    breaker: CircuitBreaker | None
+    classify: Classifier | None
+
+
+POLICIES = frozenset(Policies.__optional_keys__)
+
+
+@dataclass(eq=False)
+class DecisionDef(ToolDef):
+    """A decision's function under its policies: what the call machinery runs, as a
+    read-only call whose outcome is an ``llm_decided``. Made per ``run.decide`` (cheap:
+    nothing is introspected but what is given)."""
+
+    decision: bool = True
+
+    def __post_init__(self) -> None:
+        fixed = self.timeout is not None and self.timeout != "adaptive"
+        if fixed and (not isinstance(self.timeout, int | float) or self.timeout <= 0):
+            raise UsageError(f"decision {self.name!r}: timeout must be seconds > 0")
+        if not isinstance(self.retry, RetryPolicy):
+            raise UsageError(f"decision {self.name!r}: retry= takes a RetryPolicy")
+
+
+def define(
+    name: str, fn: Callable[..., Any], policies: Policies, returns: Any = None
+) -> DecisionDef:
+    """The decision ``name`` calling ``fn`` under ``policies``."""
+    unknown = sorted(set(policies) - POLICIES)
+    if unknown:
+        raise TypeError(f"unexpected decision options: {', '.join(unknown)}")
+    return DecisionDef(
+        fn,
+        name,
+        retry=policies.get("retry") or RetryPolicy(),
+        timeout=policies.get("timeout"),
+        breaker=policies.get("breaker"),
+        classify=policies.get("classify"),
+        is_async=inspect.iscoroutinefunction(fn),
+        returns=returns,
+    )
+
+
+def split(kwargs: dict[str, Any]) -> tuple[Policies, dict[str, Any]]:
+    """``run.decide``'s keyword arguments: its policies, and ``fn``'s own."""
+    policies: Any = {k: v for k, v in kwargs.items() if k in POLICIES}
+    return policies, {k: v for k, v in kwargs.items() if k not in POLICIES}
+
+
+# --- a decision's identity and its replay -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A decision checked against the log: its call, name, arguments' hash and entry."""
+
+    call: int
+    name: str
+    ahash: str
+    entry: CallState | None
+    returns: Any = None  # the declared result type (engine.codec)
+
+    def typed(self, value: Any, live: bool = False) -> Any:
+        """``value`` as the decision function declares it returns."""
+        return codec.typed(value, self.returns, f"decision {self.name!r}", live=live)
+
+
+def identify(
+    ctx: RunContext,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    returns: Any,
+    fn: Callable[..., Any] | None = None,
+) -> Identity:
+    """Take the decision's identity and check it against the log (before any await)."""
+    call = ctx.next_call()
+    given = normalize([args, kwargs], f"decision {name!r} arguments")
+    ahash = args_hash(name, given, ctx.hash_key)
+    # Secret-named arguments (by ``fn``'s parameter names, positional ones too): their
+    # values are masked in messages, evidence and logs.
+    redact(_named(fn, given) if args and fn is not None else given, seen=ctx.seen)
+    return Identity(call, name, ahash, ctx.recorded(call, "decide", name, ahash), returns)
+
+
+def _named(fn: Callable[..., Any], given: list[Any]) -> Any:
+    """The normalised ``[args, kwargs]`` by ``fn``'s parameter names, as far as they bind."""
+    args, kwargs = given
+    try:
+        return _signature(fn).bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):  # no signature, or it does not bind: as given
+        return given
+
+
+_signatures: dict[Any, inspect.Signature] = {}
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature, kept per code object (a lambda made anew for every decision
+    has the same parameters each time); only names matter here, not defaults."""
+    code = getattr(fn, "__code__", None)
+    found = _signatures.get(code) if code is not None else None
+    if found is None:
+        found = inspect.signature(fn)
+        if code is not None and len(_signatures) < 4096:
+            _signatures[code] = found
+    return found
+
+
+def replayed_value(ctx: RunContext, d: Identity) -> Any:
+    """The recorded decision's value; BudgetExhausted where the live run's was."""
+    assert d.entry is not None and isinstance(d.entry.outcome, ev.LlmDecided)
+    replayed_spend(ctx, d.call)
+    return d.typed(d.entry.outcome.value)
+
+
+def started(ctx: RunContext, d: Identity) -> float:
+    """About to call the model live: when it started (the budget permitting)."""
+    ctx.live(d.call, f"decide {d.name!r}")
+    budget.check(ctx.agent.budget, spent(ctx), ctx.run_id, starting=True)
+    return time.monotonic()
+
+
+def record(ctx: RunContext, d: Identity, raw: Any, duration: float, attempt: int = 1) -> Any:
+    """Record the decision's value ``raw`` with its usage; the value as the code gets it
+    (the declared type: a value that does not fit records nothing)."""
+    # Secret-named entries are redacted live too: the agent sees what a replay gives it.
+    value = redact(normalize(raw, f"decision {d.name!r}"), seen=ctx.seen)
+    result = d.typed(value, live=True)
+    used = (budget.usage_of(raw) or budget.NONE) + ctx.take_usage()
+    ctx.record(
+        ev.LlmDecided(
+            at=ev.now(),
+            call=d.call,
+            name=d.name,
+            value=value,
+            args_hash=d.ahash,
+            duration=duration,
+            attempt=attempt,
+            tokens_in=used.tokens_in,
+            tokens_out=used.tokens_out,
+            cost=used.cost,
+        )
+    )
+    ctx.log.info("decided", call=d.call, name=d.name)
+    if used:
+        budget.check(ctx.agent.budget, spent(ctx), ctx.run_id, starting=False)
+    return result
+
+
+def spent(ctx: RunContext) -> budget.Usage:
+    """What the run's log says it spent so far (this execution's records included)."""
+    s = ctx.writer.state
+    return budget.Usage(s.tokens_in, s.tokens_out, s.cost)
+
+
+def replayed_spend(ctx: RunContext, call: int) -> None:
+    """A replayed call that reported usage: BudgetExhausted if the live run's spending
+    had gone past the budget when it recorded that call (decided in log order, so
+    concurrent decisions fail where they failed live)."""
+    used = ctx.journal.spent_at.get(call)
+    if used is not None:
+        budget.check(ctx.agent.budget, used, ctx.run_id, starting=False)
+
+
+def usage_call(ctx: RunContext, used: budget.Usage) -> None:
+    """``run.usage`` in agent code: a call of its own (a replay counts what it recorded)."""
+    call = ctx.next_call()
+    entry = ctx.recorded(call, "usage", "usage")
+    if entry is not None:
+        replayed_spend(ctx, call)
+        return
+    ctx.live(call, "usage")
+    event = ev.UsageRecorded(
+        at=ev.now(), call=call, tokens_in=used.tokens_in, tokens_out=used.tokens_out, cost=used.cost
+    )
+    ctx.record(event)
+    if used:
+        budget.check(ctx.agent.budget, spent(ctx), ctx.run_id, starting=False)
+
+
+NOW = "run.now"  # the name ``run.now()`` records its readings under
+
+
+def now(ctx: RunContext) -> float:
+    """``run.now()``: the engine's wall clock (``EngineConfig.wall``) read once and
+    recorded as the decision ``run.now``; a replay returns the recorded reading."""
+    d = identify(ctx, NOW, (), {}, float)
+    if d.entry is not None and isinstance(d.entry.outcome, ev.LlmDecided):
+        return float(d.entry.outcome.value)
+    ctx.live(d.call, NOW)
+    return float(record(ctx, d, ctx.config.wall(), 0.0))
+
+
+# --- run.decide ---------------------------------------------------------------------
+
+
+def decide(
+    ctx: RunContext, model: DecisionDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Make the decision ``model`` (a sync function: its value; async: an awaitable)."""
+    d = identify(ctx, model.name, args, kwargs, model.returns, model.fn)
+    if model.is_async:
+        return _decide_async(ctx, model, d, args, kwargs)
+    state = resumed_state(ctx, d)
+    if state is None:
+        return replayed_value(ctx, d)
+    return _attempts(ctx, model, d, state, args, kwargs, None)
+
+
+async def _decide_async(
+    ctx: RunContext,
+    model: DecisionDef,
+    d: Identity,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """``await run.decide(...)``: the attempts run in the engine's pool (they wait out
+    backoffs and timeouts) while the model's coroutines run on this loop."""
+    state = resumed_state(ctx, d)
+    if state is None:
+        return replayed_value(ctx, d)
+    loop = asyncio.get_running_loop()
+    work = functools.partial(
+        contextvars.copy_context().run, _attempts, ctx, model, d, state, args, kwargs, loop
+    )
+    return await loop.run_in_executor(ctx.host.executor(), work)
+
+
+def resumed_state(ctx: RunContext, d: Identity) -> CallState | None:
+    """Where the decision's attempts start; None when its value is recorded. A recorded
+    final failure is raised again, unless it is the one that ended the run."""
+    entry = d.entry
+    if entry is None:
+        return CallState("decide", d.name, d.ahash)
+    out = entry.outcome
+    if isinstance(out, ev.LlmDecided):
+        return None
+    if isinstance(out, ev.ToolFailed) and ctx.journal.failed_call != d.call:
+        ctx.failed_call = d.call
+        raise error_for(out.kind, f"{d.name}: {out.message}")
+    return CallState("decide", d.name, d.ahash, attempts=entry.attempts)
+
+
+def _attempts(
+    ctx: RunContext,
+    model: DecisionDef,
+    d: Identity,
+    state: CallState,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    loop: asyncio.AbstractEventLoop | None,
+) -> Any:
+    started(ctx, d)
+    decided = functools.partial(record, ctx, d)
+    call = Call(ctx, model, d.call, args, kwargs, d.ahash, {}, loop, decided)
+    return drive(call, state, ATTEMPT)
+
+
+__all__ = [
+    "NOW",
+    "POLICIES",
+    "DecisionDef",
+    "Identity",
+    "Policies",
+    "decide",
+    "define",
+    "now",
+    "split",
+]

@@ -1,0 +1,82 @@
+"""A store opened on first use, and its run index: which runs exist, which run an id names.
+
+``Engine`` extends it with running. On its own it loads none of the runtime, which keeps
+the CLI's reading commands quick to start; ``create=False`` opens only a store that
+already exists (a missing SQLite file is refused, nothing is created).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+from ... import stats as figures
+from ...errors import RunNotFound
+from ...log.history import check_run_id
+from ...store import Store, open_store
+from .results import RunSummary
+from .tree import MAX_DEPTH, RunNode
+from .tree import tree as run_tree
+
+
+class Catalog:
+    """The store named by ``url`` (opened on first use) and the runs it holds."""
+
+    def __init__(
+        self, url: str | None = None, store: Store | None = None, *, create: bool = True
+    ) -> None:
+        self.url = url
+        self.create = create
+        self._store = store
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> Store:
+        """The store, opened on first use (with ``create``, its schema created if needed)."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    self._store = open_store(self.url, create=self.create)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def resolve(self, run_id: str) -> str:
+        """The full id of the run ``run_id`` names (an id or a unique prefix)."""
+        if not run_id:
+            raise RunNotFound("no run id given")
+        check_run_id(run_id, "run id or prefix")
+        found = self.store.run_ids(run_id)
+        if run_id in found:
+            return run_id
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise RunNotFound(f"no run matches {run_id!r}")
+        raise RunNotFound(f"{run_id!r} is ambiguous: it matches {', '.join(found[:3])}, ...")
+
+    def runs(self, status: str | None = None) -> list[RunSummary]:
+        """Summaries of runs, newest first (a damaged index row as an unreadable one)."""
+        return [RunSummary.of(r) for r in self.store.runs(status)]
+
+    def tree(self, run_id: str, depth: int = MAX_DEPTH) -> RunNode:
+        """The run tree of ``run_id`` (an id or a unique prefix): the run and the child
+        runs below it (forks are not children), each with its status, current step and
+        what it waits on, down to ``depth`` levels. A forged parent chain that loops is
+        ``CorruptData``."""
+        return run_tree(self.store, self.resolve(run_id), depth)
+
+    def stats(
+        self,
+        since: float | str | dt.datetime | dt.timedelta | None = None,
+        agent: str | None = None,
+    ) -> figures.Stats:
+        """The operator's figures over runs started since ``since`` (an epoch, a datetime,
+        a span such as ``"24h"``; None: all), of one ``agent`` (``module:qualname``) or all:
+        runs by status, tools, recovery. Brings the views up to date first."""
+        bound = figures.since_epoch(since, time.time())
+        return figures.source()(self.store, bound, agent)

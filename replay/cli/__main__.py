@@ -1,0 +1,5 @@
+"""``python -m replay.cli``: the ``agentlog`` command line."""
+
+from .entry import main
+
+main()

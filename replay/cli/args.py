@@ -1,0 +1,185 @@
+"""Checks on what arrives on the command line, before any of it reaches a store.
+
+Each check raises :class:`UsageError` (exit 2, one line) naming the argument: bytes that are
+not UTF-8, absurd run ids, JSON nested too deeply or holding integers beyond 64 bits, and
+positions no run can have. Imported by the CLI at start-up, so it stays light.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import typer
+
+from engine.errors import UsageError
+
+from ..output import printable
+
+# Longer than any run id the engine makes or accepts; a prefix is shorter still.
+MAX_RUN_ID = 128
+# Deep enough for any real argument, and far below the interpreter's recursion limit that
+# the engine's recursive walks over a value (encoding, redaction) share.
+MAX_DEPTH = 100
+# What msgspec (and so the log) can hold: a signed or an unsigned 64-bit integer.
+INT_MIN, INT_MAX = -(2**63), 2**64 - 1
+# Positions are 1-based and below 2**63, as every store keeps them.
+POSITION_MAX = 2**63 - 1
+# A --limit or --offset every store can take (SQLite's LIMIT is a signed 64-bit integer).
+COUNT_MAX = 2**62
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """``text`` quoted for an error line: control characters escaped, cut to ``limit``."""
+    cut = text if len(text) <= limit else text[: limit - 1] + "…"
+    return f"'{printable(cut)}'"
+
+
+def check_argv(argv: list[str]) -> None:
+    """Refuse an argument that is not valid UTF-8 (Python hands such bytes over as lone
+    surrogates), naming it by its place and showing the bad bytes escaped."""
+    for place, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise UsageError(f"argument {place} is not valid UTF-8: {shown(raw)}") from None
+
+
+def run_id(value: str | None, name: str = "RUN") -> str | None:
+    """A run id, or a prefix of one, that could name a run: not absurdly long, and free of
+    control characters; ``name`` is the argument's name in the error."""
+    if value is None:
+        return None
+    if len(value) > MAX_RUN_ID:
+        raise UsageError(
+            f"{name} {shown(value)} is {len(value)} characters long; "
+            f"a run id has at most {MAX_RUN_ID}"
+        )
+    if not value.isprintable():
+        raise UsageError(f"{name} {shown(value)} contains control characters; no run id does")
+    return value
+
+
+# Longer than any agent's ``module:qualname`` (a module path and a nested qualname).
+MAX_AGENT = 300
+
+
+def agent_name(value: str | None, option: str = "--agent") -> str | None:
+    """An agent's name as runs record it, ``module:qualname``: printable, not absurdly
+    long, with a module and a qualname (a bare name would quietly match no run)."""
+    if value is None:
+        return None
+    if len(value) > MAX_AGENT or not value.isprintable():
+        raise UsageError(f"{option} {shown(value)} is not an agent's name (module:qualname)")
+    module, sep, qualname = value.partition(":")
+    if not (sep and module.strip() and qualname.strip()):
+        raise UsageError(f"{option} {shown(value)} is not an agent's name (module:qualname)")
+    return value
+
+
+def run_id_param(param: typer.CallbackParam, value: str | None) -> str | None:
+    """:func:`run_id` as the callback of a ``RUN`` argument or a ``--run-id`` option."""
+    name = param.opts[0] if param.param_type_name == "option" else "RUN"
+    return run_id(value, name)
+
+
+def position(value: str | None, option: str) -> str | None:
+    """A position or checkpoint name (``--at``, ``--to``): an all-digit value must be a
+    position some run could reach, below 2**63."""
+    if value is None or not (value.isascii() and value.isdigit()):
+        return value
+    digits = value.lstrip("0") or "0"
+    if len(digits) > len(str(POSITION_MAX)) or int(digits) > POSITION_MAX:
+        raise UsageError(f"{option} {shown(value)} is not a position: positions are below 2**63")
+    return value
+
+
+def count(value: str | None, option: str) -> int | None:
+    """A whole number from 0 to 2**62 (``--limit``, ``--offset``), or None if not given."""
+    if value is None:
+        return None
+    digits = value.strip()
+    if not (digits.isascii() and digits.isdigit()):
+        raise UsageError(f"{option} {shown(value)} is not a whole number of 0 or more")
+    if len(digits.lstrip("0")) > len(str(COUNT_MAX)) or int(digits) > COUNT_MAX:
+        raise UsageError(f"{option} {shown(value)} is too large: at most 2**62")
+    return int(digits)
+
+
+def moment(value: str | None, option: str, now: float) -> float | None:
+    """A time as epoch seconds (``--since``, ``--until``): a span back from ``now``
+    (``24h``, ``90m``, ``7d``) or an ISO-8601 time (UTC unless it says otherwise)."""
+    if value is None:
+        return None
+    from engine.stats import since_epoch  # not at start-up: it loads the store's types
+
+    try:
+        return since_epoch(value, now)
+    except UsageError:
+        raise UsageError(
+            f"{option} {shown(value)} is neither a span (24h, 90m, 7d) nor an ISO-8601 time"
+        ) from None
+
+
+def json_value(text: str, what: str) -> Any:
+    """``text`` parsed as JSON that the log can hold: integers within 64 bits, finite
+    numbers, text that is Unicode (no lone surrogates from ``\\ud800`` escapes), nesting at
+    most ``MAX_DEPTH`` levels deep."""
+    try:
+        value = json.loads(
+            text,
+            parse_int=lambda digits: _int64(digits, what),
+            parse_float=lambda digits: _finite(digits, what),
+            parse_constant=lambda name: _finite(name, what),
+        )
+    except RecursionError:
+        raise _too_deep(what) from None
+    except ValueError as e:  # the UsageErrors raised above are no ValueError: they pass
+        raise UsageError(f"{what} is not valid JSON ({e})") from None
+    _check_tree(value, what)
+    return value
+
+
+def _int64(digits: str, what: str) -> int:
+    # Checked on the digits first: int() of a 5,000-digit string raises by itself.
+    size = len(digits.lstrip("-").lstrip("0"))
+    if size > len(str(INT_MAX)) or not INT_MIN <= int(digits) <= INT_MAX:
+        raise UsageError(f"{what} holds the integer {shown(digits)}, beyond 64 bits")
+    return int(digits)
+
+
+def _finite(digits: str, what: str) -> float:
+    number = float(digits)
+    if not math.isfinite(number):
+        raise UsageError(f"{what} holds {shown(digits)}, which is not a finite number")
+    return number
+
+
+def _too_deep(what: str) -> UsageError:
+    return UsageError(f"{what} nests deeper than {MAX_DEPTH} levels")
+
+
+def _check_tree(value: Any, what: str) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` and strings (keys too) that are not
+    Unicode, walking the parsed value without recursion."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _unicode(item, what)
+        elif isinstance(item, dict | list):
+            if depth == MAX_DEPTH:
+                raise _too_deep(what)
+            if isinstance(item, dict):
+                stack.extend((key, depth) for key in item)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+
+
+def _unicode(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what} holds {shown(text)}, a lone surrogate, not text") from None

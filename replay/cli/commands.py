@@ -1,0 +1,266 @@
+"""The commands that move runs: demo, run, resume, recover, answer, abandon, rewind."""
+
+import importlib
+import math
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from engine.errors import UsageError
+from engine.kinds import Effects, RunStatus
+
+from ..output import exit_status, result_doc
+from . import args, views
+from .app import Run, app, session
+from .watching import recovered_doc, recovered_lines
+
+if TYPE_CHECKING:
+    from engine import RunResult
+
+# --- running ---------------------------------------------------------------------------
+
+
+@app.command()
+def demo(ctx: typer.Context) -> int:
+    """A bundled support-ticket agent: crashes mid-payment, resumes, rewinds, shows its log."""
+    from .tour import tour
+
+    return tour(session(ctx).url)
+
+
+@app.command("run")
+def run_cmd(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(metavar="MODULE:AGENT", show_default=False)],
+    input: Annotated[
+        str, typer.Option("--input", "-i", help="The agent's keyword arguments as a JSON object.")
+    ] = "{}",
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run-id",
+            help="Use this run id (an existing run continues).",
+            callback=args.run_id_param,
+        ),
+    ] = None,
+) -> int:
+    """Start MODULE:AGENT as a new run (MODULE is imported with the current directory first)."""
+    s = session(ctx)
+    kwargs = _json_object(input, "--input")
+    agent = load_target(target)
+    return s.result(s.engine.run(agent, run_id=run_id, **kwargs))
+
+
+@app.command()
+def resume(ctx: typer.Context, run: Run) -> int:
+    """Continue a crashed or failed run from its log (a completed run just shows its result)."""
+    s = session(ctx)
+    return s.result(s.engine.resume(run))
+
+
+# recover's exit status is the worst of its runs': unexpected > refused > failed > paused >
+# done (completed, or waiting again: what it waits on is not due yet)
+_WORST_FIRST = (1, 2, 4, 3, 0)
+
+
+@app.command()
+def recover(
+    ctx: typer.Context,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", help="Keep recovering, pass after pass, until Ctrl-C."),
+    ] = False,
+    interval: Annotated[
+        str | None,
+        typer.Option(
+            "--interval",
+            metavar="SECONDS",
+            help="With --watch: the pause between two passes (default 1).",
+            show_default=False,
+        ),
+    ] = None,
+) -> int:
+    """Resume every run whose owner died, and every waiting run that is due (its timer
+    passed, its message came, its child moved); a run that cannot be resumed (a damaged
+    log, changed code, an agent that no longer imports) is reported and the rest go on.
+
+    Exits with the worst of the runs' statuses, in this order: 1 unexpected error,
+    2 could not be resumed, 4 failed or abandoned, 3 paused, 0 completed or waiting again
+    (or nothing to do). With --watch it runs until SIGINT or SIGTERM and exits 0.
+    """
+    s = session(ctx)
+    if watch:
+        from .watching import watch as watch_recover
+
+        return watch_recover(s, _interval(interval))
+    if interval is not None:
+        raise UsageError("--interval goes with --watch")
+    results = s.engine.recover()
+    if s.as_json:
+        s.out.json([recovered_doc(r) for r in results])
+    elif not results:
+        s.out.line(("no runs needed recovery (no crashed run, no waiting run due)", "dim"))
+    for r in results if not s.as_json else ():
+        recovered_lines(s, r)
+    codes = {_recover_status(r) for r in results}
+    return next((code for code in _WORST_FIRST if code in codes), 0)
+
+
+def _interval(text: str | None) -> float:
+    """--interval's seconds: a finite number above zero (default 1)."""
+    if text is None:
+        return 1.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise UsageError(f"--interval takes seconds above zero, not {args.shown(text)}")
+    return seconds
+
+
+def _recover_status(r: "RunResult") -> int:
+    if r.not_resumed is not None:
+        return 1 if r.not_resumed == "unexpected" else 2
+    if r.status == RunStatus.WAITING:
+        return 0
+    return exit_status(r.status)
+
+
+@app.command()
+def answer(
+    ctx: typer.Context,
+    run: Run,
+    value: Annotated[str, typer.Argument(show_default=False)],
+    json_value: Annotated[
+        bool,
+        typer.Option(
+            "--json-value", help="Parse VALUE as JSON (to an uncertain effect: its result)."
+        ),
+    ] = False,
+) -> int:
+    """Answer the question a paused run waits on, and continue it. To "did the effect
+    happen?": 'done', 'not done', or the result it had (--json-value)."""
+    s = session(ctx)
+    from engine import Given
+
+    answer_value: Any = Given(args.json_value(value, "VALUE")) if json_value else value
+    return s.result(s.engine.answer(run, answer_value))
+
+
+@app.command()
+def abandon(ctx: typer.Context, run: Run) -> int:
+    """Stop a run for good, running its compensations in reverse order."""
+    s = session(ctx)
+    r = s.engine.abandon(run)
+    if s.as_json:
+        s.out.json({**result_doc(r), **views.effects_docs(r)})
+        return exit_status(r.status)
+    code = s.result(r)
+    s.out.lines(views.compensated_rows(r.compensated, "undone by this abandon"))
+    s.out.lines(views.standing_rows(r.standing, "not undone by this abandon"))
+    return code
+
+
+@app.command()
+def rewind(
+    ctx: typer.Context,
+    run: Run,
+    to: Annotated[
+        str,
+        typer.Option("--to", help="A checkpoint name or a position (as timeline shows it)."),
+    ],
+    effects: Annotated[
+        str,
+        typer.Option(
+            "--effects",
+            metavar="reuse|compensate|resend",
+            help="The parent's side effects after the target: reuse them when the fork makes "
+            "the same call (default), compensate them first, or resend them.",
+        ),
+    ] = Effects.REUSE.value,
+) -> int:
+    """Fork a new run from a checkpoint or position of RUN and continue it."""
+    s = session(ctx)
+    args.position(to, "--to")
+    parent = s.engine.resolve(run)
+    r = s.engine.rewind(parent, to, effects=effects)
+    if s.as_json:
+        s.out.json(
+            {
+                **result_doc(r),
+                "standing": views.standing_docs(r.standing),
+                "compensated": views.standing_docs(r.compensated),
+                "reused": views.standing_docs(r.reused),
+            }
+        )
+        return exit_status(r.status)
+    s.out.line("fork ", (r.run_id, "bold cyan"), f" of {parent} at {to!r} (effects: {effects})")
+    code = s.result(r)
+    s.out.lines(views.compensated_rows(r.compensated, "undone before the fork"))
+    s.out.lines(views.reused_rows(r.reused))
+    s.out.lines(views.standing_rows(r.standing, views.FORK_STANDING))
+    return code
+
+
+@app.command()
+def adopt(
+    ctx: typer.Context,
+    run: Run,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            metavar="MODULE:AGENT",
+            help="The agent that runs it from now on (default: the one the run names).",
+        ),
+    ] = None,
+) -> int:
+    """Take on an imported run: record who adopted it and which agent runs it; until then
+    it is history only (resume, answer, abandon, rewind and verify refuse it)."""
+    s = session(ctx)
+    r = s.engine.adopt(run, agent)
+    state = s.engine.state(r.run_id)
+    if s.as_json:
+        s.out.json({**result_doc(r), "agent": state.agent})
+    else:
+        s.out.line("adopted run ", (r.run_id, "bold"), " ", views.status_piece(r.status))
+        s.out.line(f"runs as {state.agent}")
+    return 0
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    value = args.json_value(text, what)
+    if not isinstance(value, dict):
+        raise UsageError(f"{what} must be a JSON object of keyword arguments")
+    return value
+
+
+def load_target(target: str) -> Any:
+    """The agent named ``module:qualname``, importing the module with the cwd first."""
+    from engine.runtime.defs.definitions import AgentDef
+
+    module_name, sep, qualname = target.partition(":")
+    if not sep or not module_name or not qualname:
+        raise UsageError(f"expected MODULE:AGENT, got {target!r}")
+    cwd = os.getcwd()
+    if sys.path[:1] != [cwd]:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and module_name.startswith(e.name):
+            raise UsageError(f"no module named {module_name!r} (looked in {cwd} first)") from None
+        raise UsageError(f"importing {module_name} failed: {e}") from None
+    except Exception as e:
+        raise UsageError(f"importing {module_name} failed: {type(e).__name__}: {e}") from None
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise UsageError(f"module {module_name} has no agent {qualname!r}")
+    if not isinstance(obj, AgentDef) and not callable(obj):
+        raise UsageError(f"{target} is not an agent (decorate it with @engine.agent)")
+    return obj
