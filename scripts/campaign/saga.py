@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import uuid
 
-from engine.kinds import RunStatus
+from engine.kinds import FINAL, RunStatus
 
 from . import saga_agent
 from .ledgered import LedgerCampaign
 from .rounds import RUN_FAILPOINTS
-
-ENDED = (RunStatus.COMPLETED, RunStatus.ABANDONED)
 
 
 class SagaCampaign(LedgerCampaign):
@@ -60,7 +58,7 @@ class SagaCampaign(LedgerCampaign):
         nodes = self.nodes(rid)
         for run_id, _ in nodes:
             state = self.engine.state(run_id)
-            if state.status not in ENDED:
+            if state.status not in FINAL:
                 self.report.final_state_mismatches += 1
                 self.report.anomalies.append(f"team {rid}: {run_id} left {state.status}")
             elif state.status == RunStatus.COMPLETED:  # an abandoned one may end mid-call
