@@ -6,7 +6,7 @@ the CRM is flaky (its first call in a process times out), the payment service is
 small JSON file beside the store that dedupes by idempotency key (the charge's key is
 the business key ``charge:<order>``, so no run, resume or rewind charges an order
 twice), and the "model" is a script read through ``run.decide``. The tour that drives
-it lives in ``replay.tour``.
+it lives in ``replay.cli.tour``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pure fold's speed: ``engine.state.fold`` over a typical run's events, in memory.
+"""The pure fold's speed: ``engine.log.state.fold`` over a typical run's events, in memory.
 
 A run of ``--calls`` durable calls mixes what agents record (a plan, steps, model
 decisions, read-only and side-effecting tool calls with retries, checkpoints); the figure

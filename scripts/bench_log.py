@@ -10,7 +10,7 @@ agentlog with a baseline measured in that same run (ratios are per-run, then med
    commit) and raw ``psycopg`` (autocommit off, one transaction per commit, one
    ``unnest`` INSERT ... RETURNING into a table with a bigserial). The memory store is
    compared with a plain dict-of-lists under a lock with the same position check.
-2. Time to rebuild a run's latest state (``engine.history.rebuild``) at 1k, 10k and
+2. Time to rebuild a run's latest state (``engine.log.history.rebuild``) at 1k, 10k and
    100k events, with snapshots every 100 events and with none; the baseline is the 1k
    rebuild of the same run.
 3. Bytes stored per event (SQLite page-count delta, PostgreSQL

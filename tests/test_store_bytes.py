@@ -84,7 +84,7 @@ def test_reading_a_long_stream_leaves_the_garbage_collector_alone(
 
 
 def test_snapshots_reach_the_store_as_bytes_and_decode_above_it() -> None:
-    """The store returns the bytes it was given; the state decodes in engine.snapshots."""
+    """The store returns the bytes it was given; the state decodes in engine.log.snapshots."""
     store = open_store("memory://")
     stream = uuid.uuid4()
     state = RunState(run_id="r", position=3)
@@ -96,7 +96,7 @@ def test_snapshots_reach_the_store_as_bytes_and_decode_above_it() -> None:
 
 
 def test_the_store_package_imports_no_state_type() -> None:
-    """engine/store/ knows no domain state: nothing in it imports engine.state or the
+    """engine/store/ knows no domain state: nothing in it imports engine.log.state or the
     snapshot codec above it."""
     found = []
     for path in sorted((ROOT / "engine" / "store").glob("*.py")):

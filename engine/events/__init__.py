@@ -113,7 +113,7 @@ class StepCompleted(Event, frozen=True, tag="step_completed"):
 class LlmDecided(Event, frozen=True, tag="llm_decided"):
     """A decision's value (a model call's answer). ``attempt``: the attempt that gave it
     (earlier ones failed, each a ``tool_failed`` with ``decision``); ``tokens_in``,
-    ``tokens_out`` and ``cost``: the usage it reported (engine.budget)."""
+    ``tokens_out`` and ``cost``: the usage it reported (engine.policy.budget)."""
 
     call: int
     name: str
@@ -144,7 +144,7 @@ class SavesTimed(Event, frozen=True, tag="saves_timed"):
     """How long the run's writer took to save since its last such record: ``checkpoints``
     in ``checkpoint_ms`` in all (each one's commit, plus its snapshot if one was taken),
     ``snapshots`` (at checkpoints and at the cadence) in ``snapshot_ms``. Measured after a
-    commit, it rides at the front of a later one (engine.savetimes). A measurement, not
+    commit, it rides at the front of a later one (engine.log.savetimes). A measurement, not
     a fact of the run: the fold and re-execution pass over it."""
 
     checkpoints: int = 0

@@ -69,7 +69,7 @@ class Effect(msgspec.Struct, frozen=True):
     undo_open: bool = False  # a compensation started and has no outcome (interrupted)
     parent_call: int | None = None  # a fork's call that took over this parent call
     sent_key: str | None = None  # the versioned key it went out under, if not ``key``
-    run_id: str = ""  # its run, when read across a run tree (``engine.subtree``)
+    run_id: str = ""  # its run, when read across a run tree (``engine.log.subtree``)
 
     @property
     def sends_under(self) -> str | None:

@@ -274,7 +274,7 @@ class RunWriter:
     """Appends one run's events; each ``append`` is one commit of the log. After the
     commit it snapshots every ``snapshot_every`` events, and at a checkpoint unless the
     newest snapshot is fewer than ``CHECKPOINT_GAP`` events back. A measured append (the
-    run context's) times its checkpoints and snapshots (engine.savetimes)."""
+    run context's) times its checkpoints and snapshots (engine.log.savetimes)."""
 
     def __init__(
         self, store: Store, state: RunState, *, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY

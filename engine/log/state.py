@@ -4,7 +4,7 @@ The fold does no I/O and never raises; tools and models run elsewhere and only t
 recorded results enter it. RunState stays bounded by the run's working state (no call
 journal, no checkpoint list, no copy of the input) so a snapshot does not grow with the
 run and a rebuild is snapshot + tail. Checkpoints are an index of positions by name read
-from the log (``engine.history.checkpoints``); the input lives once, in ``agent_started``.
+from the log (``engine.log.history.checkpoints``); the input lives once, in ``agent_started``.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     output: Any = None
     error: str | None = None
     compensated: int = 0
-    # What its model calls reported using, summed (engine.budget).
+    # What its model calls reported using, summed (engine.policy.budget).
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float | None = None

@@ -70,7 +70,7 @@ class Recorded(msgspec.Struct, frozen=True, gc=False):
 
 class Snapshot(msgspec.Struct, frozen=True):
     """A snapshot as the store keeps it: the position of the state it holds, its topic
-    and its encoded bytes (the domain encodes and decodes them: :mod:`engine.snapshots`)."""
+    and its encoded bytes (the domain encodes and decodes them: :mod:`engine.log.snapshots`)."""
 
     position: int
     topic: str

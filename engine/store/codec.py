@@ -2,7 +2,7 @@
 
 The stored topic is ``<tag>:<schema version>``. Current-version rows decode with one
 typed decoder for the whole union; older rows go through their upcasters first.
-Snapshots reach the store already encoded (:mod:`engine.snapshots`): it keeps bytes.
+Snapshots reach the store already encoded (:mod:`engine.log.snapshots`): it keeps bytes.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ class Note(msgspec.Struct, frozen=True, omit_defaults=True):
 
     @property
     def in_doubt(self) -> bool:
-        """What :func:`engine.effects.uncertain` calls uncertain: a side effect with no
+        """What :func:`engine.log.effects.uncertain` calls uncertain: a side effect with no
         outcome, or failed after an attempt that may have landed."""
         done, landed = self.failed, self.uncertain  # a success closes the note
         return self.side_effect and is_uncertain(answered=done, failed=done, maybe_landed=landed)

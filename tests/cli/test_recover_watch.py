@@ -24,7 +24,7 @@ STORES = backends("sqlite", "postgres")
 POST = """
 import sys
 from engine import events as ev
-from engine.runtime.mailbox import inbox_stream
+from engine.runtime.waits.mailbox import inbox_stream
 from engine.store import Append, open_store
 store = open_store(sys.argv[1])
 message = ev.MessagePosted(at=ev.now(), message_id="ext:" + sys.argv[3], from_run_id="ext",

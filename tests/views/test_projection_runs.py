@@ -310,7 +310,7 @@ def _sample(kind: type[ev.Event]) -> ev.Event:
 def test_the_one_transition_table_is_what_the_fold_and_the_board_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """engine.state.STATUS_AFTER is the status rule of evolve and of the views alike: for
+    """engine.log.state.STATUS_AFTER is the status rule of evolve and of the views alike: for
     every event type and every status before it, the fold gives the table's status, and a
     changed table changes the fold, the board and the timeline together."""
     kinds = [k for k in ev.Event.__subclasses__() if k.__struct_config__.tag]

@@ -1,4 +1,4 @@
-"""A supervised parent's restarts of its failed children: :mod:`engine.supervision`
+"""A supervised parent's restarts of its failed children: :mod:`engine.policy.supervision`
 decides from the parent's log, this module carries the decision out and records it.
 
 Every decision is made from what the parent's log records, so a replayed parent makes

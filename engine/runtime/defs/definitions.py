@@ -162,7 +162,7 @@ class AgentDef(Generic[P, R]):
     is_async: bool = False
     version: str = ""
     supervise: Supervisor | None = None  # how it restarts its children that fail
-    budget: Budget | None = None  # what its model calls may spend (engine.budget)
+    budget: Budget | None = None  # what its model calls may spend (engine.policy.budget)
 
     def __post_init__(self) -> None:
         self.is_async = inspect.iscoroutinefunction(self.fn)

@@ -64,7 +64,7 @@ class CallState(msgspec.Struct, frozen=True, gc=False):
         final failure while an attempt may have landed: an ``indeterminate`` one, or an
         earlier one): a re-execution resolves it (ledger, verifier, same-key re-send or
         a person) before anything is sent again. By the one rule every reader of the
-        question uses, ``engine.effects.is_uncertain``."""
+        question uses, ``engine.log.effects.is_uncertain``."""
         out, failed = self.outcome, isinstance(self.outcome, ev.ToolFailed)
         unsure = is_uncertain(
             answered=out is not None, failed=failed, maybe_landed=self.maybe_landed

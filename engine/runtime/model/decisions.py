@@ -8,7 +8,7 @@ as one ``llm_decided`` with the usage they report.
                                         each failure a ``tool_failed`` marked ``decision``
 
 A decision writes no intent: it has no effect to doubt, so a crash before its outcome
-just calls the model again. The run's budget (``engine.budget``) is checked before a
+just calls the model again. The run's budget (``engine.policy.budget``) is checked before a
 model call starts and after each decision that reports usage, replayed ones included,
 against what the log had recorded by then (``Journal.spent_at``): a resume fails where
 the live run failed, concurrent decisions too.

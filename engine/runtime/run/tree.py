@@ -3,7 +3,7 @@
 A child is a run whose ``agent_started`` names a parent and no fork position; a fork
 names a parent too (the run index cannot tell them apart) and is not a child. The tree is
 read breadth first, one level at a time (no recursion), each node's state folded by
-:func:`engine.history.rebuild`; a run met twice means a forged parent chain that loops,
+:func:`engine.log.history.rebuild`; a run met twice means a forged parent chain that loops,
 and is one ``CorruptData``. Nodes below ``depth`` levels are cut (``truncated``).
 """
 

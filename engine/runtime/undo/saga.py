@@ -1,6 +1,6 @@
 """The saga: undoing a run's committed side effects, last first.
 
-:func:`plan` is pure: from the run's typed effects (``engine.effects``) it says which
+:func:`plan` is pure: from the run's typed effects (``engine.log.effects``) it says which
 uncertain effects to settle first and which to undo. :class:`Saga` executes: it asks
 verifiers, runs compensations and records each in the run. :func:`abandon` is the
 lifecycle operation built on both; an effect nobody can undo safely stops it for a person.

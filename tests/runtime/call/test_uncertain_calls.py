@@ -1,4 +1,4 @@
-"""The one reader of "which calls are uncertain" (engine.effects.uncertain; each case the
+"""The one reader of "which calls are uncertain" (engine.log.effects.uncertain; each case the
 smallest log that makes a call uncertain or settles it), statuses as enums in snapshots
 written with bare strings, and the writer's snapshot cadence as an import replays it."""
 

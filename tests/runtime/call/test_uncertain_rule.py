@@ -1,6 +1,6 @@
 """One rule for "is this side-effecting call uncertain": its intent went out and the log
 does not say how it ended - no outcome, or a final failure while an attempt may have
-landed (``engine.effects.is_uncertain``, fed by ``may_have_landed``). The run-level
+landed (``engine.log.effects.is_uncertain``, fed by ``may_have_landed``). The run-level
 effects reader (abandon, rewind, the CLI), the runtime's call state (resume) and the
 tools view (abandoned in doubt) all read it, so for every shape of a call's log they
 answer alike."""

@@ -1,4 +1,4 @@
-"""The supervisor's pure decision (engine.supervision.decide) and the parent's family read
+"""The supervisor's pure decision (engine.policy.supervision.decide) and the parent's family read
 from its log (family), as properties: escalation exactly past the restart intensity
 (restarts older than the window do not count, an episode of several restarts counts
 once), one_for_one restarts the failed child alone (resumed unless abandoned),

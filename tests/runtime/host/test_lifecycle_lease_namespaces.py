@@ -26,7 +26,7 @@ from engine.runtime.host.leases import HOST, alive, new_owner, pid_space
 
 def _namespace_of(*unshare: str) -> str:
     """``pid_space()`` as a process started under ``unshare`` sees it."""
-    code = "from engine.runtime.leases import pid_space; print(pid_space())"
+    code = "from engine.runtime.host.leases import pid_space; print(pid_space())"
     p = subprocess.run(
         ["unshare", *unshare, sys.executable, "-c", code],
         cwd=str(ROOT),
