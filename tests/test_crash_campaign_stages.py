@@ -39,8 +39,8 @@ def _campaign(store_url: str, tmp_path: Path, *args: str) -> tuple[dict[str, Any
     report = json.loads(p.stdout.strip().splitlines()[-1])
     context = f"{again}: {report}"
     assert p.returncode == 0, context
-    for count in ZEROS:
-        assert report[count] == 0, f"{count}: {context}"
+    for count in ZEROS:  # the flat workload counts no messages nor locks
+        assert report.get(count, 0) == 0, f"{count}: {context}"
     assert report["anomalies"] == [], context
     return report, context
 
@@ -78,14 +78,15 @@ def test_forks_campaign_rewinds_senders_receivers_and_holders_without_damage(
 def test_store_loss_between_effect_and_outcome_leaves_no_damage(
     store_url: str, tmp_path: Path
 ) -> None:
-    """Half the steps lose the store when a tool returns (PostgreSQL: the step's backends
-    terminated; SQLite: its outcome write fails): the runs stopped, were resumed, and no
-    effect was booked twice or lost."""
+    """The mix workload, most steps losing the store when a tool returns (PostgreSQL: the
+    step's backends terminated; SQLite: its outcome write fails): the runs stopped, were
+    resumed, and no effect was made twice or lost; every round ended as its uncrashed
+    twin did."""
     report, context = _campaign(
-        store_url, tmp_path, "--workload", "forks", "--kills", "2", "--store-loss", "0.6"
+        store_url, tmp_path, "--kills", "2", "--ops", "4", "--store-loss", "0.6"
     )
     assert report["store_losses"] > 0 and report["stopped_by_store_loss"] > 0, context
-    assert report["completed"] == report["rounds"] > 0, context
+    assert report["completed"] + report["abandoned"] == report["rounds"] > 0, context
 
 
 def test_store_loss_share_is_checked() -> None:

@@ -157,7 +157,10 @@ def _handler(ledger: Ledger) -> type[BaseHTTPRequestHandler]:
 
     class Handler(QuietHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            except ValueError:  # a request cut short by a kill
+                return
             route = routes.get(self.path)
             with ledger.lock:
                 ledger.books.requests[self.path] += 1

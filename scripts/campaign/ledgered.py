@@ -103,9 +103,10 @@ class LedgerCampaign(TreeCampaign):
                 self.drive(fork, {})
                 return fork
             points = ("in_compensation", *self.run_failpoints)
+            lost = self.report.ended_by_store_loss
             code = self.launch(["cli-rewind", self.url, rid, to, effects], points)
-            if code not in (0, -signal.SIGKILL):
-                break
+            if code not in (0, -signal.SIGKILL) and lost == self.report.ended_by_store_loss:
+                break  # a failure of its own, not the store's loss (reported by launch)
         self.report.anomalies.append(f"rewind of {rid} to {to!r} made no fork")
         return None
 

@@ -48,6 +48,7 @@ class Report:
     reusing_rewinds: int = 0
     store_losses: int = 0  # steps armed to lose the store after an effect
     stopped_by_store_loss: int = 0  # runs those steps left running, resumable
+    ended_by_store_loss: int = 0  # those steps that then exited with an error
     hung_steps: int = 0  # steps killed by the watchdog (reported as anomalies)
     elapsed: float = 0.0
     tree: bool = False
@@ -76,6 +77,7 @@ class Report:
             **(self._ledger() if self.ledger else {}),
             "store_losses": self.store_losses,
             "stopped_by_store_loss": self.stopped_by_store_loss,
+            "ended_by_store_loss": self.ended_by_store_loss,
             "hung_steps": self.hung_steps,
             "anomalies": self.anomalies,
             "elapsed_seconds": round(self.elapsed, 1),

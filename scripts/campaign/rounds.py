@@ -129,6 +129,9 @@ class Campaign:
             self.report.kills_by_step[args[0]] += 1
         elif code == NOT_RECOVERED:
             self.report.anomalies.append(f"recover did not take over {args[2]} (owner dead)")
+        elif code != 0 and storeloss.MARK in err:  # its own store I/O failed with the loss
+            self.report.ended_by_store_loss += 1
+            self.log(err)
         elif code != 0:
             last = (err.strip().splitlines() or ["?"])[-1]
             self.report.anomalies.append(f"{args[0]} {args[2]} exited {code}: {last}")

@@ -7,8 +7,10 @@ are terminated for real (``pg_terminate_backend``, found by the ``application_na
 the step's store URL carries); on SQLite the outcome write of that thread fails once as
 a lost disk would (``StoreError`` from the store's append: nothing written). The run
 must stop (``OutcomeNotRecorded``: no agent code can catch it), stay resumable, and its
-resume resolve the call as uncertain. Nothing is left behind for later steps (no
-trigger, no flag in the store), so every step ends.
+resume resolve the call as uncertain. The step says so on stderr (``MARK``): one that
+then exits with an error (its own store I/O failed too, ``agentlog recover`` reporting
+a stopped run) is counted as ended by the loss, not as an anomaly. Nothing is left
+behind for later steps (no trigger, no flag in the store), so every step ends.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import uuid
 from typing import Any
 
 POINT = "campaign_store_loss"
+MARK = "campaign: store lost"  # on a step's stderr when its store loss happened
 _state: dict[str, Any] = {"hits": 0, "fired": 0}
 _doomed = threading.local()  # the thread whose next store append fails (SQLite)
 
@@ -70,12 +73,13 @@ def _lose(url: str, app: str) -> None:
             (app,),
         ).fetchall()
     _state["fired"] += len(rows)
-    print(f"campaign: store lost ({len(rows)} backends terminated)", file=sys.stderr)
+    print(f"{MARK} ({len(rows)} backends terminated)", file=sys.stderr, flush=True)
 
 
 def _doom() -> None:
     _doomed.fail = True
     _state["fired"] += 1
+    print(f"{MARK} (the next outcome write fails)", file=sys.stderr, flush=True)
 
 
 def _patch_append() -> None:
