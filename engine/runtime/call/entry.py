@@ -7,7 +7,7 @@ answers what the journal, a fork's parent and the ledger said; ``_open`` does th
     a fork's parent made it?      -> take over the parent's effect (sends nothing)
     side effect?                  -> the key's ledger: its result, a wait for its holder,
                                      or its claim and tool_invoked in one commit
-    then ``calldriver.drive``     -> attempts under the policy, the outcome appended
+    then ``drive.drive``          -> attempts under the policy, the outcome appended
 """
 
 from __future__ import annotations

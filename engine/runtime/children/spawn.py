@@ -4,7 +4,7 @@ A spawn is a durable call (kind ``spawn``, named by the child's agent, its argum
 child's input): live, it commits ``child_spawned`` in the parent with the child's
 ``agent_started`` and starts the child in a thread of its own; on replay it returns the
 recorded child and starts nothing. Waiting for the child is the spawn call's outcome
-(:mod:`.childwait`); waking a parent when its child moves is :mod:`.childwake`'s.
+(:mod:`.wait`); waking a parent when its child moves is :mod:`.wake`'s.
 """
 
 from __future__ import annotations

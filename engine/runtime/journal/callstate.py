@@ -4,7 +4,7 @@
 person's answer); ``evolve`` folds one event into it. ``decide`` says what happens next
 given what was just observed: attempt, retry after a backoff, verify, re-send under the
 same key, ask a person, pause, fall back, done or fail. Nothing here does I/O or raises:
-the call driver (``runtime.calldriver``) carries the decisions out, for sync and async tools alike.
+the call driver (``runtime.call.drive``) carries the decisions out, for sync and async tools alike.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ as one ``llm_decided`` with the usage they report.
 
     journal has its llm_decided?     -> its value (the declared type), budget checked
     journal has its final failure?   -> raised again (unless it ended the run: re-made)
-    otherwise                        -> attempts under the policies (``calldriver``),
+    otherwise                        -> attempts under the policies (``call.drive``),
                                         each failure a ``tool_failed`` marked ``decision``
 
 A decision writes no intent: it has no effect to doubt, so a crash before its outcome
