@@ -3,7 +3,9 @@
 :func:`reseal` (``agentlog reseal``, the key set) encrypts the rows in clear in place, a
 batch per transaction (idempotent: an encrypted row is left as it is; resumable: a run
 stopped half way goes on where it stopped), drops the views (the next reader rebuilds
-them from the log), leaves no old bytes in the database files, and then seals the store.
+them from the log), compacts SQLite's file (PostgreSQL keeps old row versions until its
+vacuum reuses them), and then seals the store. A key that does not open the rows already
+encrypted is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def reseal(store: Store, progress: Callable[[int], None] | None = None) -> int:
             "rows written in clear with; nothing was changed"
         )
     raw = raw_rows(store._events, store._snapshots, store._blobs, store.views.port)
+    _check_key(store, raw)
     done = 0
     for table in ("events", "snapshots"):
         batch: list[RawRow] = []
@@ -89,9 +92,28 @@ def _blob_sealed(store: Store, ref: BlobRef) -> tuple[BlobRef, list[tuple[str, R
     return new, chunks
 
 
+def _check_key(store: Store, raw: RawRows) -> None:
+    """Refuse, before anything is written, a key that does not open every encrypted row
+    the store holds: resealing under it would seal the store to a key its own rows do not
+    open (and leave those rows unreadable with either key)."""
+    for table in ("events", "snapshots"):  # blob chunks are reached through these
+        for r in rows_of(raw, table):
+            if r.state[:2] != SEALED:
+                continue
+            try:
+                store.rows.unseal(store.name, Row(table, r.stream, r.position, r.topic), r.state)
+            except CipherError:
+                raise CipherError(
+                    f"{store.name}: its encrypted rows do not open with this "
+                    f"{CIPHER_ENV}: set the key they were written with; nothing was changed"
+                ) from None
+
+
 def _drop_clear_blobs(store: Store, raw: RawRows) -> None:
-    """Delete the blob chunks that do not open with the key: once every event and
-    snapshot row is encrypted, nothing refers to them (their content was stored anew)."""
+    """Delete the blob chunks that do not open with the key (checked first to be the key
+    of the store's encrypted rows): once every event and snapshot row is encrypted,
+    nothing refers to them (their content was stored anew). A chunk's bytes are arbitrary,
+    so only opening it tells a sealed one from one in clear."""
     from .seal import SEAL_STREAM
 
     gone = []

@@ -152,3 +152,25 @@ def test_an_interrupted_reseal_goes_on_where_it_stopped(
     assert eng.state(clear).status == "completed"
     assert not _holds(store_url)
     eng.close()
+
+
+@backends("sqlite", "postgres")
+def test_reseal_refuses_a_key_the_encrypted_rows_do_not_open(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mixed store written with one key, resealed with another: refused before anything
+    is written; the rows in clear stay, and the right key still reads and repairs it."""
+    clear, sealed = _mixed(store_url, monkeypatch)
+    monkeypatch.setenv(CIPHER_ENV, AESCipher.create_key(32))
+    store = open_store(store_url, create=False)
+    with pytest.raises(CipherError, match=r"do not open with this.*nothing was changed"):
+        resealing.reseal(store)
+    store.close()
+    assert _holds(store_url)  # the clear rows were left as they were
+    monkeypatch.setenv(CIPHER_ENV, KEY)
+    store = open_store(store_url, create=False)
+    assert resealing.reseal(store) > 0
+    store.close()
+    eng = Engine(store_url)
+    assert eng.state(sealed).status == eng.state(clear).status == "completed"
+    eng.close()
