@@ -85,7 +85,12 @@ class Keeper:
     def _run(self) -> None:
         while (found := self._next()) is not None:
             key, job = found
-            if not job.renew():
+            try:
+                kept = job.renew()
+            except Exception as e:  # a renewal's own bug must not end every other one
+                observe.get().warning("keeper_renewal_failed", key=str(key), error=str(e))
+                kept = True  # tried again at its next period
+            if not kept:
                 with self._changed:
                     if self._jobs.get(key) is job:
                         del self._jobs[key]

@@ -130,3 +130,26 @@ def test_a_hung_tool_occupies_at_most_tool_threads_and_the_next_timed_attempt_fa
     )
     assert eng.run(asking, q="d").output == "d"
     eng.close()
+
+
+def test_a_renewal_that_raises_does_not_end_the_keeper() -> None:
+    """One renewal raising (a user's wall clock, say) is logged and tried again: the keeper
+    thread goes on renewing every other hold, and letting the failing one go returns."""
+    from engine.runtime.host.lockkeeper import Keeper
+
+    keeper = Keeper()
+    failed, others = threading.Event(), threading.Event()
+    tries: list[int] = []
+
+    def broken() -> bool:
+        tries.append(1)
+        failed.set()
+        raise RuntimeError("a clock that breaks")
+
+    keeper.every("broken", 0.01, broken)
+    assert failed.wait(30)
+    keeper.every("other", 0.01, lambda: others.set() or True)
+    assert others.wait(30)  # renewed after the other one raised
+    keeper.cancel("broken", wait=True)  # returns: nothing stays busy
+    keeper.close()
+    assert len(tries) >= 1
