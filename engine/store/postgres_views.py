@@ -19,7 +19,7 @@ class PostgresViews(ViewStore):
         self.datastore = datastore
         self.events = events
         schema = '"' + datastore.schema.replace('"', '""') + '"'
-        self.sql = ViewSQL(lambda name: f"{schema}.{name}", "%s", "bytea")
+        self.sql = ViewSQL(lambda name: f"{schema}.{name}", "%s", "bytea", "IF NOT EXISTS ")
 
     def create_table(self) -> None:
         with self.datastore.transaction(commit=True) as c:

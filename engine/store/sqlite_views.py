@@ -24,7 +24,15 @@ class SQLiteViews(ViewStore):
         with self.datastore.transaction(commit=True) as c:
             c.execute(self.sql.create_tracking())
             c.execute(f"PRAGMA table_info({TRACKING})")
-            if "last_stream" not in {str(r[1]) for r in c.fetchall()}:  # made by an older one
+            if "last_stream" in {str(r[1]) for r in c.fetchall()}:
+                return
+        # A table made by an older agentlog. A write first: the transaction takes the write
+        # lock (waiting its turn) before it looks again, so two processes opening the
+        # store at once add the columns once.
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.sql.touch_tracking(), ("",))
+            c.execute(f"PRAGMA table_info({TRACKING})")
+            if "last_stream" not in {str(r[1]) for r in c.fetchall()}:
                 for statement in self.sql.add_applied():
                     c.execute(statement)
 

@@ -33,12 +33,16 @@ def columns(table: ViewTable) -> list[str]:
 
 class ViewSQL:
     """Statements for one backend: ``qualify`` names a table in its schema, ``mark`` is
-    the parameter placeholder and ``blob`` the bytes type."""
+    the parameter placeholder and ``blob`` the bytes type; ``if_missing`` is what makes an
+    added column idempotent where the backend has it (PostgreSQL's ``IF NOT EXISTS``)."""
 
-    def __init__(self, qualify: Callable[[str], str], mark: str, blob: str) -> None:
+    def __init__(
+        self, qualify: Callable[[str], str], mark: str, blob: str, if_missing: str = ""
+    ) -> None:
         self.qualify = qualify
         self.mark = mark
         self.blob = blob
+        self.if_missing = if_missing
 
     def create_tracking(self) -> str:
         return (
@@ -52,8 +56,8 @@ class ViewSQL:
         them as NULL, and their next commit fills them)."""
         table = self.qualify(TRACKING)
         return [
-            f"ALTER TABLE {table} ADD COLUMN last_stream TEXT",
-            f"ALTER TABLE {table} ADD COLUMN last_position BIGINT",
+            f"ALTER TABLE {table} ADD COLUMN {self.if_missing}last_stream TEXT",
+            f"ALTER TABLE {table} ADD COLUMN {self.if_missing}last_position BIGINT",
         ]
 
     def select_tracking(self) -> str:
