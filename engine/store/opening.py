@@ -25,6 +25,7 @@ def open_tables(
     views: Callable[[Any, Any], ViewStore],
     *,
     locks: LockStore,
+    queues: Callable[[Any, Any], Any],
     **options: Any,
 ) -> Store:
     """The SQL backends' one constructor: agentlog's events, snapshots and blobs tables
@@ -37,10 +38,20 @@ def open_tables(
             aggregates(datastore, events_table_name=TABLES[2]),
         )
         view_store = views(datastore, recorders[0])
-        for r in (*recorders, leases, view_store, locks):
+        queue_tables = queues(datastore, leases)
+        for r in (*recorders, leases, view_store, locks, queue_tables):
             cast(_Tables, r).create_table()
         close = datastore.close
-        return Store(name, *recorders, leases, view_store, locks=locks, close=close, **options)
+        return Store(
+            name,
+            *recorders,
+            leases,
+            view_store,
+            locks=locks,
+            queues=queue_tables.port,
+            close=close,
+            **options,
+        )
     except BaseException:
         datastore.close()
         raise
