@@ -27,12 +27,15 @@ ENGINE_ALL = [
     "Permanent",
     "RetryPolicy",
     "RunBusy",
+    "RunFailed",
+    "RunHandle",
     "RunResult",
     "RunState",
     "RunSummary",
     "Supervisor",
     "Transient",
     "Usage",
+    "Worker",
 ]
 REPLAY_ALL = ["compare", "export_lines", "import_run", "read_lines", "recovery_context"]
 ENGINE_METHODS = [
@@ -53,6 +56,13 @@ ENGINE_METHODS = [
     "stats",
     "verify",
     "resolve",
+    "enqueue",
+    "aenqueue",
+    "wait",
+    "send",
+    "queue",
+    "worker",
+    "workers",
 ]
 PROJECTIONS_ALL = ["Envelope", "Projection", "RunFacts", "Runner", "ViewStatus"]
 

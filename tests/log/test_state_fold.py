@@ -60,6 +60,10 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         code_version=maybe_short,
     ),
     "agent_resumed": st.builds(ev.AgentResumed, at=ats, owner=short, reason=short),
+    "run_queued": st.builds(
+        ev.RunQueued, at=ats, queue=short, priority=st.integers(-5, 5), partition=short
+    ),
+    "run_dequeued": st.builds(ev.RunDequeued, at=ats, owner=short),
     "agent_finished": st.builds(ev.AgentFinished, at=ats, output=values),
     "agent_failed": st.builds(
         ev.AgentFailed, at=ats, error=short, kind=kinds, call=st.none() | calls
