@@ -55,6 +55,7 @@ from .run.catalog import Catalog
 from .run.context import current
 from .run.repository import RunRepository
 from .run.results import EventView, RunResult
+from .schedules.scheduling import Scheduling
 from .undo.saga import abandon as abandon_run
 from .waits import locks, wakeups
 
@@ -68,7 +69,7 @@ POOL_THREADS = 256
 CLOSE_PATIENCE = 60.0
 
 
-class Engine(Catalog, Declaring):
+class Engine(Catalog, Declaring, Scheduling):
     """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store.
 
     Everything an engine uses is its own, given or made when it is built: its settings

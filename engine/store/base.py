@@ -36,6 +36,7 @@ from .cipher import SEALED, ClearRows, Row
 from .codec import decode_event, encode_event
 from .locking import Locks
 from .ports import LeaseStore, LockStore, RunIndex, RunRecorder, RunRow, ViewStore
+from .schedules import MemorySchedules, Schedules, ScheduleStore
 from .views import Views
 
 BLOB_THRESHOLD = 256 * 1024
@@ -106,6 +107,7 @@ class Store(RunIndex, LeaseStore):
         views: ViewStore,
         *,
         locks: LockStore,
+        schedules: ScheduleStore | None = None,
         close: Callable[[], None] = lambda: None,
         blob_threshold: int = BLOB_THRESHOLD,
         max_payload: int = MAX_PAYLOAD,
@@ -127,6 +129,9 @@ class Store(RunIndex, LeaseStore):
         # Projections' tables and tracking rows, in the same database as the log.
         self.views = Views(name, views, self.rows, self._translated)
         self.locks = Locks(locks, self._translated)  # cross-agent locks, fencing tokens
+        # What the workers start on their own, and when (a read-only store: none).
+        port = MemorySchedules() if schedules is None else schedules
+        self.schedules = Schedules(name, port, self.rows, self._translated, self._writable)
 
     def _writable(self) -> None:
         if self.read_only:

@@ -26,6 +26,7 @@ from eventsourcing.persistence import (
 from .base import Store
 from .memory_views import MemoryViews
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .schedules import MemorySchedules
 
 
 class MemoryAggregateRecorder(AggregateRecorder):
@@ -308,5 +309,6 @@ def open_memory(name: str, **options: Any) -> Store:
         MemoryLeases(),
         MemoryViews(events),
         locks=MemoryLocks(),
+        schedules=MemorySchedules(),
         **options,
     )

@@ -10,6 +10,7 @@ from eventsourcing.persistence import AggregateRecorder
 
 from .base import Store
 from .ports import TABLES, LeaseStore, LockStore, RunRecorder, ViewStore
+from .schedules import ScheduleStore
 
 
 class _Tables(Protocol):
@@ -25,6 +26,7 @@ def open_tables(
     views: Callable[[Any, Any], ViewStore],
     *,
     locks: LockStore,
+    schedules: ScheduleStore,
     **options: Any,
 ) -> Store:
     """The SQL backends' one constructor: agentlog's events, snapshots and blobs tables
@@ -37,10 +39,19 @@ def open_tables(
             aggregates(datastore, events_table_name=TABLES[2]),
         )
         view_store = views(datastore, recorders[0])
-        for r in (*recorders, leases, view_store, locks):
+        for r in (*recorders, leases, view_store, locks, schedules):
             cast(_Tables, r).create_table()
         close = datastore.close
-        return Store(name, *recorders, leases, view_store, locks=locks, close=close, **options)
+        return Store(
+            name,
+            *recorders,
+            leases,
+            view_store,
+            locks=locks,
+            schedules=schedules,
+            close=close,
+            **options,
+        )
     except BaseException:
         datastore.close()
         raise

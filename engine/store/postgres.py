@@ -26,6 +26,7 @@ from ..errors import StoreUnavailable
 from .base import Store
 from .opening import open_tables
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .postgres_schedules import PostgresSchedules
 from .postgres_views import PostgresViews
 
 _RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position"
@@ -360,6 +361,7 @@ def _open_schema(
         leases,
         PostgresViews,
         locks=PostgresLocks(datastore),
+        schedules=PostgresSchedules(datastore),
         **options,
     )
 

@@ -29,6 +29,7 @@ from ..errors import StoreUnavailable
 from .base import Store
 from .opening import open_tables
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .sqlite_schedules import SQLiteSchedules
 from .sqlite_views import SQLiteViews
 
 RUNS_DDL = (
@@ -263,6 +264,7 @@ def open_sqlite(
             SQLiteLeases(datastore),
             SQLiteViews,
             locks=SQLiteLocks(datastore),
+            schedules=SQLiteSchedules(datastore),
             **options,
         )
     except Exception as e:  # eventsourcing wraps sqlite3 errors in its own types
