@@ -18,7 +18,7 @@ from engine import observe
 from engine.errors import AgentlogError
 
 from ..output import printable, quiet_stdout
-from . import commands, locking, projecting, reading, stats, tree
+from . import commands, locking, projecting, reading, scheduling, stats, tree
 from .app import app
 from .args import check_argv
 
@@ -30,6 +30,7 @@ __all__ = [
     "projecting",
     "reading",
     "run_cli",
+    "scheduling",
     "stats",
     "tree",
 ]

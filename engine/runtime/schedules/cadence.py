@@ -65,8 +65,8 @@ def cadence(cron: object = None, every: object = None) -> Cadence:
         raise UsageError(f"not a cron expression: {cron[:60]!r} (five fields, as crontab(5))")
     if len(expr.split()) != 5:
         raise UsageError(
-            f"cron expression {expr!r} has {len(expr.split())} fields, not five "
-            "(minute hour day-of-month month day-of-week)"
+            f"cron expression {expr!r} is not five fields (minute hour day-of-month month "
+            f"day-of-week): it has {len(expr.split())}"
         )
     try:
         CronSim(expr, dt.datetime(2000, 1, 1, tzinfo=UTC))

@@ -125,8 +125,8 @@ def test_a_tick_is_a_run_id_the_engine_accepts_and_reads_back() -> None:
     [
         (None, None, "give one"),
         ("* * * * *", 5, "give one"),
-        ("*/5 * * *", None, "4 fields, not five"),
-        ("0 0 * * * *", None, "6 fields, not five"),
+        ("*/5 * * *", None, "not five fields .*: it has 4"),
+        ("0 0 * * * *", None, "not five fields .*: it has 6"),
         ("61 * * * *", None, "Bad minute"),
         ("0 0 30 2 *", None, "does not read"),
         ("a b c d e", None, "does not read"),
