@@ -102,14 +102,14 @@ class Schedules:
         self._translated = translated
 
     @staticmethod
-    def stored_row(name: str) -> Row:
+    def _cipher_row(name: str) -> Row:
         return Row("schedules", uuid.uuid5(_NS, name), 0, "input")
 
     def put(self, row: ScheduleRow) -> None:
         """Store ``row`` (its input sealed when the store is encrypted)."""
         self._writable()
         sealed = msgspec.structs.replace(
-            row, input=self._rows.seal(self.stored_row(row.name), row.input)
+            row, input=self._rows.seal(self._cipher_row(row.name), row.input)
         )
         with self._translated():
             self.port.upsert(sealed)
@@ -129,7 +129,7 @@ class Schedules:
                 ) from None
         return [
             msgspec.structs.replace(
-                r, input=self._rows.unseal(self.name, self.stored_row(r.name), bytes(r.input))
+                r, input=self._rows.unseal(self.name, self._cipher_row(r.name), bytes(r.input))
             )
             for r in found
         ]

@@ -148,3 +148,13 @@ def test_a_bad_cadence_is_one_clear_error(cron: object, every: object, message: 
 def test_a_cron_expression_is_kept_with_its_spaces_normalised() -> None:
     assert cadence("*/5  *  * * *") == Cadence(cron="*/5 * * * *")
     assert cadence(None, 2.0) == Cadence(every=2)
+
+
+def test_diff_takes_a_tick_run_id_whole_and_splits_a_position_after_it() -> None:
+    """``agentlog diff RUN[@AT]``: the ``@`` of a tick belongs to the run id."""
+    from replay.diff import parse_spec
+
+    assert parse_spec("nightly@2026-12-03T02:00:00Z") == ("nightly@2026-12-03T02:00:00Z", None)
+    assert parse_spec("nightly@2026-12-03T02:00:00Z@5") == ("nightly@2026-12-03T02:00:00Z", "5")
+    assert parse_spec("abc@plan") == ("abc", "plan")
+    assert parse_spec("abc") == ("abc", None)
