@@ -52,7 +52,11 @@ class Ticker:
         any schedule (0 if one is due now), or None when there is no schedule. A schedule
         this process cannot import the agent of is left to a worker that can."""
         now = self._wall()
-        schedules = self._schedules()
+        try:
+            schedules = self._schedules()
+        except AgentlogError as e:  # a store blip: the next turn looks again
+            observe.get().warning("schedules_not_read", error=str(e))
+            return None
         self._watched = {n: t for n, t in self._watched.items() if n in schedules}
         for s in schedules.values():
             try:
@@ -73,7 +77,8 @@ class Ticker:
 
     def _fire(self, s: Schedule, now: float) -> None:
         watched = self._watched.get(s.name)
-        ticks = due(s.cadence, last=s.since, now=now, watched_since=watched, catch_up=s.catch_up)
+        since = None if watched is None else max(watched, s.created_at)  # redefined since
+        ticks = due(s.cadence, last=s.since, now=now, watched_since=since, catch_up=s.catch_up)
         if ticks:
             agent = load_agent(s.agent, s.import_path, self._engine.registry)
             for t in ticks:

@@ -76,6 +76,16 @@ def test_a_worker_watching_all_along_gets_every_tick_even_when_its_loop_is_late(
     ]
 
 
+def test_a_tick_this_worker_watched_is_due_even_if_another_recorded_a_later_one() -> None:
+    """Worker B came back at 106 and started only 106; worker A, watching since 101 but
+    late, still owes 102 and 104."""
+    assert due(EVERY2, last=106.0, now=107.0, watched_since=101.0, catch_up=False) == [
+        102.0,
+        104.0,
+        106.0,
+    ]
+
+
 def test_ticks_missed_while_no_worker_ran_are_skipped_but_the_latest() -> None:
     """A worker starting at 120 after an outage since 100 starts only the tick at 120."""
     assert due(EVERY2, last=100.0, now=120.0, watched_since=None, catch_up=False) == [120.0]
