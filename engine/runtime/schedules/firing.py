@@ -77,7 +77,7 @@ class Ticker:
 
     def _fire(self, s: Schedule, now: float) -> None:
         watched = self._watched.get(s.name)
-        since = None if watched is None else max(watched, s.created_at)  # redefined since
+        since = None if watched is None else max(watched, s.created_at)  # made again since
         ticks = due(s.cadence, last=s.since, now=now, watched_since=since, catch_up=s.catch_up)
         if ticks:
             agent = load_agent(s.agent, s.import_path, self._engine.registry)
