@@ -21,6 +21,7 @@ from .errors import (
     NonDeterminismError,
     Permanent,
     RunBusy,
+    RunFailed,
     Transient,
 )
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from .runtime import Engine, EventView, RunResult, RunSummary
     from .runtime.host.config import EngineConfig
     from .runtime.run.asked import Given
+    from .runtime.workers.handles import RunHandle
+    from .runtime.workers.worker import Worker
 
 # name -> the module (relative to this package) that defines it, loaded on first access
 _LAZY = {
@@ -43,6 +46,8 @@ _LAZY = {
     "EventView": ".runtime.run.results",
     "Given": ".runtime.run.asked",
     "RetryPolicy": ".policy.failure",
+    "RunHandle": ".runtime.workers.handles",
+    "Worker": ".runtime.workers.worker",
     "RunResult": ".runtime.run.results",
     "RunState": ".log.state",
     "RunSummary": ".runtime.run.results",
@@ -67,12 +72,15 @@ __all__ = [
     "Permanent",
     "RetryPolicy",
     "RunBusy",
+    "RunFailed",
+    "RunHandle",
     "RunResult",
     "RunState",
     "RunSummary",
     "Supervisor",
     "Transient",
     "Usage",
+    "Worker",
 ]
 
 

@@ -129,6 +129,15 @@ class ChildFailed(AgentlogError):
         self.run_id, self.error, self.status = run_id, error, status
 
 
+class RunFailed(AgentlogError):
+    """A run waited for by its handle (``engine.enqueue``) failed or was abandoned:
+    ``run_id``, ``status`` and ``error`` say which and why."""
+
+    def __init__(self, run_id: str, status: str, error: str | None) -> None:
+        super().__init__(f"run {run_id} {status}: {error or 'no reason recorded'}")
+        self.run_id, self.status, self.error = run_id, status, error
+
+
 # --- control flow ----------------------------------------------------------------------
 
 
@@ -172,6 +181,7 @@ __all__ = [
     "PayloadTooLarge",
     "Permanent",
     "RunBusy",
+    "RunFailed",
     "RunInterrupt",
     "RunNotFound",
     "StoreError",

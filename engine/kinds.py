@@ -16,6 +16,7 @@ class RunStatus(StrEnum):
     """Where a run stands (``RunState.status``)."""
 
     NEW = "new"  # nothing recorded yet
+    QUEUED = "queued"  # recorded, waiting for a worker to claim it (engine.enqueue)
     RUNNING = "running"
     PAUSED = "paused"  # waiting for a person's answer (its own, or a child's)
     WAITING = "waiting"  # holding no thread until a timer, a message or a child is due
@@ -32,8 +33,8 @@ FINAL = frozenset({RunStatus.COMPLETED, RunStatus.ABANDONED})
 SETTLED = FINAL | {RunStatus.FAILED}
 # Paused or waiting: it holds no thread until an answer, a timer, a message or a child.
 SUSPENDED = frozenset({RunStatus.PAUSED, RunStatus.WAITING})
-# New or running: an execution has it (or is about to).
-LIVE = frozenset({RunStatus.NEW, RunStatus.RUNNING})
+# New, queued or running: an execution has it (or is about to: a worker claims it).
+LIVE = frozenset({RunStatus.NEW, RunStatus.QUEUED, RunStatus.RUNNING})
 
 
 class FailureKind(StrEnum):

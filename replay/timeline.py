@@ -166,6 +166,20 @@ def _resumed(s: _Story, e: ev.AgentResumed, at: float) -> list[Piece]:
     return out
 
 
+def _queued(s: _Story, e: ev.RunQueued, at: float) -> list[Piece]:
+    out: list[Piece] = [("⋯ queued ", "dim"), f"in {e.queue!r}"]
+    if e.priority:
+        out.append(f" priority {e.priority}")
+    if e.partition is not None:
+        out.append(f" partition {e.partition!r}")
+    return out
+
+
+def _dequeued(s: _Story, e: ev.RunDequeued, at: float) -> list[Piece]:
+    gap = at - (s.figures.last_at or at)
+    return [("▷ claimed ", "bold"), f"by {e.owner or '?'}", (f" after {seconds(gap)}", "dim")]
+
+
 def _finished(s: _Story, e: ev.AgentFinished, at: float) -> list[Piece]:
     s.depth = 0
     return [("■ completed", "bold green"), " → ", brief(e.output, 100)]
@@ -341,6 +355,8 @@ def _circuit(
 _RENDER: dict[type[ev.Event], Render] = {
     ev.AgentStarted: _started,
     ev.AgentResumed: _resumed,
+    ev.RunQueued: _queued,
+    ev.RunDequeued: _dequeued,
     ev.AgentFinished: _finished,
     ev.AgentFailed: _failed,
     ev.AgentAbandoned: _abandoned,

@@ -54,6 +54,21 @@ class AgentResumed(Event, frozen=True, tag="agent_resumed"):
     reason: str = ""
 
 
+class RunQueued(Event, frozen=True, tag="run_queued"):
+    """The run waits for a worker (``engine.enqueue``), in ``queue`` by ``priority``
+    (higher first); runs of one ``partition`` share the queue's per-partition limit."""
+
+    queue: str = "default"
+    priority: int = 0
+    partition: str | None = None
+
+
+class RunDequeued(Event, frozen=True, tag="run_dequeued"):
+    """A worker (``owner``) claimed the queued run and starts it."""
+
+    owner: str = ""
+
+
 class AgentFinished(Event, frozen=True, tag="agent_finished"):
     output: Any = None
 
@@ -293,6 +308,8 @@ class EffectReleased(Event, frozen=True, tag="effect_released"):
 AnyEvent = (
     AgentStarted
     | AgentResumed
+    | RunQueued
+    | RunDequeued
     | AgentFinished
     | AgentFailed
     | AgentAbandoned

@@ -155,6 +155,8 @@ def _without(pending: list[PendingCall], call: int) -> list[PendingCall]:
 STATUS_AFTER: dict[type[ev.Event], RunStatus] = {
     ev.AgentStarted: RunStatus.RUNNING,
     ev.AgentResumed: RunStatus.RUNNING,
+    ev.RunQueued: RunStatus.QUEUED,
+    ev.RunDequeued: RunStatus.RUNNING,
     ev.HumanInputRequested: RunStatus.PAUSED,
     ev.HumanInputProvided: RunStatus.RUNNING,
     ev.AgentFinished: RunStatus.COMPLETED,

@@ -18,7 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from .. import observe
 from ..errors import AgentlogError, RunBusy, UsageError
-from ..kinds import SUSPENDED, Effects, RunStatus
+from ..kinds import LIVE, SUSPENDED, Effects, RunStatus
 from ..log.history import (
     RunWriter,
     check_run_id,
@@ -58,6 +58,7 @@ from .run.results import EventView, RunResult
 from .schedules.scheduling import Scheduling
 from .undo.saga import abandon as abandon_run
 from .waits import locks, wakeups
+from .workers.face import Working
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -69,7 +70,7 @@ POOL_THREADS = 256
 CLOSE_PATIENCE = 60.0
 
 
-class Engine(Catalog, Declaring, Scheduling):
+class Engine(Catalog, Declaring, Working, Scheduling):
     """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store.
 
     Everything an engine uses is its own, given or made when it is built: its settings
@@ -276,6 +277,31 @@ class Engine(Catalog, Declaring, Scheduling):
             result = RunResult(run_id, status, error=message, not_resumed=why)
         if result is not None:
             results.append(result)
+
+    def work(self, run_id: str) -> RunResult | None:
+        """Execute ``run_id``, whose lease a worker of this engine just claimed: start it
+        (queued), resume it (its owner died) or wake it (suspended and due; None if no
+        longer due)."""
+        with self.leases.hold(self.store, run_id):
+            status = rebuild(self.store, run_id).status
+            if status in SUSPENDED:
+                if not self._due(run_id):
+                    return None
+                result = resume_run(self._runs, self._driver, run_id)
+            elif status in LIVE:  # queued (a start), or running (its owner died)
+                result = start_run(self._runs, self._driver, run_id)
+            else:
+                return None
+        return self._after(result)
+
+    def runnable(self, run_id: str) -> bool:
+        """Whether this engine can execute ``run_id``: its agent imports here, and it is
+        not an imported run nobody adopted."""
+        try:
+            self._runs.load(run_id, "be executed").agent  # noqa: B018
+        except Exception:
+            return False
+        return True
 
     def _resumed_orphan(self, run_id: str) -> RunResult | None:
         """Resume the running run whose owner died (not an imported one)."""

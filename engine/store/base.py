@@ -36,6 +36,7 @@ from .cipher import SEALED, ClearRows, Row
 from .codec import decode_event, encode_event
 from .locking import Locks
 from .ports import LeaseStore, LockStore, RunIndex, RunRecorder, RunRow, ViewStore
+from .queueing import Queues, QueueStore
 from .schedules import MemorySchedules, Schedules, ScheduleStore
 from .views import Views
 
@@ -107,6 +108,7 @@ class Store(RunIndex, LeaseStore):
         views: ViewStore,
         *,
         locks: LockStore,
+        queues: QueueStore,
         schedules: ScheduleStore | None = None,
         close: Callable[[], None] = lambda: None,
         blob_threshold: int = BLOB_THRESHOLD,
@@ -129,6 +131,7 @@ class Store(RunIndex, LeaseStore):
         # Projections' tables and tracking rows, in the same database as the log.
         self.views = Views(name, views, self.rows, self._translated)
         self.locks = Locks(locks, self._translated)  # cross-agent locks, fencing tokens
+        self.queues = Queues(queues, self._translated)  # queued runs, limits, workers
         # What the workers start on their own, and when (a read-only store: none).
         port = MemorySchedules() if schedules is None else schedules
         self.schedules = Schedules(name, port, self.rows, self._translated, self._writable)

@@ -24,6 +24,7 @@ from eventsourcing.persistence import (
 )
 
 from .base import Store
+from .memory_queues import MemoryQueues
 from .memory_views import MemoryViews
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
 from .schedules import MemorySchedules
@@ -243,6 +244,12 @@ class MemoryLeases(LeaseStore):
         with self.lock:
             return self.held.get(run_id)
 
+    def held_by(self, now: float) -> dict[str, int]:
+        """How many leases each owner holds that have not expired at ``now``."""
+        with self.lock:
+            owners = [owner for owner, until in self.held.values() if until >= now]
+        return {o: owners.count(o) for o in set(owners)}
+
 
 class MemoryLocks(LockStore):
     """Cross-agent locks in a dict under a lock: name -> [holder, fence, expires_at]."""
@@ -300,15 +307,16 @@ class MemoryLocks(LockStore):
 
 
 def open_memory(name: str, **options: Any) -> Store:
-    events = MemoryEventRecorder()
+    events, leases = MemoryEventRecorder(), MemoryLeases()
     return Store(
         name,
         events,
         MemoryAggregateRecorder(),
         MemoryAggregateRecorder(),
-        MemoryLeases(),
+        leases,
         MemoryViews(events),
         locks=MemoryLocks(),
+        queues=MemoryQueues(events, leases),
         schedules=MemorySchedules(),
         **options,
     )

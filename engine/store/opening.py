@@ -26,6 +26,7 @@ def open_tables(
     views: Callable[[Any, Any], ViewStore],
     *,
     locks: LockStore,
+    queues: Callable[[Any, Any], Any],
     schedules: ScheduleStore,
     **options: Any,
 ) -> Store:
@@ -39,7 +40,8 @@ def open_tables(
             aggregates(datastore, events_table_name=TABLES[2]),
         )
         view_store = views(datastore, recorders[0])
-        for r in (*recorders, leases, view_store, locks, schedules):
+        queue_tables = queues(datastore, leases)
+        for r in (*recorders, leases, view_store, locks, queue_tables, schedules):
             cast(_Tables, r).create_table()
         close = datastore.close
         return Store(
@@ -48,6 +50,7 @@ def open_tables(
             leases,
             view_store,
             locks=locks,
+            queues=queue_tables.port,
             schedules=schedules,
             close=close,
             **options,

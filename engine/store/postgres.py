@@ -26,6 +26,7 @@ from ..errors import StoreUnavailable
 from .base import Store
 from .opening import open_tables
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .postgres_queues import PostgresQueues
 from .postgres_schedules import PostgresSchedules
 from .postgres_views import PostgresViews
 
@@ -188,6 +189,7 @@ class PostgresLeases(PostgresRecorder, LeaseStore):
             "DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
             "WHERE l.expires_at < %s OR l.owner = excluded.owner OR l.owner = %s"
         ).format(table)
+        self.take_sql = self._take  # a queue's claim takes leases with it too
         self._owner = SQL("SELECT owner FROM {0} WHERE run_id = %s").format(table)
         self._drop = SQL("DELETE FROM {0} WHERE run_id = %s AND owner = %s").format(table)
         self._select = SQL("SELECT owner, expires_at FROM {0} WHERE run_id = %s").format(table)
@@ -361,6 +363,7 @@ def _open_schema(
         leases,
         PostgresViews,
         locks=PostgresLocks(datastore),
+        queues=lambda d, held: PostgresQueues(d, held.take_sql),
         schedules=PostgresSchedules(datastore),
         **options,
     )

@@ -29,6 +29,7 @@ from ..errors import StoreUnavailable
 from .base import Store
 from .opening import open_tables
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .sqlite_queues import SQLiteQueues
 from .sqlite_schedules import SQLiteSchedules
 from .sqlite_views import SQLiteViews
 
@@ -264,6 +265,7 @@ def open_sqlite(
             SQLiteLeases(datastore),
             SQLiteViews,
             locks=SQLiteLocks(datastore),
+            queues=lambda d, _: SQLiteQueues(d, TAKE_LEASE),
             schedules=SQLiteSchedules(datastore),
             **options,
         )

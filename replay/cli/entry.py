@@ -18,7 +18,7 @@ from engine import observe
 from engine.errors import AgentlogError
 
 from ..output import printable, quiet_stdout
-from . import commands, locking, projecting, reading, scheduling, stats, tree
+from . import commands, locking, projecting, reading, scheduling, stats, tree, working
 from .app import app
 from .args import check_argv
 
@@ -33,6 +33,7 @@ __all__ = [
     "scheduling",
     "stats",
     "tree",
+    "working",
 ]
 
 # Commands whose output has one form only: --json changes nothing there.

@@ -38,6 +38,8 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
             code_version="v1.2.3",
         ),
         ev.AgentResumed(at=t + 1, owner="worker-2", reason="crash"),
+        ev.RunQueued(at=t + 1, queue="billing", priority=5, partition="customer:42"),
+        ev.RunDequeued(at=t + 1, owner="worker-3"),
         ev.PlanCreated(at=t + 2, call=1, steps=["look up", "refund", "mail"]),
         ev.StepStarted(at=t + 3, call=2, name="look up"),
         ev.StepCompleted(at=t + 4, call=2, name="look up", duration=0.25, error="slow"),

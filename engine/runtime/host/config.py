@@ -7,6 +7,7 @@ afterwards; nothing reads a setting from a module global.
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from collections.abc import Callable
@@ -14,6 +15,25 @@ from dataclasses import dataclass, field
 
 from ...errors import UsageError
 from .leases import LEASE_TTL
+
+
+def lease_ttl_from_env() -> float:
+    """``$AGENTLOG_LEASE_TTL`` (seconds) if set, else ``LEASE_TTL``: the lease of every
+    engine that does not name one, so a fleet of workers agrees on it."""
+    text = os.environ.get("AGENTLOG_LEASE_TTL", "").strip()
+    if not text:
+        return LEASE_TTL
+    try:
+        return check_ttl(float(text))
+    except ValueError:
+        raise UsageError(f"AGENTLOG_LEASE_TTL is a number of seconds, not {text!r:.40}") from None
+
+
+def check_ttl(ttl: object) -> float:
+    """A lease's ttl: a finite number of seconds above 0."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
+        raise UsageError(f"a lease's ttl is a finite number of seconds above 0: {ttl!r:.40}")
+    return float(ttl)
 
 
 @dataclass(frozen=True)
@@ -38,12 +58,14 @@ class EngineConfig:
     # Threads one tool's timed sync attempts may occupy at once: one abandoned at its
     # timeout keeps its thread, and past this many a new attempt fails with ToolBusy.
     tool_threads: int = 8
-    lease_ttl: float = LEASE_TTL  # seconds a run's lease lasts without a heartbeat
+    # Seconds a run's lease lasts without a heartbeat ($AGENTLOG_LEASE_TTL, else 30).
+    lease_ttl: float = field(default_factory=lease_ttl_from_env)
     # How long run.sleep and run.recv wait holding their thread; a longer wait suspends
     # the run (status waiting, no thread held) until recover finds it due.
     inline_wait: float = 5.0
 
     def __post_init__(self) -> None:
+        check_ttl(self.lease_ttl)
         threads = self.tool_threads
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise UsageError(f"tool_threads must be a whole number >= 1: {threads!r}")

@@ -28,6 +28,11 @@ LEASE_TTL = 30.0
 HOST = socket.gethostname()
 
 
+class Drained(RunInterrupt):
+    """This engine's worker drains (SIGTERM): the run stops before its next live call,
+    its finished calls recorded, and another worker continues it at once."""
+
+
 class LeaseLost(RunInterrupt):
     """Another owner took this run's lease (this one was presumed dead): stop at once,
     writing nothing more; the new owner continues the run from its log."""
@@ -118,12 +123,21 @@ class Leases:
         self._held: dict[str, _Hold] = {}
         self._lost: dict[str, str] = {}  # run -> the owner that took its lease from us
         self._lock = threading.Lock()
+        self.draining = False  # set by a worker's drain: every run stops at its next call
 
-    def check(self, run_id: str) -> None:
-        """Stop a run whose lease another owner took (we were presumed dead)."""
+    def check(self, run_id: str, live: bool = False) -> None:
+        """Stop a run whose lease another owner took (we were presumed dead); before
+        ``live`` work, also one whose worker drains."""
         holder = self._lost.get(run_id)
         if holder is not None:
             raise LeaseLost(f"run {run_id} was taken over by {holder}; this owner stops")
+        if live and self.draining:
+            raise Drained(f"run {run_id} stops here: its worker {self.owner} drains")
+
+    def holding(self) -> list[str]:
+        """The runs this engine holds the lease of now."""
+        with self._lock:
+            return list(self._held)
 
     def stop(self, run_id: str, by: str) -> bool:
         """Tell the thread of this engine executing ``run_id`` to stop at its next durable

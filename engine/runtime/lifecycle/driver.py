@@ -31,7 +31,7 @@ from ...policy.failure import describe
 from ...secrets import redact, run_key
 from ...store import Recorded, Store
 from ..defs.definitions import AgentDef, normalize
-from ..host.leases import LeaseLost
+from ..host.leases import Drained, LeaseLost
 from ..host.port import Host
 from ..journal.recorded import Journal
 from ..run.context import LogEnd, RunContext, _current
@@ -129,6 +129,9 @@ def _executed(ctx: RunContext, input: dict[str, Any]) -> RunResult:
     except Suspended as s:  # what it waits on is recorded (run_waiting) before it stops
         waiting = ctx.writer.state.waiting if not ctx.verify else s.reason
         return RunResult(rid, RunStatus.WAITING, waiting=waiting)
+    except Drained as drained:  # its finished calls are recorded (the deferred too)
+        ctx.log.info("run_stopped", reason=str(drained))
+        return RunResult(rid, RunStatus.RUNNING, error=str(drained))
     except LeaseLost as lost:
         ctx.deferred = []  # the new owner resolves them from the log
         ctx.log.error("run_stopped", reason=str(lost))
@@ -178,6 +181,8 @@ def resume(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
         run = runs.load(rid, "be resumed")  # finished or not, an imported run is history
         if run.state.status in FINAL:
             return result_of(run.state)
+        if run.state.status == RunStatus.QUEUED:  # a person starts it before any worker
+            return _dequeued(runs, driver, run)
         return driver.execute(run, resumed=True)
 
 
@@ -189,9 +194,19 @@ def start(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
         run = runs.load(run_id, "be started")
         if run.state.status in FINAL:
             return result_of(run.state)
+        if run.state.status == RunStatus.QUEUED:
+            return _dequeued(runs, driver, run)
         # A run whose log ends in a resume marker (a supervisor's restart) has one.
         marked = isinstance(run.recorded[-1].event, ev.AgentResumed)
         return driver.execute(run, resumed=run.state.position > 1 and not marked)
+
+
+def _dequeued(runs: RunRepository, driver: Driver, run: LoadedRun) -> RunResult:
+    """Start the queued run ``run`` (its lease held): ``run_dequeued`` names who took it,
+    then its agent executes from the start."""
+    run.agent  # noqa: B018  (an agent that does not import leaves the run queued)
+    run.writer.append(ev.RunDequeued(at=ev.now(), owner=runs.leases.owner))
+    return driver.execute(run)
 
 
 def verify(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:

@@ -186,7 +186,7 @@ class RunContext:
         owner lost the run's lease (or could not record what a tool did)."""
         self.check_diverged()
         self.check_stopped()
-        self.host.leases.check(self.run_id)
+        self.host.leases.check(self.run_id, live=True)
         if self.verify:
             raise LogEnd(f"log ends before call {call} ({what})")
 

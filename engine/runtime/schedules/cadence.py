@@ -129,12 +129,14 @@ def due(
     """The ticks to enqueue now, oldest first, given the last tick any worker handled (or
     when the schedule was made) and since when this worker has been watching it (None:
     it looks for the first time). Every tick after ``watched_since`` came while this
-    worker ran: all are due. Of the ticks before, missed while no worker ran, only the
-    latest is due, or all with ``catch_up``. At most ``MAX_TICKS``."""
+    worker ran: all are due, even those before ``last`` (a worker that came back may
+    have enqueued only its latest missed tick; enqueueing a tick twice starts one run).
+    Of the ticks before, missed while no worker ran, only the latest is due, or all with
+    ``catch_up``. At most ``MAX_TICKS``."""
     seen: list[float] = []
     missed_upto = now
     if watched_since is not None:
-        seen = latest_ticks(c, max(last, watched_since), now, MAX_TICKS)
+        seen = latest_ticks(c, watched_since, now, MAX_TICKS)
         missed_upto = min(now, watched_since)
     missed = latest_ticks(c, last, missed_upto, MAX_TICKS if catch_up else 1)
     return sorted({*missed, *seen})[-MAX_TICKS:]

@@ -16,6 +16,7 @@ import msgspec
 
 from ...errors import CorruptData, UsageError
 from ...secrets import refuse_secret_input
+from ...store.queueing import check_queue
 from ...store.schedules import ScheduleRow
 from ..defs.definitions import AgentDef, normalize
 from .cadence import Cadence, cadence, next_tick, tick_id
@@ -58,7 +59,7 @@ class Schedule(msgspec.Struct, frozen=True):
 
 
 def check_name(name: object, what: str = "schedule name") -> str:
-    """``name`` if it names a schedule (or a queue): 1 to 100 letters, digits, ``.``,
+    """``name`` if it names a schedule: 1 to 100 letters, digits, ``.``,
     ``_``, ``:`` or ``-``, starting with a letter or digit. No ``@``: the run id of a
     tick is ``NAME@<tick>``."""
     if isinstance(name, str) and NAME.fullmatch(name) is not None:
@@ -101,8 +102,7 @@ def define(
     """The row of a schedule defined with these arguments, each checked."""
     check_name(name)
     c = cadence(cron, every)
-    check_name(queue, "queue name")
-    assert isinstance(queue, str)
+    queue = check_queue(queue)
     if not isinstance(catch_up, bool):
         raise UsageError(f"catch_up is True or False, not {catch_up!r}")
     return ScheduleRow(
@@ -122,7 +122,7 @@ def decode(row: ScheduleRow) -> Schedule:
     """The schedule a stored row holds, each field checked again."""
     try:
         check_name(row.name)
-        check_name(row.queue, "queue name")
+        check_queue(row.queue)
         if not (0 < len(row.agent) <= MAX_AGENT and row.agent.isprintable()):
             raise UsageError(f"not an agent's name: {row.agent[:60]!r}")
         c = cadence(row.cron, row.every)

@@ -117,7 +117,8 @@ def send(ctx: RunContext, to: str, topic: str, value: Any) -> None:
         ctx.log.info("message_reused", call=call, to=to, topic=topic, id=parent.key)
         return
     _check_recipient(ctx.store, to)
-    mid, at = f"{ctx.run_id}:{call}", ev.now()
+    # Posted at the sender's wall clock: a receive's deadline is compared with it.
+    mid, at = f"{ctx.run_id}:{call}", ctx.config.wall()
     sent = ev.MessageSent(
         at=at, call=call, to_run_id=to, topic=topic, message_id=mid, args_hash=ahash
     )
@@ -127,6 +128,27 @@ def send(ctx: RunContext, to: str, topic: str, value: Any) -> None:
     ctx.log.info("message_sent", call=call, to=to, topic=topic)
     ctx.host.signals.notify()  # a receive waiting inline in this process looks again
     ctx.host.wake(to)  # a recipient suspended on this topic goes on
+
+
+def post(store: Store, to: str, topic: str, value: Any, at: float) -> str:
+    """``engine.send``: post ``value`` on ``topic`` to the run ``to`` from outside any run
+    (a webhook, a script), at ``at`` (the sender's wall clock); the message's id. Each
+    call posts one message: a sender that must not post twice sends from a run."""
+    check_topic(topic)
+    to = check_run_id(to, "recipient run id")
+    data = normalize(value, f"message {topic!r}")
+    _check_recipient(store, to)
+    mid = f"outside:{uuid.uuid4().hex}"
+    shown = redact(data)  # secret-named entries never reach the inbox
+    message = ev.MessagePosted(at=at, message_id=mid, from_run_id="", topic=topic, value=shown)
+    inbox = inbox_stream(to)
+    while True:  # the inbox's next position, taken again if a sender got there first
+        last = store.last_position(inbox)
+        try:
+            store.append([Append(inbox, last + 1, message)])
+            return mid
+        except ConcurrencyError:
+            continue
 
 
 def _check_recipient(store: Store, to: str) -> None:
@@ -166,8 +188,9 @@ class Inbox:
         calls = ctx.journal.calls.values()
         self.consumed = {c.ref for c in calls if c.kind == "recv" and c.ref is not None}
 
-    def first(self, topic: str) -> ev.MessagePosted | None:
-        """The first message on ``topic`` not consumed yet (the inbox read anew)."""
+    def first(self, topic: str, until: float | None = None) -> ev.MessagePosted | None:
+        """The first message on ``topic`` not consumed yet (the inbox read anew), posted
+        by ``until`` if given (one posted after a receive's deadline is not its)."""
         with self.lock:
             for position, message in posted(self.ctx.store, self.ctx.run_id, self.read_to):
                 self.messages.append(message)
@@ -176,16 +199,18 @@ class Inbox:
                 (
                     m
                     for m in self.messages
-                    if m.topic == topic and m.message_id not in self.consumed
+                    if m.topic == topic
+                    and m.message_id not in self.consumed
+                    and (until is None or m.at <= until)
                 ),
                 None,
             )
 
-    def take(self, call: int, topic: str) -> tuple[bool, Any]:
-        """Consume the first message on ``topic`` as receive ``call``: ``(True, value)``,
-        or ``(False, None)`` when there is none."""
+    def take(self, call: int, topic: str, until: float | None = None) -> tuple[bool, Any]:
+        """Consume the first message on ``topic`` (posted by ``until``, if given) as
+        receive ``call``: ``(True, value)``, or ``(False, None)`` when there is none."""
         with self.lock:
-            message = self.first(topic)
+            message = self.first(topic, until)
             if message is None:
                 return False, None
             self.ctx.record(
@@ -249,7 +274,8 @@ def recv(ctx: RunContext, topic: str, timeout: float | None) -> Any:
         return _ready(ctx, entry.outcome.value)
     ctx.live(call, f"recv {topic!r}")
     box = inbox_of(ctx)
-    got, value = box.take(call, topic)
+    # A resumed receive has its deadline recorded: a message posted after it is not its.
+    got, value = box.take(call, topic, entry.until if entry is not None else None)
     if got:
         return _ready(ctx, value)
     until = None
@@ -275,9 +301,11 @@ async def _recv_async(box: Inbox, call: int, topic: str, until: float | None, en
 
 
 def _waited(box: Inbox, call: int, topic: str, until: float | None) -> Any:
-    """The inline wait of receive ``call`` is over: the message that came, else None
-    once the deadline passed, else the run suspends until one of them is due."""
-    got, value = box.take(call, topic)
+    """The inline wait of receive ``call`` is over: the message that came (by the
+    deadline: one posted after it is left for a later receive, however late this one
+    wakes), else None once the deadline passed, else the run suspends until one of them
+    is due."""
+    got, value = box.take(call, topic, until)
     if got:
         return value
     ctx = box.ctx

@@ -1,0 +1,132 @@
+"""The Engine's methods for work handed to workers: enqueue, wait, send from outside a
+run, queue limits, workers (an Engine mixin, as the decorators are)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ...errors import UsageError
+from ...log.history import rebuild
+from ...store.queueing import QueueLimits, WorkerRow, limits_of
+from ..run.context import current
+from ..waits import mailbox
+from . import handles
+from .worker import Worker
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ...store import Store
+    from ..defs.definitions import AgentDef
+    from ..defs.registry import Registry
+    from ..host.config import EngineConfig
+    from ..host.leases import Leases
+    from ..host.lockkeeper import Keeper
+    from ..host.signals import Signals
+    from ..run.results import RunResult
+
+# A worker whose last beat is older than this many leases is not listed as live.
+LISTED_FOR = 3.0
+
+
+class Working:
+    """``engine.enqueue`` / ``wait`` / ``send`` / ``queue`` / ``worker`` / ``workers``."""
+
+    if TYPE_CHECKING:  # what the Engine gives it
+
+        @property
+        def store(self) -> Store: ...
+
+        config: EngineConfig
+        registry: Registry
+        leases: Leases
+        keeper: Keeper
+
+        @property
+        def signals(self) -> Signals: ...
+        def resolve(self, run_id: str) -> str: ...
+        def wake(self, run_id: str) -> None: ...
+        def work(self, run_id: str) -> RunResult | None: ...
+        def runnable(self, run_id: str) -> bool: ...
+
+    def enqueue(
+        self,
+        agent: AgentDef | Callable[..., Any],
+        /,
+        *,
+        queue: str = "default",
+        priority: int = 0,
+        partition: str | None = None,
+        run_id: str | None = None,
+        **input: Any,
+    ) -> handles.RunHandle:
+        """Record a run of ``agent`` as queued for a worker and return its handle at
+        once; the same ``run_id`` again returns that run and starts nothing."""
+        if current() is not None:
+            raise UsageError("engine.enqueue inside a run: start a child with run.spawn")
+        from ..defs.definitions import AgentDef
+
+        a = agent if isinstance(agent, AgentDef) else self.agent(agent)  # type: ignore[attr-defined]
+        return handles.enqueue(
+            self, a, input, queue=queue, priority=priority, partition=partition, run_id=run_id
+        )
+
+    async def aenqueue(
+        self, agent: AgentDef | Callable[..., Any], /, **kwargs: Any
+    ) -> handles.RunHandle:
+        """``enqueue`` from an event loop (one commit, in a thread of the loop's pool)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self.enqueue(agent, **kwargs)
+        )
+
+    def handle(self, run_id: str) -> handles.RunHandle:
+        """The handle of the run ``run_id`` (an id or a unique prefix)."""
+        return handles.RunHandle(self, self.resolve(run_id))
+
+    def wait(self, run_id: str, timeout: float | None = None) -> RunResult:
+        """Block until the run is finished or waits for a person: its result
+        (TimeoutError past ``timeout`` seconds)."""
+        return handles.wait(self, self.resolve(run_id), timeout)
+
+    async def await_run(self, run_id: str, timeout: float | None = None) -> RunResult:
+        """``wait`` on an event loop, without blocking it."""
+        return await handles.await_run(self, self.resolve(run_id), timeout)
+
+    def send(self, run_id: str, topic: str, value: Any = None) -> None:
+        """From outside any run (a webhook, a script): post ``value`` on ``topic`` to the
+        run, delivered once to its ``run.recv(topic)``, and wake it (here if this
+        engine defines its agent; else the workers do)."""
+        if current() is not None:
+            raise UsageError("engine.send inside a run: use run.send, which is durable")
+        rid = self.resolve(run_id)
+        mailbox.post(self.store, rid, topic, value, self.config.wall())
+        self.signals.notify()
+        if self.registry.agent(rebuild(self.store, rid).agent) is not None:
+            self.wake(rid)
+
+    def queue(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = None,
+        per_partition: int | None = None,
+        rate: tuple[int, float] | None = None,
+    ) -> QueueLimits:
+        """Declare a queue's limits, stored so every worker obeys the same: at most
+        ``concurrency`` runs of it at once across all workers, ``per_partition`` of one
+        partition, ``rate=(count, seconds)`` starts per window (None: no limit)."""
+        limits = limits_of(name, concurrency, per_partition, rate)
+        self.store.queues.set_limits(limits)
+        return limits
+
+    def worker(
+        self, queues: tuple[str, ...] = ("default",), concurrency: int = 4, grace: float = 30.0
+    ) -> Worker:
+        """A worker of this engine (``.run()`` blocks until ``.stop()``)."""
+        return Worker(self, queues=tuple(queues), concurrency=concurrency, grace=grace)
+
+    def workers(self) -> list[WorkerRow]:
+        """The workers alive now (a beat within the last few leases), by id."""
+        now = self.config.wall()
+        return self.store.queues.workers(now - LISTED_FOR * self.leases.ttl, now)

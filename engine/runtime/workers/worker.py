@@ -1,0 +1,290 @@
+"""A worker: executes the runs of its queues, up to ``concurrency`` at once, and keeps
+every run of the store moving without anyone typing ``recover``.
+
+Each pass it enqueues the schedules' due ticks (one run per tick, ``NAME@<tick>``, see
+:mod:`engine.runtime.schedules`), then (1) takes over runs whose owner died (lease
+expired, or its process gone on this host), (2) resumes suspended runs that are due
+(timer passed, message posted, child moved), then (3) claims queued runs, highest
+priority then oldest first, as the queues' stored limits allow. Every take goes through
+the store's claim, so a queue's limits hold across all workers and count a taken-over
+run once. Between passes it
+sleeps until the earliest due time it saw (a timer, another owner's lease expiry, a
+schedule's next tick), news
+of this process or an append to the store (LISTEN/NOTIFY on PostgreSQL), whichever
+comes first.
+
+``stop()`` drains: nothing more is claimed, each run stops before its next live call
+(its finished calls recorded) and lets its lease go, so another worker continues it at
+once; runs still busy after ``grace`` seconds have their leases released anyway (a
+stale write of theirs is refused by the log's positions).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Protocol
+
+from ... import observe
+from ...errors import RunBusy, UsageError
+from ...kinds import SUSPENDED, RunStatus
+from ...log.history import rebuild
+from ...policy.failure import describe
+from ...store import Store
+from ...store.queueing import WorkerRow, check_queue
+from ..host.leases import HOST, Leases
+from ..host.lockkeeper import Keeper
+from ..schedules.firing import Enqueuing, Ticker
+from ..waits import wakeups
+from . import handles
+
+if TYPE_CHECKING:
+    from ..host.config import EngineConfig
+    from ..host.signals import Signals
+    from ..run.results import RunResult
+
+PASS_GAP = 0.05  # the least time between two passes woken by appends (a busy store)
+IDLE = 1.0  # the longest sleep between two passes
+
+
+class WorkHost(Enqueuing, Protocol):
+    """What a worker needs of its engine (and its schedules' ticker: enqueue)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def config(self) -> EngineConfig: ...
+    @property
+    def signals(self) -> Signals: ...
+    @property
+    def leases(self) -> Leases: ...
+    @property
+    def keeper(self) -> Keeper: ...
+
+    def work(self, run_id: str) -> RunResult | None:
+        """Execute the run whose lease this engine just took (start, resume or wake)."""
+        ...
+
+    def runnable(self, run_id: str) -> bool:
+        """Whether this engine can execute the run (its agent imports; not history)."""
+        ...
+
+
+class Worker:
+    """``engine.worker(queues=("default",), concurrency=4, grace=30.0)``: ``run()`` blocks
+    until ``stop()`` (from another thread or a signal handler) and returns whether the
+    drain was clean; ``id`` is its owner id (as ``agentlog workers`` lists it)."""
+
+    def __init__(
+        self,
+        host: WorkHost,
+        *,
+        queues: tuple[str, ...] = ("default",),
+        concurrency: int = 4,
+        grace: float = 30.0,
+    ) -> None:
+        if isinstance(queues, str):
+            queues = (queues,)
+        self.queues = tuple(dict.fromkeys(check_queue(q) for q in queues))
+        if not self.queues:
+            raise UsageError("a worker serves at least one queue")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise UsageError(f"a worker's concurrency is a whole number >= 1: {concurrency!r}")
+        if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
+            raise UsageError(f"a worker's grace is a number of seconds >= 0: {grace!r}")
+        self._host = host
+        self.concurrency = concurrency
+        self.grace = float(grace)
+        self.id = host.leases.owner
+        self._busy: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._now = threading.Event()  # a second stop: no grace
+        self._cannot: set[str] = set()  # runs this process cannot execute (left to others)
+        self._started_at = host.config.wall()
+        self._ticker = Ticker(host, host.config.wall)  # the schedules' due ticks
+        self.passes = 0
+
+    # --- running --------------------------------------------------------------------
+
+    def run(self) -> bool:
+        """Serve until ``stop()``; True if every run it held stopped within the grace."""
+        host = self._host
+        self._beat()
+        host.keeper.every(("worker", self.id), host.leases.ttl / 3, self._beat)
+        log = observe.get(worker=self.id)
+        log.info("worker_started", queues=list(self.queues), concurrency=self.concurrency)
+        try:
+            while not self._stopping.is_set():
+                after, seen = host.store.max_global_position(), host.signals.version
+                due = self._pass()
+                self._sleep(after, seen, due)
+        finally:
+            clean = self._drain()
+            host.keeper.cancel(("worker", self.id), wait=True)
+            try:
+                host.store.queues.drop_worker(self.id)
+            except Exception as e:  # its row ages out of `agentlog workers` by itself
+                log.warning("worker_not_dropped", error=describe(e))
+            log.info("worker_stopped", clean=clean)
+        return clean
+
+    def stop(self, now: bool = False) -> None:
+        """Drain (claim nothing more; runs stop at their next call); ``now``: without
+        waiting out the grace."""
+        self._stopping.set()
+        if now:
+            self._now.set()
+        self._host.signals.notify()
+
+    def running(self) -> list[str]:
+        """The runs this worker executes now."""
+        with self._lock:
+            return [rid for rid, t in self._busy.items() if t.is_alive()]
+
+    def _free(self) -> int:
+        with self._lock:
+            self._busy = {rid: t for rid, t in self._busy.items() if t.is_alive()}
+            return self.concurrency - len(self._busy)
+
+    def _pass(self) -> float:
+        """One pass: enqueue the schedules' due ticks, take over, wake, claim; the
+        earliest due time seen (epoch seconds), a schedule's next tick included."""
+        self.passes += 1
+        host = self._host
+        now = host.config.wall()
+        due = now + IDLE
+        try:
+            wait = self._ticker.fire()  # first: a tick's run is claimed in this pass
+            if wait is not None:
+                due = min(due, host.config.wall() + wait)
+            for run_id, holder, when in self._candidates(now):
+                due = min(due, when)
+                if math.isfinite(when) and when > now:
+                    continue  # not due yet: only its time counts
+                if self._free() <= 0 or self._stopping.is_set():
+                    return due
+                if host.store.queues.claim_run(run_id, self.id, now + host.leases.ttl, now, holder):
+                    self._execute(run_id)
+            while self._free() > 0 and not self._stopping.is_set():
+                claimed = self._claim_next(now)
+                if claimed is None:
+                    break
+                self._execute(claimed)
+        except Exception as e:  # a store blip: the next pass looks again
+            observe.get(worker=self.id).warning("worker_pass_failed", error=describe(e))
+            return now + IDLE
+        return due
+
+    def _claim_next(self, now: float) -> str | None:
+        host = self._host
+        while True:  # a run this process cannot execute is left in line for another
+            found = host.store.queues.claim_next(
+                self.queues, self.id, now + host.leases.ttl, now, skip=tuple(self._cannot)
+            )
+            if found is None or host.runnable(found):
+                return found
+            self._cannot.add(found)  # another worker (one that imports it) takes it
+            host.store.drop_lease(found, self.id)
+            observe.get(run_id=found).info("worker_left_run", reason="agent not importable")
+
+    def _candidates(self, now: float) -> Iterator[tuple[str, str, float]]:
+        """Runs to take over or wake, each with the holder known dead ('' if none) and
+        when it is due (now, a later time, or ``inf``: not by time)."""
+        host, store = self._host, self._host.store
+        for row in store.runs(RunStatus.RUNNING):
+            if row.run_id in self._busy or not self._mine(row.run_id):
+                continue
+            holder = host.leases.dead_holder(store, row.run_id)
+            if holder is not None:
+                yield row.run_id, holder, now
+            elif (lease := store.lease(row.run_id)) is not None:
+                yield row.run_id, "", lease[1]  # look again when it would expire
+        for status in sorted(SUSPENDED, reverse=True):  # waiting, then paused
+            for row in store.runs(status):
+                if row.run_id in self._busy or not self._mine(row.run_id):
+                    continue
+                state = rebuild(store, row.run_id)
+                if wakeups.due(store, state, now):
+                    yield row.run_id, "", now
+                elif state.wake_at is not None and state.status == RunStatus.WAITING:
+                    yield row.run_id, "", state.wake_at
+
+    def _mine(self, run_id: str) -> bool:
+        """Whether this worker looks after ``run_id``: a run of one of its queues, or of
+        none (a child, a run started by ``engine.run``), that it can execute."""
+        if run_id in self._cannot:
+            return False
+        place = self._host.store.queues.queued(run_id)
+        if place is not None and place.queue not in self.queues:
+            return False
+        if not self._host.runnable(run_id):
+            self._cannot.add(run_id)
+            return False
+        return True
+
+    def _execute(self, run_id: str) -> None:
+        thread = threading.Thread(
+            target=self._work, args=(run_id,), name=f"agentlog-work-{run_id[:8]}"
+        )
+        with self._lock:
+            self._busy[run_id] = thread
+        thread.start()
+
+    def _work(self, run_id: str) -> None:
+        host = self._host
+        try:
+            host.work(run_id)
+        except RunBusy:
+            pass  # another owner took it between our claim and the start
+        except Exception as e:
+            observe.get(run_id=run_id).error("run_not_started", error=describe(e))
+            host.store.drop_lease(run_id, self.id)
+        finally:
+            host.signals.notify()  # a slot is free: the loop looks at once
+
+    def _sleep(self, after: int, seen: int, due: float) -> None:
+        """Until ``due`` (epoch seconds), news of this process, or an append after
+        ``after`` (at least ``PASS_GAP`` apart when the store is busy)."""
+        host = self._host
+        time.sleep(PASS_GAP) if not self._stopping.is_set() else None
+        left = min(due - host.config.wall(), IDLE)
+        if left > 0 and not self._stopping.is_set():
+            handles.wait_news(host.store, host.signals, seen, after, left)
+
+    # --- stopping -------------------------------------------------------------------
+
+    def _drain(self) -> bool:
+        """Let the runs it executes stop at their next call, up to the grace; release
+        the leases of those that did not (another worker takes them at once)."""
+        leases = self._host.leases
+        leases.draining = True
+        try:
+            end = time.monotonic() + self.grace
+            for thread in list(self._busy.values()):
+                while thread.is_alive() and not self._now.is_set():
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    thread.join(min(left, 0.1))
+            stuck = self.running()
+            for run_id in stuck:
+                leases.stop(run_id, by=f"{self.id} (drained)")
+                self._host.store.drop_lease(run_id, self.id)
+            return not stuck
+        finally:
+            leases.draining = False
+
+    def _beat(self) -> bool:
+        host = self._host
+        row = WorkerRow(
+            self.id, HOST, os.getpid(), self.queues, self._started_at, host.config.wall()
+        )
+        try:
+            host.store.queues.beat_worker(row)
+        except Exception as e:  # a missed beat is retried at the next one
+            observe.get(worker=self.id).warning("worker_heartbeat_failed", error=describe(e))
+        return True
