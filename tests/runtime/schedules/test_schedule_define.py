@@ -50,7 +50,7 @@ def test_a_bad_name_is_refused(eng: Engine, name: Any) -> None:
         ({"cron": "*/5 * * *"}, "not five fields"),
         ({"cron": "0 25 * * *"}, "Bad hour"),
         ({}, "give one"),
-        ({"every": 5, "queue": "a@b"}, "not a queue name"),
+        ({"every": 5, "queue": "a\nb"}, "a queue name is"),
         ({"every": 5, "catch_up": "yes"}, "catch_up is True or False"),
         ({"every": 5, "teem": "x"}, "input does not fit agent"),
         ({"every": 5, "team": b"ops"}, "JSON data"),
