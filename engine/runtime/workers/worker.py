@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 PASS_GAP = 0.05  # the least time between two passes woken by appends (a busy store)
 IDLE = 1.0  # the longest sleep between two passes
+LOOK_AGAIN = 30.0  # seconds before a run this worker could not execute is looked at again
 
 
 class WorkHost(Enqueuing, Protocol):
@@ -103,7 +104,10 @@ class Worker:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._now = threading.Event()  # a second stop: no grace
-        self._cannot: set[str] = set()  # runs this process cannot execute (left to others)
+        # Runs this process could not execute (left to others), by when it looked: it looks
+        # again after ``LOOK_AGAIN`` (a run adopted since, a store blip while loading).
+        self._cannot: dict[str, float] = {}
+        self._can: set[str] = set()  # runs it can (their agent imported once)
         self._started_at = host.config.wall()
         self._ticker = Ticker(host, host.config.wall)  # the schedules' due ticks
         self.passes = 0
@@ -183,11 +187,15 @@ class Worker:
         host = self._host
         while True:  # a run this process cannot execute is left in line for another
             found = host.store.queues.claim_next(
-                self.queues, self.id, now + host.leases.ttl, now, skip=tuple(self._cannot)
+                self.queues,
+                self.id,
+                now + host.leases.ttl,
+                now,
+                skip=tuple(r for r in list(self._cannot) if self._left(r)),
             )
             if found is None or host.runnable(found):
                 return found
-            self._cannot.add(found)  # another worker (one that imports it) takes it
+            self._cannot[found] = time.monotonic()  # a worker that imports it takes it
             host.store.drop_lease(found, self.id)
             observe.get(run_id=found).info("worker_left_run", reason="agent not importable")
 
@@ -213,17 +221,30 @@ class Worker:
                 elif state.wake_at is not None and state.status == RunStatus.WAITING:
                     yield row.run_id, "", state.wake_at
 
+    def _left(self, run_id: str) -> bool:
+        """Whether ``run_id`` is one this worker could not execute a short while ago."""
+        since = self._cannot.get(run_id)
+        if since is None:
+            return False
+        if time.monotonic() - since < LOOK_AGAIN:
+            return True
+        del self._cannot[run_id]
+        return False
+
     def _mine(self, run_id: str) -> bool:
         """Whether this worker looks after ``run_id``: a run of one of its queues, or of
         none (a child, a run started by ``engine.run``), that it can execute."""
-        if run_id in self._cannot:
+        if self._left(run_id):
             return False
         place = self._host.store.queues.queued(run_id)
         if place is not None and place.queue not in self.queues:
             return False
+        if run_id in self._can:
+            return True
         if not self._host.runnable(run_id):
-            self._cannot.add(run_id)
+            self._cannot[run_id] = time.monotonic()
             return False
+        self._can.add(run_id)
         return True
 
     def _execute(self, run_id: str) -> None:
