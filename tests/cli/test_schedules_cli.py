@@ -4,14 +4,20 @@ secret input never shown, and one clear line for every bad argument."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import backends
 from eventsourcing.cipher import AESCipher
-from test_cli_kit import Workdir, one_line_error
+from test_cli_kit import Workdir, clean_env, one_line_error
 
+from engine.polling import poll_until
 from engine.store.cipher import CIPHER_ENV
+
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 AGENTS = """
 from engine import Engine
@@ -88,3 +94,29 @@ def test_secret_input_of_an_encrypted_store_is_never_shown(tmp_path: Path) -> No
     listed = w.cli("schedules", "--json", env=env)
     assert listed.code == 0 and "sk-9" not in listed.out + r.out
     assert listed.json()[0]["input"]["api_key"] != "sk-9"
+
+
+def test_agentlog_worker_starts_each_tick_and_schedules_shows_the_last_run(
+    tmp_path: Path,
+) -> None:
+    """``agentlog worker`` fires an ``--every 1`` schedule: its tick runs complete, and
+    ``schedules`` names the latest as the last run; SIGTERM drains it (exit 0)."""
+    url = f"sqlite:///{tmp_path}/agentlog.db"
+    w = workdir(tmp_path, url)
+    w.ok("schedule", "beat", REPORT, "--every", "1", "-i", '{"team": "t"}')
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", "worker", "--url", url, "--import", "sched_agents"],
+        cwd=tmp_path,
+        env=clean_env({"PYTHONPATH": str(ROOT)}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        last = poll_until(lambda: w.ok("schedules", "--json").json()[0]["last_run"], 60.0)
+        assert last is not None and last.startswith("beat@") and last.endswith("Z")
+        done = w.ok("wait", last, "--timeout", "60", "--json").json()
+        assert (done["status"], done["output"]) == ("completed", "t")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
