@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from ..errors import CorruptData
-from .cipher import ClearRows, Row
+from .cipher import SEALED, ClearRows, Row
 
 _NS = uuid.UUID("3c2b8a57-2f0e-4f5b-9d0c-5e8a4d7b6c21")
 
@@ -133,6 +133,16 @@ class Schedules:
             )
             for r in found
         ]
+
+    def reseal(self) -> int:
+        """Seal every schedule's input stored in clear (``agentlog reseal``, with the key);
+        how many were. Each is one upsert: a stopped reseal leaves the rest as they were."""
+        with self._translated():
+            found = [r for r in self.port.rows() if bytes(r.input)[:2] != SEALED]
+            for r in found:
+                sealed = self._rows.seal(self._cipher_row(r.name), bytes(r.input))
+                self.port.upsert(msgspec.structs.replace(r, input=sealed))
+        return len(found)
 
     def get(self, name: str) -> ScheduleRow | None:
         return next((r for r in self.all() if r.name == name), None)

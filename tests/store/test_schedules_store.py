@@ -152,3 +152,28 @@ def test_a_read_only_store_refuses_a_schedule(tmp_path: object) -> None:
     s = open_store(f"sqlite:///{tmp_path}/empty.db", create=False)
     with pytest.raises(UsageError, match="no store here yet"):
         s.schedules.put(row())
+
+
+@backends("sqlite", "postgres")
+def test_reseal_seals_the_inputs_stored_in_clear(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written in clear, resealed with the key: the schedule's input is sealed in
+    place (its definition and last tick kept) and reads back with the key."""
+    from engine.store import reseal as resealing
+
+    clear = open_store(store_url)
+    clear.schedules.put(row(input=msgspec.json.encode({"note": MARK})))
+    clear.schedules.advance("nightly", T0 + 60)
+    clear.close()
+    assert MARK.encode() in _raw_input(store_url)
+    monkeypatch.setenv(CIPHER_ENV, AESCipher.create_key(32))
+    s = open_store(store_url, create=False)
+    assert resealing.reseal(s) == 1
+    assert s.schedules.reseal() == 0  # once is enough
+    assert s.schedules.get("nightly") == row(
+        input=msgspec.json.encode({"note": MARK}), last_tick=T0 + 60
+    )
+    s.close()
+    raw = _raw_input(store_url)
+    assert MARK.encode() not in raw and raw[:2] == b"\xc1\x01"
