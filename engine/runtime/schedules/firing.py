@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ... import observe
-from ...errors import AgentlogError, ConcurrencyError, CorruptData
+from ...errors import AgentlogError, ConcurrencyError, CorruptData, UsageError
 from ...store import Store
 from ..defs.definitions import AgentDef
 from ..defs.registry import Registry, load_agent
@@ -22,6 +22,10 @@ from .cadence import due, next_tick, tick_id
 from .define import Schedule, decode
 
 __all__ = ["Enqueuing", "Ticker"]
+
+# How long a worker leaves alone a schedule whose agent it could not import before it
+# tries again (a deploy may bring the module; meanwhile no warning every pass).
+LOOK_AGAIN = 30.0
 
 
 class Enqueuing(Protocol):
@@ -46,6 +50,7 @@ class Ticker:
         self._engine = engine
         self._wall = wall
         self._watched: dict[str, float] = {}
+        self._cannot: dict[str, float] = {}  # schedule -> when its agent did not import
 
     def fire(self) -> float | None:
         """Enqueue every due tick of every schedule; the seconds until the next tick of
@@ -59,6 +64,8 @@ class Ticker:
             return None
         self._watched = {n: t for n, t in self._watched.items() if n in schedules}
         for s in schedules.values():
+            if now - self._cannot.get(s.name, -LOOK_AGAIN) < LOOK_AGAIN:
+                continue  # left to a worker that imports its agent
             try:
                 self._fire(s, now)
             except AgentlogError as e:  # tried again at the next turn: nothing was skipped
@@ -80,7 +87,12 @@ class Ticker:
         since = None if watched is None else max(watched, s.created_at)  # made again since
         ticks = due(s.cadence, last=s.since, now=now, watched_since=since, catch_up=s.catch_up)
         if ticks:
-            agent = load_agent(s.agent, s.import_path, self._engine.registry)
+            try:
+                agent = load_agent(s.agent, s.import_path, self._engine.registry)
+            except UsageError:
+                self._cannot[s.name] = now
+                raise
+            self._cannot.pop(s.name, None)
             for t in ticks:
                 self._enqueue(s, agent, t)
             self._engine.store.schedules.advance(s.name, ticks[-1])

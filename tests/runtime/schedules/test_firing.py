@@ -121,9 +121,14 @@ def test_a_schedule_it_cannot_import_or_a_damaged_one_stops_no_other(
     )
     eng.store.schedules.put(lost)
     wall.now = T0 + 2.1
-    Ticker(eng, wall).fire()
-    assert runs(eng) == [at(2)] and runs(eng, "gone@") == []
-    assert [s.last_tick for s in eng.schedules()] == [None, T0 + 2]
+    ticker = Ticker(eng, wall)
+    with caplog.at_level("WARNING"):
+        ticker.fire()
+        wall.now = T0 + 4.1
+        ticker.fire()  # within LOOK_AGAIN: "gone" is not tried (nor warned about) again
+    assert runs(eng) == [at(2), at(4)] and runs(eng, "gone@") == []
+    assert [s.last_tick for s in eng.schedules()] == [None, T0 + 4]
+    assert sum("schedule_not_fired" in r.getMessage() for r in caplog.records) == 1
 
 
 @backends("sqlite")
