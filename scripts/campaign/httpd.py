@@ -22,12 +22,12 @@ class QuietHandler(BaseHTTPRequestHandler):
 
 
 class Served:
-    """``handler`` served on a free port of 127.0.0.1 (``url``) until ``close``."""
+    """``handler`` served on a free port of ``host`` (``url``) until ``close``."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def __init__(self, handler: type[BaseHTTPRequestHandler], host: str = "127.0.0.1") -> None:
+        self.server = ThreadingHTTPServer((host, 0), handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"http://{host}:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
