@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from engine import RunState
 from engine import events as ev
 from engine.log.history import checkpoint_refs
+from engine.runtime.schedules.cadence import parse_tick
 
 from .output import Piece, brief
 from .timeline import views
@@ -34,9 +35,12 @@ class Side:
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
-    """``RUN`` or ``RUN@POSITION|NAME``."""
-    run, sep, at = spec.partition("@")
-    return run, (at if sep else None)
+    """``RUN`` or ``RUN@POSITION|NAME``. A schedule's run id holds an ``@`` of its own
+    (``nightly@2026-12-03T02:00:00Z``): the last ``@`` splits, unless a tick follows it."""
+    run, sep, at = spec.rpartition("@")
+    if not sep or parse_tick(at) is not None:
+        return spec, None
+    return run, at
 
 
 def side(engine: Engine, spec: str) -> Side:

@@ -38,18 +38,18 @@ DEFAULT_SNAPSHOT_EVERY = 100
 CHECKPOINT_GAP = 4
 PAGE = 1000  # events per read when a reader streams a run
 # A run id: what `agentlog` accepts as RUN, stores in the index and derives a stream from.
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 
 def check_run_id(run_id: str, what: str = "run id") -> str:
-    """``run_id`` if it is a run id (1 to 128 of ``A-Z a-z 0-9 . _ : -``, starting with a
-    letter or digit); else ``UsageError``."""
+    """``run_id`` if it is a run id (1 to 128 of ``A-Z a-z 0-9 . _ : @ -``, starting with
+    a letter or digit: a schedule's run is ``NAME@<tick>``); else ``UsageError``."""
     if isinstance(run_id, str) and RUN_ID.fullmatch(run_id) is not None:
         return run_id
     text = str(run_id)
     shown = repr(text[:40]) + ("..." if len(text) > 40 else "")
     raise UsageError(
-        f"not a {what}: {shown} (1 to 128 letters, digits, '.', '_', ':' or '-', "
+        f"not a {what}: {shown} (1 to 128 letters, digits, '.', '_', ':', '@' or '-', "
         "starting with a letter or digit)"
     )
 

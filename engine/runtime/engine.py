@@ -55,6 +55,7 @@ from .run.catalog import Catalog
 from .run.context import current
 from .run.repository import RunRepository
 from .run.results import EventView, RunResult
+from .schedules.scheduling import Scheduling
 from .undo.saga import abandon as abandon_run
 from .waits import locks, wakeups
 from .workers.face import Working
@@ -69,7 +70,7 @@ POOL_THREADS = 256
 CLOSE_PATIENCE = 60.0
 
 
-class Engine(Catalog, Declaring, Working):
+class Engine(Catalog, Declaring, Working, Scheduling):
     """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store.
 
     Everything an engine uses is its own, given or made when it is built: its settings

@@ -37,6 +37,7 @@ from .codec import decode_event, encode_event
 from .locking import Locks
 from .ports import LeaseStore, LockStore, RunIndex, RunRecorder, RunRow, ViewStore
 from .queueing import Queues, QueueStore
+from .schedules import MemorySchedules, Schedules, ScheduleStore
 from .views import Views
 
 BLOB_THRESHOLD = 256 * 1024
@@ -108,6 +109,7 @@ class Store(RunIndex, LeaseStore):
         *,
         locks: LockStore,
         queues: QueueStore,
+        schedules: ScheduleStore | None = None,
         close: Callable[[], None] = lambda: None,
         blob_threshold: int = BLOB_THRESHOLD,
         max_payload: int = MAX_PAYLOAD,
@@ -130,6 +132,9 @@ class Store(RunIndex, LeaseStore):
         self.views = Views(name, views, self.rows, self._translated)
         self.locks = Locks(locks, self._translated)  # cross-agent locks, fencing tokens
         self.queues = Queues(queues, self._translated)  # queued runs, limits, workers
+        # What the workers start on their own, and when (a read-only store: none).
+        port = MemorySchedules() if schedules is None else schedules
+        self.schedules = Schedules(name, port, self.rows, self._translated, self._writable)
 
     def _writable(self) -> None:
         if self.read_only:

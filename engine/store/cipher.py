@@ -43,9 +43,12 @@ class Row(NamedTuple):
         return f"{self.table}|{self.stream.hex}|{self.position}|{self.topic}".encode()
 
     def describe(self) -> str:
-        what = {"events": "the event", "snapshots": "the snapshot", "views": "the view row"}.get(
-            self.table, "blob chunk"
-        )
+        what = {
+            "events": "the event",
+            "snapshots": "the snapshot",
+            "views": "the view row",
+            "schedules": "the schedule input",
+        }.get(self.table, "blob chunk")
         return f"{what} at position {self.position} of stream {self.stream}"
 
 

@@ -27,6 +27,7 @@ from .base import Store
 from .memory_queues import MemoryQueues
 from .memory_views import MemoryViews
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .schedules import MemorySchedules
 
 
 class MemoryAggregateRecorder(AggregateRecorder):
@@ -316,5 +317,6 @@ def open_memory(name: str, **options: Any) -> Store:
         MemoryViews(events),
         locks=MemoryLocks(),
         queues=MemoryQueues(events, leases),
+        schedules=MemorySchedules(),
         **options,
     )

@@ -10,6 +10,7 @@ from eventsourcing.persistence import AggregateRecorder
 
 from .base import Store
 from .ports import TABLES, LeaseStore, LockStore, RunRecorder, ViewStore
+from .schedules import ScheduleStore
 
 
 class _Tables(Protocol):
@@ -26,6 +27,7 @@ def open_tables(
     *,
     locks: LockStore,
     queues: Callable[[Any, Any], Any],
+    schedules: ScheduleStore,
     **options: Any,
 ) -> Store:
     """The SQL backends' one constructor: agentlog's events, snapshots and blobs tables
@@ -39,7 +41,7 @@ def open_tables(
         )
         view_store = views(datastore, recorders[0])
         queue_tables = queues(datastore, leases)
-        for r in (*recorders, leases, view_store, locks, queue_tables):
+        for r in (*recorders, leases, view_store, locks, queue_tables, schedules):
             cast(_Tables, r).create_table()
         close = datastore.close
         return Store(
@@ -49,6 +51,7 @@ def open_tables(
             view_store,
             locks=locks,
             queues=queue_tables.port,
+            schedules=schedules,
             close=close,
             **options,
         )

@@ -27,6 +27,7 @@ from .base import Store
 from .opening import open_tables
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
 from .postgres_queues import PostgresQueues
+from .postgres_schedules import PostgresSchedules
 from .postgres_views import PostgresViews
 
 _RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position"
@@ -363,6 +364,7 @@ def _open_schema(
         PostgresViews,
         locks=PostgresLocks(datastore),
         queues=lambda d, held: PostgresQueues(d, held.take_sql),
+        schedules=PostgresSchedules(datastore),
         **options,
     )
 

@@ -45,6 +45,7 @@ def reseal(store: Store, progress: Callable[[int], None] | None = None) -> int:
                 if progress is not None:
                     progress(done)
         done += _reseal_batch(store, raw, table, batch)
+    done += store.schedules.reseal()
     _drop_clear_blobs(store, raw)
     raw.drop_views()
     _seal(store)

@@ -30,6 +30,7 @@ from .base import Store
 from .opening import open_tables
 from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
 from .sqlite_queues import SQLiteQueues
+from .sqlite_schedules import SQLiteSchedules
 from .sqlite_views import SQLiteViews
 
 RUNS_DDL = (
@@ -265,6 +266,7 @@ def open_sqlite(
             SQLiteViews,
             locks=SQLiteLocks(datastore),
             queues=lambda d, _: SQLiteQueues(d, TAKE_LEASE),
+            schedules=SQLiteSchedules(datastore),
             **options,
         )
     except Exception as e:  # eventsourcing wraps sqlite3 errors in its own types

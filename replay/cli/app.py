@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 STATUSES = tuple(s.value for s in RunStatus)
 # Only these commands create a store; every other one opens an existing store or none.
-CREATES_STORE = frozenset({"run", "demo", "import", "enqueue", "worker"})
+CREATES_STORE = frozenset({"run", "demo", "import", "enqueue", "worker", "schedule"})
 
 app = typer.Typer(
     name="agentlog",

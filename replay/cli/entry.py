@@ -18,7 +18,7 @@ from engine import observe
 from engine.errors import AgentlogError
 
 from ..output import printable, quiet_stdout
-from . import commands, locking, projecting, reading, stats, tree, working
+from . import commands, locking, projecting, reading, scheduling, stats, tree, working
 from .app import app
 from .args import check_argv
 
@@ -30,6 +30,7 @@ __all__ = [
     "projecting",
     "reading",
     "run_cli",
+    "scheduling",
     "stats",
     "tree",
     "working",

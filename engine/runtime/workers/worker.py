@@ -1,12 +1,15 @@
 """A worker: executes the runs of its queues, up to ``concurrency`` at once, and keeps
 every run of the store moving without anyone typing ``recover``.
 
-Each pass it (1) takes over runs whose owner died (lease expired, or its process gone
-on this host), (2) resumes suspended runs that are due (timer passed, message posted,
-child moved), then (3) claims queued runs, highest priority then oldest first, as the
-queues' stored limits allow. Every take goes through the store's claim, so a queue's
-limits hold across all workers and count a taken-over run once. Between passes it
-sleeps until the earliest due time it saw (a timer, another owner's lease expiry), news
+Each pass it enqueues the schedules' due ticks (one run per tick, ``NAME@<tick>``, see
+:mod:`engine.runtime.schedules`), then (1) takes over runs whose owner died (lease
+expired, or its process gone on this host), (2) resumes suspended runs that are due
+(timer passed, message posted, child moved), then (3) claims queued runs, highest
+priority then oldest first, as the queues' stored limits allow. Every take goes through
+the store's claim, so a queue's limits hold across all workers and count a taken-over
+run once. Between passes it
+sleeps until the earliest due time it saw (a timer, another owner's lease expiry, a
+schedule's next tick), news
 of this process or an append to the store (LISTEN/NOTIFY on PostgreSQL), whichever
 comes first.
 
@@ -34,6 +37,7 @@ from ...store import Store
 from ...store.queueing import WorkerRow, check_queue
 from ..host.leases import HOST, Leases
 from ..host.lockkeeper import Keeper
+from ..schedules.firing import Enqueuing, Ticker
 from ..waits import wakeups
 from . import handles
 
@@ -47,8 +51,8 @@ IDLE = 1.0  # the longest sleep between two passes
 LOOK_AGAIN = 30.0  # seconds before a run this worker could not execute is looked at again
 
 
-class WorkHost(Protocol):
-    """What a worker needs of its engine."""
+class WorkHost(Enqueuing, Protocol):
+    """What a worker needs of its engine (and its schedules' ticker: enqueue)."""
 
     @property
     def store(self) -> Store: ...
@@ -105,6 +109,7 @@ class Worker:
         self._cannot: dict[str, float] = {}
         self._can: set[str] = set()  # runs it can (their agent imported once)
         self._started_at = host.config.wall()
+        self._ticker = Ticker(host, host.config.wall)  # the schedules' due ticks
         self.passes = 0
 
     # --- running --------------------------------------------------------------------
@@ -150,12 +155,16 @@ class Worker:
             return self.concurrency - len(self._busy)
 
     def _pass(self) -> float:
-        """One pass: take over, wake, claim; the earliest due time seen (epoch seconds)."""
+        """One pass: enqueue the schedules' due ticks, take over, wake, claim; the
+        earliest due time seen (epoch seconds), a schedule's next tick included."""
         self.passes += 1
         host = self._host
         now = host.config.wall()
         due = now + IDLE
         try:
+            wait = self._ticker.fire()  # first: a tick's run is claimed in this pass
+            if wait is not None:
+                due = min(due, host.config.wall() + wait)
             for run_id, holder, when in self._candidates(now):
                 due = min(due, when)
                 if math.isfinite(when) and when > now:
