@@ -29,13 +29,14 @@ class KeyGate:
 
     def __init__(self) -> None:
         self._passed: tuple[Store, str] | None = None  # the store and the key that passed
+        self._mine: tuple[bytes, str] = (b"", "")  # the last key and its fingerprint
         self._lock = threading.Lock()
 
     def check(self, store: Store, *, record: bool = True) -> None:
         """Refuse (``ReplayKeyDiffers``) to execute on ``store`` under a replay key that is
         not the store's; record this key as the store's when it records none yet (unless
         not ``record``: a look before deciding whether anything is to be executed)."""
-        mine = key_check(replay_key())
+        mine = self._fingerprint()
         passed = self._passed
         if passed is not None and passed[0] is store and passed[1] == mine:
             return
@@ -50,6 +51,15 @@ class KeyGate:
             if not hmac.compare_digest(recorded, mine):
                 raise ReplayKeyDiffers(refusal(store.name, runs=False))
             self._passed = (store, mine)
+
+    def _fingerprint(self) -> str:
+        """This engine's key fingerprint, computed again only when the key changed."""
+        key = replay_key()
+        known, check = self._mine
+        if key != known:
+            check = key_check(key)
+            self._mine = (key, check)
+        return check
 
 
 def _foreign_runs(store: Store, mine: str) -> bool:
