@@ -15,16 +15,17 @@ from typing import Any
 import pytest
 from agents.kit import ROOT
 from conftest import all_backends, backends
+from eventsourcing.persistence import StoredEvent
 from test_cli_kit import clean_env, make_workdir, one_line_error, sqlite_url
 
 from engine import Engine
 from engine import events as ev
-from engine.errors import ReplayKeyDiffers
+from engine.errors import CorruptData, ReplayKeyDiffers
 from engine.log.history import RunWriter
 from engine.log.state import RunState
 from engine.secrets import key_check
 from engine.store import Store, open_store
-from engine.store.keyprint import record_key, recorded_key
+from engine.store.keyprint import KEY_STREAM, record_key, recorded_key
 
 KEY_A = "machine-a-key-7f3e91"
 KEY_B = "machine-b-key-2c44d0"
@@ -183,9 +184,9 @@ def test_an_old_store_of_legacy_runs_only_takes_the_first_engines_key(
 
 
 @all_backends
-def test_the_record_is_written_once_and_a_damaged_one_is_refused(store: Store) -> None:
-    """``record_key`` keeps the first fingerprint (a second is not written over it); a
-    record that is not a fingerprint is never trusted."""
+def test_the_record_is_written_once(store: Store) -> None:
+    """``record_key`` keeps the first fingerprint (a second is not written over it), and
+    records fingerprints only."""
     first, second = key_check(KEY_A.encode()), key_check(KEY_B.encode())
     assert record_key(store, first) == first
     assert record_key(store, second) == first
@@ -193,28 +194,42 @@ def test_the_record_is_written_once_and_a_damaged_one_is_refused(store: Store) -
         record_key(store, KEY_A)  # a key is never recorded, only a fingerprint
 
 
+@all_backends
+def test_a_damaged_record_is_refused_not_trusted(store: Store) -> None:
+    """A record row that is not a fingerprint (a key written in clear, bytes) is refused
+    with CorruptData, and nothing executes on the store."""
+    row = StoredEvent(KEY_STREAM, 1, "replay-key", KEY_A.encode())
+    store._blobs.insert_events([row])
+    with pytest.raises(CorruptData, match="replay key record is damaged") as e:
+        recorded_key(store)
+    assert KEY_A not in str(e.value)
+    eng = Engine(store=store)
+    with pytest.raises(CorruptData):
+        eng.run(_hello(eng))
+    assert store.runs() == []
+
+
 RACER = """
 import sys
 from pathlib import Path
 
 from engine import Engine
-from engine.errors import ReplayKeyDiffers
+from engine.errors import CorruptData, ReplayKeyDiffers
 from engine.polling import poll_until
 from engine.runtime.host import keygate
 
 url, me, n, meet = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
-looked = keygate.recorded_key
+record = keygate.record_key
 
 
-def met(store):
-    # every racer has seen the store without a record before any of them records one
-    found = looked(store)
+def met(store, check):
+    # every racer found the store without a record (nor runs) before any records one
     (meet / me).touch()
     assert poll_until(lambda: len(list(meet.iterdir())) >= n, 60)
-    return found
+    return record(store, check)
 
 
-keygate.recorded_key = met
+keygate.record_key = met
 eng = Engine.open(url)
 
 
