@@ -163,6 +163,20 @@ def test_an_old_store_takes_the_key_of_its_runs_and_refuses_another(
     a.close()
 
 
+@all_backends
+def test_an_old_run_with_a_key_check_that_is_no_fingerprint_is_another_key(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's key check is stored text (an import may hold anything): one that is not
+    even ASCII counts as another key, refused as such (never a TypeError)."""
+    _old_run(store, "odd", "ключ-" * 4)
+    monkeypatch.setenv("AGENTLOG_SECRET_KEY", KEY_A)
+    eng = Engine(store=store)
+    with pytest.raises(ReplayKeyDiffers):
+        eng.run(_hello(eng))
+    assert recorded_key(store) is None
+
+
 @backends("sqlite", "postgres")
 def test_an_old_store_of_legacy_runs_only_takes_the_first_engines_key(
     store_url: str, monkeypatch: pytest.MonkeyPatch

@@ -70,7 +70,7 @@ def _foreign_runs(store: Store, mine: str) -> bool:
         first = store.read(run_stream(row.run_id), upto=1)
         head = first[0].event if first else None
         check = head.key_check if isinstance(head, ev.AgentStarted) else None
-        if check is not None and not hmac.compare_digest(check, mine):
+        if check is not None and check != mine:  # any text (an import's): no fingerprint
             return True
     return False
 
