@@ -32,6 +32,11 @@ class RunBusy(UsageError):
     """The run is executing under another owner that is still alive."""
 
 
+class ReplayKeyDiffers(UsageError):
+    """This engine's replay key (``AGENTLOG_SECRET_KEY``, else its key file) is not the
+    one the store records for its runs: it may read the store, never execute on it."""
+
+
 class CorruptData(AgentlogError):
     """Stored or imported data failed an integrity check; nothing was changed."""
 
@@ -180,6 +185,7 @@ __all__ = [
     "Paused",
     "PayloadTooLarge",
     "Permanent",
+    "ReplayKeyDiffers",
     "RunBusy",
     "RunFailed",
     "RunInterrupt",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import sqlite3
+import tempfile
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -42,17 +44,26 @@ def drop_schema(schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _config_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The replay key file goes to a session directory, never the real home; subprocesses
-    inherit it (a test that wants its own sets XDG_CONFIG_HOME itself)."""
-    before = os.environ.get("XDG_CONFIG_HOME")
-    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))
-    yield
-    if before is None:
-        os.environ.pop("XDG_CONFIG_HOME", None)
-    else:
-        os.environ["XDG_CONFIG_HOME"] = before
+_SAVED_ENV: list[dict[str, str | None]] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The replay key file goes to a directory of this session, never the real home, and
+    a developer's ``AGENTLOG_SECRET_KEY`` is not used: set before collection, since some
+    test modules run agents as they are imported; subprocesses inherit it (a test that
+    wants its own key sets XDG_CONFIG_HOME or AGENTLOG_SECRET_KEY itself)."""
+    _SAVED_ENV.append({k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "AGENTLOG_SECRET_KEY")})
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="agentlog-config-")
+    os.environ.pop("AGENTLOG_SECRET_KEY", None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ.get("XDG_CONFIG_HOME", ""), ignore_errors=True)
+    for name, value in _SAVED_ENV.pop().items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture

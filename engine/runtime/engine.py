@@ -17,7 +17,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
 from .. import observe
-from ..errors import AgentlogError, RunBusy, UsageError
+from ..errors import AgentlogError, ReplayKeyDiffers, RunBusy, UsageError
 from ..kinds import LIVE, SUSPENDED, Effects, RunStatus
 from ..log.history import (
     RunWriter,
@@ -40,6 +40,7 @@ from .defs.definitions import AgentDef, normalize
 from .defs.registry import Registry
 from .host.config import EngineConfig
 from .host.guards import Guards
+from .host.keygate import KeyGate
 from .host.leases import Leases, new_owner
 from .host.lockkeeper import Keeper, LockKeeper
 from .host.signals import Signals
@@ -91,7 +92,14 @@ class Engine(Catalog, Declaring, Working, Scheduling):
         self.owner = new_owner()
         self.guards = Guards.of(config)
         self.keeper = Keeper()  # the one thread renewing its leases and locks
-        self.leases = Leases(self.owner, self.keeper, ttl=config.lease_ttl, wall=config.wall)
+        self.key_gate = KeyGate()  # its replay key is the store's (checked once per store)
+        self.leases = Leases(
+            self.owner,
+            self.keeper,
+            ttl=config.lease_ttl,
+            wall=config.wall,
+            gate=self.key_gate.check,
+        )
         self.registry = Registry()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -249,7 +257,9 @@ class Engine(Catalog, Declaring, Working, Scheduling):
         imports, an unexpected error) does not stop the others: its result keeps the run's
         status, says why in ``error`` and sets ``not_resumed`` ("refused" or "unexpected").
         An imported run nobody adopted is skipped: it has no owner, and it is not code.
+        An engine whose replay key is not the store's raises ``ReplayKeyDiffers`` instead.
         """
+        self.key_gate.check(self.store, record=False)  # refused even with nothing due
         results: list[RunResult] = []
         for row in self.store.runs(RunStatus.RUNNING):
             if self.leases.dead_holder(self.store, row.run_id) is not None:
@@ -267,6 +277,8 @@ class Engine(Catalog, Declaring, Working, Scheduling):
             result = how(run_id)
         except RunBusy:
             return  # a live owner (another recoverer) took it first
+        except ReplayKeyDiffers:
+            raise  # this engine executes nothing on this store: no run is worth trying
         except Exception as e:
             why = "refused" if isinstance(e, AgentlogError) else "unexpected"
             message = f"not resumed: {describe(e)}"

@@ -114,12 +114,14 @@ def _drop_clear_blobs(store: Store, raw: RawRows) -> None:
     """Delete the blob chunks that do not open with the key (checked first to be the key
     of the store's encrypted rows): once every event and snapshot row is encrypted,
     nothing refers to them (their content was stored anew). A chunk's bytes are arbitrary,
-    so only opening it tells a sealed one from one in clear."""
+    so only opening it tells a sealed one from one in clear. The seal and the replay key
+    record (kept in clear) are no chunks."""
+    from .keyprint import KEY_STREAM
     from .seal import SEAL_STREAM
 
     gone = []
     for r in rows_of(raw, "blobs"):
-        if r.stream == SEAL_STREAM:
+        if r.stream in (SEAL_STREAM, KEY_STREAM):
             continue
         try:
             store.rows.unseal(store.name, Row("blobs", r.stream, r.position, r.topic), r.state)

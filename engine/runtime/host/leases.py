@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ... import observe
 from ...errors import RunBusy, RunInterrupt, StoreError
-from ...store import LeaseStore
+from ...store import LeaseStore, Store
 from .lockkeeper import Keeper
 
 LEASE_TTL = 30.0
@@ -107,7 +107,9 @@ class _Hold:
 
 class Leases:
     """The leases one engine holds, re-entrant per run (in the holding thread), each
-    renewed by ``keeper`` every third of ``ttl``."""
+    renewed by ``keeper`` every third of ``ttl``. ``gate`` is asked before each first
+    hold of a run (an engine's :class:`~.keygate.KeyGate` check: every execution and
+    every change of a run holds its lease first), and may refuse it."""
 
     def __init__(
         self,
@@ -115,8 +117,10 @@ class Leases:
         keeper: Keeper,
         ttl: float = LEASE_TTL,
         wall: Callable[[], float] = time.time,
+        gate: Callable[[Store], None] | None = None,
     ) -> None:
         self.owner = owner
+        self._gate = gate
         self.ttl = ttl
         self.wall = wall  # epoch seconds: a lease's expiry is compared across hosts
         self._keeper = keeper
@@ -163,7 +167,7 @@ class Leases:
         return None
 
     @contextmanager
-    def hold(self, store: LeaseStore, run_id: str) -> Iterator[None]:
+    def hold(self, store: Store, run_id: str) -> Iterator[None]:
         """Hold the run's lease for the duration; refuse if a live owner holds it (another
         process, or another thread of this engine)."""
         me = threading.get_ident()
@@ -177,6 +181,8 @@ class Leases:
                 self._held[run_id] = _Hold(me)
         if held is None:
             try:
+                if self._gate is not None:
+                    self._gate(store)
                 self._take(store, run_id)
             except BaseException:
                 with self._lock:

@@ -13,6 +13,7 @@ from typing import Protocol
 from ...store import Store
 from .config import EngineConfig
 from .guards import Guards
+from .keygate import KeyGate
 from .leases import Leases
 from .lockkeeper import LockKeeper
 from .signals import Signals
@@ -33,6 +34,11 @@ class Host(Protocol):
 
     @property
     def owner(self) -> str: ...
+
+    @property
+    def key_gate(self) -> KeyGate:
+        """The check that the host's replay key is the store's (once per store)."""
+        ...
 
     def executor(self) -> Executor:
         """The thread pool the host's async durable calls run in."""

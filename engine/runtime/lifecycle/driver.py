@@ -74,6 +74,8 @@ class Driver:
         were hashed under the key that ``check`` names (a different key here is refused
         before anything replays)."""
         rid = writer.state.run_id
+        # Before anything replays: the store's key (recorded unless verifying: no write).
+        self.host.key_gate.check(writer.store, record=not verify)
         key = run_key(check, rid)
         ctx = AgentRun(
             self.host, writer, journal, agent, hash_key=key, resumed=resumed, verify=verify

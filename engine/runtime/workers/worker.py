@@ -35,6 +35,7 @@ from ...log.history import rebuild
 from ...policy.failure import describe
 from ...store import Store
 from ...store.queueing import WorkerRow, check_queue
+from ..host.keygate import KeyGate
 from ..host.leases import HOST, Leases
 from ..host.lockkeeper import Keeper
 from ..schedules.firing import Enqueuing, Ticker
@@ -64,6 +65,8 @@ class WorkHost(Enqueuing, Protocol):
     def leases(self) -> Leases: ...
     @property
     def keeper(self) -> Keeper: ...
+    @property
+    def key_gate(self) -> KeyGate: ...
 
     def work(self, run_id: str) -> RunResult | None:
         """Execute the run whose lease this engine just took (start, resume or wake)."""
@@ -117,6 +120,7 @@ class Worker:
     def run(self) -> bool:
         """Serve until ``stop()``; True if every run it held stopped within the grace."""
         host = self._host
+        host.key_gate.check(host.store, record=False)  # another key: refused before serving
         self._beat()
         host.keeper.every(("worker", self.id), host.leases.ttl / 3, self._beat)
         log = observe.get(worker=self.id)
