@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..defs.definitions import AgentDef
     from ..defs.registry import Registry
     from ..host.config import EngineConfig
+    from ..host.keygate import KeyGate
     from ..host.leases import Leases
     from ..host.lockkeeper import Keeper
     from ..host.signals import Signals
@@ -42,6 +43,7 @@ class Working:
         registry: Registry
         leases: Leases
         keeper: Keeper
+        key_gate: KeyGate
 
         @property
         def signals(self) -> Signals: ...
