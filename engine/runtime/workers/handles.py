@@ -62,12 +62,12 @@ def enqueue(
     one commit, after its place in line); an existing ``run_id`` is returned as it is."""
     rid = uuid.uuid4().hex if run_id is None else check_run_id(run_id)
     row = QueueRow(rid, check_queue(queue), check_priority(priority), check_partition(partition))
-    data = normalize(input, "the run's input")
-    agent.check_input(data)
     store = host.store
-    refuse_secret_input(data, encrypted=store.encrypted)
     if run_id is not None and store.last_position(run_stream(rid)) > 0:
         return RunHandle(host, rid)  # enqueued (or run) before: that run, nothing new
+    data = normalize(input, "the run's input")
+    agent.check_input(data)
+    refuse_secret_input(data, encrypted=store.encrypted)
     now = host.config.wall()
     # The row first: a claim joins it to the run's status, so a crash between the two
     # leaves a row no claim sees (the same enqueue again writes the run).
