@@ -4,11 +4,13 @@ atomically and writing nothing, once the run's lease is at a newer epoch."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import psycopg
 import pytest
 from agents.kit import open_at_once
-from conftest import all_backends, backends, raw_sql
+from conftest import all_backends, backends, raw_sql, schema_of
 
 from engine import events as ev
 from engine.errors import LeaseTaken
@@ -68,6 +70,51 @@ def test_a_stale_fence_is_refused_and_nothing_of_its_commit_is_written(store: St
         store.append(
             [Append(run_stream(rid), 3, ev.Checkpoint(at=T0, call=1, name="x"))], fence=writer.fence
         )
+
+
+_WAITING = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+    " AND wait_event_type = 'Lock' AND query LIKE %s"
+)
+
+
+@pytest.mark.postgres
+def test_a_fenced_append_waits_for_a_takeover_in_flight_and_is_refused(pg_url: str) -> None:
+    """Another owner's takeover has updated the lease row but not committed when the old
+    owner appends: the append waits for it (the row locked FOR SHARE in the append) and
+    is refused once it commits; it never commits on the epoch it read before. The test
+    waits until the append has either committed or queued on the row, never on a clock."""
+    store = open_store(pg_url)
+    schema, base = schema_of(pg_url), pg_url.split("?")[0]
+    rid = "raced"
+    _, old = store.take_lease_fenced(rid, "a", T0 + 30, T0)
+    outcome: dict[str, str] = {}
+
+    def stale() -> None:
+        try:
+            store.append([Append(run_stream(rid), 1, _started(rid))], fence=Fence(rid, old))
+            outcome["append"] = "written"
+        except LeaseTaken:
+            outcome["append"] = "refused"
+
+    writer = threading.Thread(target=stale)
+    try:
+        with psycopg.connect(base) as taker, psycopg.connect(base, autocommit=True) as watch:
+            taker.execute(
+                f'UPDATE "{schema}".agentlog_leases SET owner = %s, epoch = epoch + 1 '
+                "WHERE run_id = %s",
+                ("b", rid),
+            )
+            writer.start()
+            queued = (f'%"{schema}".agentlog_append%',)
+            while writer.is_alive() and not watch.execute(_WAITING, queued).fetchone()[0]:
+                writer.join(0.01)
+            taker.commit()
+        writer.join()
+        assert outcome == {"append": "refused"}
+        assert store.last_position(run_stream(rid)) == 0
+    finally:
+        store.close()
 
 
 @all_backends

@@ -24,6 +24,7 @@ from conftest import all_backends, backends
 
 from engine import Engine, EngineConfig
 from engine.polling import poll_until
+from engine.runtime.host.leases import LeaseLost
 
 REFUSED = "its lease was taken by another owner"  # the store's refusal, as the run reports it
 
@@ -66,8 +67,56 @@ def test_the_store_refuses_a_stale_owner_its_heartbeat_has_not_warned(store_url:
         t.join(30)
     r = result["r"]
     assert r.status == "running" and REFUSED in str(r.error), r.error
+    assert "was taken over; this owner stops" in str(r.error)  # LeaseLost, not a store error
     assert ran == [] and len(engine.events("fenced")) == before
     assert engine.store.lease("fenced")[0] == "elsewhere:1:x"  # type: ignore[index]
+    engine.close()
+
+
+def _lost(engine: Engine, run_id: str) -> bool:
+    try:
+        engine.leases.check(run_id)
+    except LeaseLost:
+        return True
+    return False
+
+
+def test_a_heartbeat_that_renews_a_lease_back_from_other_hands_reports_it_lost(
+    tmp_path: Path,
+) -> None:
+    """Another owner took the lease and dropped it again while this engine's tool ran:
+    the next beat takes it back at a newer epoch, and that is a loss (the run stops at
+    its next durable call, before the store is even asked)."""
+    engine = Engine(f"sqlite:///{tmp_path}/fence.db", config=EngineConfig(lease_ttl=0.3))
+    entered, release = threading.Event(), threading.Event()
+
+    @engine.tool(name="fence_beat_slow")
+    def slow() -> str:
+        entered.set()
+        release.wait(30)
+        return "done"
+
+    @engine.agent(name="tests:fence_beat_agent")
+    def agent(run: Any) -> str:
+        return slow()
+
+    result: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: result.update(r=engine.run(agent, run_id="back")))
+    t.start()
+    try:
+        assert entered.wait(30)
+        now = time.time()
+        engine.store.take_lease("back", "elsewhere:1:x", now + 60, now, dead=engine.owner)
+        engine.store.drop_lease("back", "elsewhere:1:x")
+        assert poll_until(lambda: (engine.store.lease("back") or ("",))[0] == engine.owner, 30)
+        assert poll_until(lambda: _lost(engine, "back"), 30)
+    finally:
+        release.set()
+        t.join(30)
+    r = result["r"]
+    # (A beat between the take and the drop names that owner: a loss all the same.)
+    assert r.status == "running" and "taken over by" in str(r.error), r.error
+    assert REFUSED not in str(r.error)  # the heartbeat stopped it, not the store
     engine.close()
 
 
