@@ -36,7 +36,7 @@ from ..events import Event
 from .cipher import SEALED, ClearRows, Row
 from .codec import decode_event, encode_event
 from .locking import Locks
-from .ports import Fence, Fenced, LeaseStore, LockStore, RunIndex, RunRecorder, RunRow, ViewStore
+from .ports import Fence, LeaseStore, LockStore, RunIndex, RunRecorder, RunRow, ViewStore
 from .views import Views
 
 BLOB_THRESHOLD = 256 * 1024
@@ -147,7 +147,7 @@ class Store(RunIndex, LeaseStore):
     def _translated(self) -> Iterator[None]:
         try:
             yield
-        except Fenced as e:
+        except LeaseTaken as e:  # a fenced append refused: named with the store
             raise LeaseTaken(f"{self.name}: {e}") from None
         except IntegrityError as e:
             raise ConcurrencyError(

@@ -25,7 +25,7 @@ from eventsourcing.persistence import (
 
 from .base import Store
 from .memory_views import MemoryViews
-from .ports import Fence, Fenced, LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .ports import Fence, LeaseStore, LockRow, LockStore, RunRecorder, RunRow, lease_taken
 
 
 class MemoryAggregateRecorder(AggregateRecorder):
@@ -114,7 +114,7 @@ class MemoryEventRecorder(MemoryAggregateRecorder, RunRecorder):
                 with self._leases.lock:  # held to the insert: no lease moves in between
                     newer = self._leases.epoch(fence.run_id)
                     if newer > fence.epoch:
-                        raise Fenced(fence, newer)
+                        raise lease_taken(fence, newer)
                     ids = self._insert(stored_events)
             else:
                 ids = self._insert(stored_events)

@@ -19,6 +19,8 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
+from ..errors import LeaseTaken
+
 TABLES = ("agentlog_events", "agentlog_snapshots", "agentlog_blobs")
 
 
@@ -155,18 +157,14 @@ class LockStore(ABC):
         """The locks held and not expired at ``now``, by name."""
 
 
-class Fenced(Exception):
-    """A backend refused a fenced append: the run's lease is at a newer epoch (the
-    :class:`~engine.store.base.Store` facade raises ``LeaseTaken``)."""
-
-    def __init__(self, fence: Fence, epoch: int | None = None) -> None:
-        newer = f"epoch {epoch}" if epoch is not None else "a newer epoch"
-        super().__init__(
-            f"run {fence.run_id}: its lease was taken by another owner ({newer}, this "
-            f"writer holds epoch {fence.epoch}); nothing was written"
-        )
-        self.fence = fence
-        self.epoch = epoch
+def lease_taken(fence: Fence, epoch: int | None = None) -> LeaseTaken:
+    """The error a backend raises when it refuses a fenced append: the run's lease is at
+    ``epoch``, newer than the fence's (the Store facade adds the store's name)."""
+    newer = f"epoch {epoch}" if epoch is not None else "a newer epoch"
+    return LeaseTaken(
+        f"run {fence.run_id}: its lease was taken by another owner ({newer}, this "
+        f"writer holds epoch {fence.epoch}); nothing was written"
+    )
 
 
 class RunRecorder(ApplicationRecorder, RunIndex):
@@ -184,7 +182,7 @@ class RunRecorder(ApplicationRecorder, RunIndex):
     ) -> Sequence[int] | None:
         """Insert the events and upsert ``runs`` atomically; the events' notification ids.
         An event whose position is taken raises eventsourcing's ``IntegrityError``; with
-        ``fence``, a run lease of a newer epoch raises :class:`Fenced` and writes nothing."""
+        ``fence``, a run lease of a newer epoch raises ``LeaseTaken`` and writes nothing."""
 
     @abstractmethod
     def stream_length(self, stream: UUID) -> int:

@@ -25,7 +25,7 @@ from psycopg.sql import SQL, Identifier
 from ..errors import StoreUnavailable
 from .base import Store
 from .opening import open_tables
-from .ports import Fence, Fenced, LeaseStore, RunRecorder, RunRow
+from .ports import Fence, LeaseStore, RunRecorder, RunRow, lease_taken
 from .postgres_locks import PostgresLocks
 from .postgres_views import PostgresViews
 
@@ -146,7 +146,7 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
                 if fence is None or e.sqlstate != FENCED:
                     raise
                 detail = e.diag.message_detail or ""
-                raise Fenced(fence, int(detail) if detail.isdigit() else None) from None
+                raise lease_taken(fence, int(detail) if detail.isdigit() else None) from None
             return [row["agentlog_append"] for row in curs.fetchall()]
 
     def stream_length(self, stream: UUID) -> int:

@@ -28,7 +28,7 @@ from eventsourcing.sqlite import (
 from ..errors import StoreUnavailable
 from .base import Store
 from .opening import open_tables
-from .ports import Fence, Fenced, LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .ports import Fence, LeaseStore, LockRow, LockStore, RunRecorder, RunRow, lease_taken
 from .sqlite_views import SQLiteViews
 
 RUNS_DDL = (
@@ -228,14 +228,14 @@ class SQLiteLeases(SQLiteRecorder, LeaseStore):
 
 
 def _check_fence(c: Any, fence: Fence | None) -> None:
-    """Raise ``Fenced`` if the run of ``fence`` is leased at a newer epoch. Called after the
+    """Raise ``LeaseTaken`` if the run of ``fence`` is leased at a newer epoch. Called after the
     transaction's first write: SQLite's write lock is held by then, so no lease changes
     hands before the commit."""
     if fence is not None:
         c.execute(NEWER_EPOCH, (fence.run_id, fence.epoch))
         newer = c.fetchone()
         if newer is not None:
-            raise Fenced(fence, int(newer[0]))
+            raise lease_taken(fence, int(newer[0]))
 
 
 def _has_epoch(c: Any) -> bool:
