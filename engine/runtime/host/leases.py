@@ -5,6 +5,11 @@ thread (``runtime.lockkeeper``).
 A lease that expired, or whose owner provably shares our PID namespace (same host, boot
 and namespace) and whose process is gone, is dead and may be taken over; resuming a run
 whose owner is alive is refused.
+
+Each lease has an epoch that grows when it passes to another owner. The epoch taken is
+the fence every writer of the run carries (:meth:`Leases.fence`), so an owner presumed
+dead that comes back (a long pause past its lease) has its next append refused by the
+store, whether or not its heartbeat noticed the takeover first.
 """
 
 from __future__ import annotations
