@@ -72,6 +72,13 @@ class ConcurrencyError(StoreError):
     """An append conflicted with one that committed first; nothing was written."""
 
 
+class LeaseTaken(StoreError):
+    """An append of a run was refused because another owner took the run's lease since
+    this writer's owner did (the lease's epoch is newer than the writer's fence): this
+    owner was presumed dead. Nothing was written; the run's executor stops at once
+    (``LeaseLost``) and the new owner continues from the log."""
+
+
 # --- replay ----------------------------------------------------------------------------
 
 
@@ -179,6 +186,7 @@ __all__ = [
     "ConcurrencyError",
     "CorruptData",
     "Indeterminate",
+    "LeaseTaken",
     "Logical",
     "NonDeterminismError",
     "OutcomeNotRecorded",

@@ -24,7 +24,7 @@ from .. import failpoints, observe
 from ..errors import CorruptData, PayloadTooLarge, StoreError, UsageError
 from ..events import Positioned
 from ..kinds import FINAL
-from ..store import Append, Recorded, Store, stream_id
+from ..store import Append, Fence, Recorded, Store, stream_id
 from ..store.base import RunRow
 from .runcheck import RunCheck
 from .savetimes import FLUSH_AT, LAST_WRITE, SaveTimes, ms_since
@@ -274,13 +274,24 @@ class RunWriter:
     """Appends one run's events; each ``append`` is one commit of the log. After the
     commit it snapshots every ``snapshot_every`` events, and at a checkpoint unless the
     newest snapshot is fewer than ``CHECKPOINT_GAP`` events back. A measured append (the
-    run context's) times its checkpoints and snapshots (engine.log.savetimes)."""
+    run context's) times its checkpoints and snapshots (engine.log.savetimes).
+
+    ``fence``: the epoch of the run's lease its owner took (``Leases.fence``); every
+    commit carries it, and the store refuses one (``LeaseTaken``, nothing written) once
+    another owner took the run over. None (a writer whose engine holds no lease of the
+    run: an import, a check replaying a log) checks nothing."""
 
     def __init__(
-        self, store: Store, state: RunState, *, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
+        self,
+        store: Store,
+        state: RunState,
+        *,
+        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+        fence: Fence | None = None,
     ) -> None:
         self.store = store
         self.state = state
+        self.fence = fence
         self.stream = run_stream(state.run_id)
         self.snapshot_every = max(1, snapshot_every)
         # The newest snapshot this writer knows of. A state loaded elsewhere may have none
@@ -317,7 +328,7 @@ class RunWriter:
         # position and last activity, not just its last change of status.
         runs = (self.index_row(state), *rows) if events else tuple(rows)
         began = time.perf_counter() if marks else 0.0
-        self.store.append(items, runs=runs)
+        self.store.append(items, runs=runs, fence=self.fence)
         commit_ms = ms_since(began) if marks else 0.0
         before = self.state.position
         self.state = state

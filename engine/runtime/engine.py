@@ -178,7 +178,12 @@ class Engine(Catalog, Declaring, Working, Scheduling):
         with self.leases.hold(self.store, rid):
             if run_id is not None and self.store.last_position(run_stream(rid)) > 0:
                 return self.resume(rid)
-            writer = RunWriter(self.store, RunState(run_id=rid), snapshot_every=a.snapshot_every)
+            writer = RunWriter(
+                self.store,
+                RunState(run_id=rid),
+                snapshot_every=a.snapshot_every,
+                fence=self.leases.fence(rid),
+            )
             started = agent_started(a, data, run_id=rid)
             writer.append(started)
             result = self._driver.drive(a, writer, Journal(), data, check=started.key_check)

@@ -27,6 +27,7 @@ from ..errors import (
     CipherError,
     ConcurrencyError,
     CorruptData,
+    LeaseTaken,
     PayloadTooLarge,
     StoreError,
     UsageError,
@@ -35,7 +36,7 @@ from ..events import Event
 from .cipher import SEALED, ClearRows, Row
 from .codec import decode_event, encode_event
 from .locking import Locks
-from .ports import LeaseStore, LockStore, RunIndex, RunRecorder, RunRow, ViewStore
+from .ports import Fence, LeaseStore, LockStore, RunIndex, RunRecorder, RunRow, ViewStore
 from .queueing import Queues, QueueStore
 from .schedules import MemorySchedules, Schedules, ScheduleStore
 from .views import Views
@@ -154,6 +155,8 @@ class Store(RunIndex, LeaseStore):
     def _translated(self) -> Iterator[None]:
         try:
             yield
+        except LeaseTaken as e:  # a fenced append refused: named with the store
+            raise LeaseTaken(f"{self.name}: {e}") from None
         except IntegrityError as e:
             raise ConcurrencyError(
                 f"{self.name}: a conflicting append committed first; nothing was written"
@@ -165,11 +168,14 @@ class Store(RunIndex, LeaseStore):
 
     # --- events --------------------------------------------------------------------
 
-    def append(self, items: Sequence[Append], runs: Sequence[RunRow] = ()) -> list[int]:
+    def append(
+        self, items: Sequence[Append], runs: Sequence[RunRow] = (), fence: Fence | None = None
+    ) -> list[int]:
         """Append events of one or more streams (and run-index rows) in one transaction.
 
-        Returns their global positions. Raises :class:`ConcurrencyError` and writes
-        nothing when any position is already taken.
+        Returns their global positions. Nothing is written on :class:`ConcurrencyError`
+        (a position is taken) nor on :class:`LeaseTaken` (``fence``'s run lease has a
+        newer epoch: another owner took the run); without a fence, nothing is checked.
         """
         self._writable()
         encoded = [(a, *encode_event(a.event)) for a in items]
@@ -185,7 +191,7 @@ class Store(RunIndex, LeaseStore):
                 data = self.rows.seal(Row("events", a.stream, a.position, row_topic), data)
             stored.append(StoredEvent(a.stream, a.position, row_topic, data))
         with self._translated():
-            ids = self._events.insert_events(stored, runs=runs)
+            ids = self._events.insert_events(stored, runs=runs, fence=fence)
         return list(ids or [])
 
     def read(self, stream: uuid.UUID, *, after: int = 0, upto: int | None = None) -> list[Recorded]:
@@ -275,11 +281,14 @@ class Store(RunIndex, LeaseStore):
 
     # --- owner leases (operational state beside the log, not history) --------------
 
-    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
+    def take_lease_fenced(
+        self, run_id: str, owner: str, until: float, now: float, dead: str = ""
+    ) -> tuple[str, int]:
         """Take or renew the lease of ``run_id`` for ``owner`` unless someone else holds an
-        unexpired one (``dead`` names a holder known to be gone). Returns the holder."""
+        unexpired one (``dead`` names a holder known to be gone). Returns the holder and
+        the lease's epoch, which the holder's writers carry as their :class:`Fence`."""
         with self._translated():
-            return self._leases.take_lease(run_id, owner, until, now, dead)
+            return self._leases.take_lease_fenced(run_id, owner, until, now, dead)
 
     def drop_lease(self, run_id: str, owner: str) -> None:
         with self._translated():

@@ -26,7 +26,7 @@ from eventsourcing.persistence import (
 from .base import Store
 from .memory_queues import MemoryQueues
 from .memory_views import MemoryViews
-from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .ports import Fence, LeaseStore, LockRow, LockStore, RunRecorder, RunRow, lease_taken
 from .schedules import MemorySchedules
 
 
@@ -98,15 +98,28 @@ class MemoryEventRecorder(MemoryAggregateRecorder, RunRecorder):
     """The memory events recorder: a global order, and the run index updated under the
     same lock as the events it describes."""
 
-    def __init__(self) -> None:
+    def __init__(self, leases: MemoryLeases | None = None) -> None:
         super().__init__()
         self._runs: dict[str, RunRow] = {}
+        self._leases = leases  # the store's leases, which a fenced append checks
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], *, runs: Sequence[RunRow] = (), **kwargs: Any
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        runs: Sequence[RunRow] = (),
+        fence: Fence | None = None,
+        **kwargs: Any,
     ) -> Sequence[int] | None:
         with self.changed:
-            ids = self._insert(stored_events)
+            if fence is not None and self._leases is not None:
+                with self._leases.lock:  # held to the insert: no lease moves in between
+                    newer = self._leases.epoch(fence.run_id)
+                    if newer > fence.epoch:
+                        raise lease_taken(fence, newer)
+                    ids = self._insert(stored_events)
+            else:
+                ids = self._insert(stored_events)
             for row in runs:
                 self._runs.pop(row.run_id, None)
                 self._runs[row.run_id] = row
@@ -222,32 +235,44 @@ class MemorySubscription(Subscription[ApplicationRecorder]):
 
 
 class MemoryLeases(LeaseStore):
-    """Owner leases in a dict under a lock."""
+    """Owner leases in a dict under a lock: run -> (owner, expires_at, epoch); a dropped
+    lease keeps its epoch with no owner ('')."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.held: dict[str, tuple[str, float]] = {}
+        self.held: dict[str, tuple[str, float, int]] = {}
 
-    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
+    def take_lease_fenced(
+        self, run_id: str, owner: str, until: float, now: float, dead: str = ""
+    ) -> tuple[str, int]:
         with self.lock:
             held = self.held.get(run_id)
-            if held is None or held[1] < now or held[0] in (owner, dead):
-                self.held[run_id] = (owner, until)
-            return self.held[run_id][0]
+            if held is None:
+                self.held[run_id] = (owner, until, 1)
+            elif held[1] < now or held[0] in (owner, dead):
+                self.held[run_id] = (owner, until, held[2] + (held[0] != owner))
+            holder, _, epoch = self.held[run_id]
+            return holder, epoch
+
+    def epoch(self, run_id: str) -> int:
+        """The run's lease epoch (0: never leased); the caller holds ``lock``."""
+        return self.held.get(run_id, ("", 0.0, 0))[2]
 
     def drop_lease(self, run_id: str, owner: str) -> None:
         with self.lock:
-            if self.held.get(run_id, ("",))[0] == owner:
-                del self.held[run_id]
+            held = self.held.get(run_id)
+            if held is not None and held[0] == owner:
+                self.held[run_id] = ("", 0.0, held[2])
 
     def lease(self, run_id: str) -> tuple[str, float] | None:
         with self.lock:
-            return self.held.get(run_id)
+            held = self.held.get(run_id)
+            return (held[0], held[1]) if held is not None and held[0] else None
 
     def held_by(self, now: float) -> dict[str, int]:
         """How many leases each owner holds that have not expired at ``now``."""
         with self.lock:
-            owners = [owner for owner, until in self.held.values() if until >= now]
+            owners = [owner for owner, until, _ in self.held.values() if owner and until >= now]
         return {o: owners.count(o) for o in set(owners)}
 
 
@@ -307,7 +332,8 @@ class MemoryLocks(LockStore):
 
 
 def open_memory(name: str, **options: Any) -> Store:
-    events, leases = MemoryEventRecorder(), MemoryLeases()
+    leases = MemoryLeases()
+    events = MemoryEventRecorder(leases)
     return Store(
         name,
         events,

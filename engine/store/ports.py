@@ -19,6 +19,8 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
+from ..errors import LeaseTaken
+
 TABLES = ("agentlog_events", "agentlog_snapshots", "agentlog_blobs")
 
 
@@ -73,22 +75,43 @@ class RunIndex(ABC):
         run's ``agent_started`` tells them apart), oldest first (by start time, then id)."""
 
 
+class Fence(msgspec.Struct, frozen=True):
+    """A writer's claim on a run: the epoch of the run's lease its owner took. An append
+    carrying it is refused (``LeaseTaken``, nothing written) when the run's lease has a
+    newer epoch, checked in the append's own transaction: an owner presumed dead while
+    paused writes nothing once another owner took the run over."""
+
+    run_id: str
+    epoch: int
+
+
 class LeaseStore(ABC):
-    """Owner leases: which owner may execute a run, until when."""
+    """Owner leases: which owner may execute a run, until when, and the lease's epoch.
+
+    The epoch starts at 1 and grows by one whenever the lease passes to another owner
+    (a takeover, or a take after it was dropped), never on a renewal by its holder. A
+    lease row is never deleted (dropping it empties its owner), so no epoch is reused."""
 
     @abstractmethod
-    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
+    def take_lease_fenced(
+        self, run_id: str, owner: str, until: float, now: float, dead: str = ""
+    ) -> tuple[str, int]:
         """Take or renew the lease of ``run_id`` for ``owner`` unless another holds one
         that has not expired at ``now`` (``dead`` names a holder known to be gone).
-        Returns the holder after the attempt."""
+        Returns ``(holder, epoch)`` after the attempt."""
+
+    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
+        """:meth:`take_lease_fenced`, returning the holder only."""
+        return self.take_lease_fenced(run_id, owner, until, now, dead)[0]
 
     @abstractmethod
     def drop_lease(self, run_id: str, owner: str) -> None:
-        """Release the lease if ``owner`` holds it; otherwise do nothing."""
+        """Release the lease if ``owner`` holds it (its row stays, owned by nobody, with
+        its epoch); otherwise do nothing."""
 
     @abstractmethod
     def lease(self, run_id: str) -> tuple[str, float] | None:
-        """``(owner, expires_at)`` of the run's lease, if it has one."""
+        """``(owner, expires_at)`` of the run's lease, if someone holds one."""
 
 
 class LockRow(msgspec.Struct, frozen=True):
@@ -134,16 +157,32 @@ class LockStore(ABC):
         """The locks held and not expired at ``now``, by name."""
 
 
+def lease_taken(fence: Fence, epoch: int | None = None) -> LeaseTaken:
+    """The error a backend raises when it refuses a fenced append: the run's lease is at
+    ``epoch``, newer than the fence's (the Store facade adds the store's name)."""
+    newer = f"epoch {epoch}" if epoch is not None else "a newer epoch"
+    return LeaseTaken(
+        f"run {fence.run_id}: its lease was taken by another owner ({newer}, this "
+        f"writer holds epoch {fence.epoch}); nothing was written"
+    )
+
+
 class RunRecorder(ApplicationRecorder, RunIndex):
     """An application recorder whose ``insert_events(events, runs=rows)`` upserts the
     run-index rows in the same transaction as the events: both commit or neither does."""
 
     @abstractmethod
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], *, runs: Sequence[RunRow] = (), **kwargs: Any
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        runs: Sequence[RunRow] = (),
+        fence: Fence | None = None,
+        **kwargs: Any,
     ) -> Sequence[int] | None:
         """Insert the events and upsert ``runs`` atomically; the events' notification ids.
-        An event whose position is taken raises eventsourcing's ``IntegrityError``."""
+        An event whose position is taken raises eventsourcing's ``IntegrityError``; with
+        ``fence``, a run lease of a newer epoch raises ``LeaseTaken`` and writes nothing."""
 
     @abstractmethod
     def stream_length(self, stream: UUID) -> int:

@@ -25,11 +25,13 @@ from psycopg.sql import SQL, Identifier
 from ..errors import StoreUnavailable
 from .base import Store
 from .opening import open_tables
-from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .ports import Fence, LeaseStore, RunRecorder, RunRow, lease_taken
+from .postgres_locks import PostgresLocks
 from .postgres_queues import PostgresQueues
 from .postgres_schedules import PostgresSchedules
 from .postgres_views import PostgresViews
 
+FENCED = "ALF01"  # the SQLSTATE agentlog_append raises when a fenced append is refused
 _RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position"
 
 # Keeps eventsourcing's ordering guarantee (the EXCLUSIVE table lock before the insert
@@ -38,10 +40,21 @@ _APPEND_FUNCTION = """
 CREATE OR REPLACE FUNCTION {schema}.agentlog_append(
     ids {idtype}[], versions bigint[], topics text[], states bytea[],
     run_ids text[], agents text[], statuses text[], started float8[], updated float8[],
-    parents text[], positions bigint[]
+    parents text[], positions bigint[], fence_run text, fence_epoch bigint
 ) RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+    newer bigint;
 BEGIN
     LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE;
+    IF fence_run IS NOT NULL THEN
+        -- FOR SHARE: no lease changes hands between this look and the commit.
+        SELECT l.epoch INTO newer FROM {schema}.agentlog_leases l
+            WHERE l.run_id = fence_run FOR SHARE;
+        IF newer > fence_epoch THEN
+            RAISE EXCEPTION 'the run''s lease is at a newer epoch'
+                USING ERRCODE = '{fenced}', DETAIL = newer::text;
+        END IF;
+    END IF;
     INSERT INTO {schema}.agentlog_runs AS r
         (run_id, agent, status, started_at, updated_at, parent_run_id, position)
         SELECT * FROM unnest(run_ids, agents, statuses, started, updated, parents, positions)
@@ -95,21 +108,27 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
                 table=Identifier(events_table_name),
                 idtype=Identifier(datastore.originator_id_type),
                 channel=self.channel_name,
+                fenced=SQL(FENCED),
             )
         )
         self._append_call = SQL(
             "SELECT * FROM {0}.agentlog_append(%s::{1}[], %s::bigint[], %s::text[], "
             "%s::bytea[], %s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[], "
-            "%s::text[], %s::bigint[])"
+            "%s::text[], %s::bigint[], %s::text, %s::bigint)"
         ).format(schema, Identifier(datastore.originator_id_type))
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], *, runs: Sequence[RunRow] = (), **kwargs: Any
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        runs: Sequence[RunRow] = (),
+        fence: Fence | None = None,
+        **kwargs: Any,
     ) -> Sequence[int] | None:
         """One round trip: a server-side function takes eventsourcing's table lock (so
-        global positions follow commit order), upserts the run index, notifies and
-        inserts, as one statement in one transaction. No retry: a lost reply would make
-        a committed append look like a conflict."""
+        global positions follow commit order), checks ``fence`` against the run's lease,
+        upserts the run index, notifies and inserts, as one statement in one transaction.
+        No retry: a lost reply would make a committed append look like a conflict."""
         if not stored_events and not runs:
             return []
         columns = list(zip(*(r.params() for r in runs), strict=True)) if runs else [()] * 7
@@ -119,9 +138,17 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
             [s.topic for s in stored_events],
             [s.state for s in stored_events],
             *(list(c) for c in columns),
+            None if fence is None else fence.run_id,
+            None if fence is None else fence.epoch,
         )
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self._append_call, params, prepare=True)
+            try:
+                curs.execute(self._append_call, params, prepare=True)
+            except psycopg.Error as e:
+                if fence is None or e.sqlstate != FENCED:
+                    raise
+                detail = e.diag.message_detail or ""
+                raise lease_taken(fence, int(detail) if detail.isdigit() else None) from None
             return [row["agentlog_append"] for row in curs.fetchall()]
 
     def stream_length(self, stream: UUID) -> int:
@@ -181,26 +208,54 @@ class PostgresLeases(PostgresRecorder, LeaseStore):
         self.sql_create_statements.append(
             SQL(
                 "CREATE TABLE IF NOT EXISTS {0} (run_id text PRIMARY KEY, "
-                "owner text NOT NULL, expires_at double precision NOT NULL)"
+                "owner text NOT NULL, expires_at double precision NOT NULL, "
+                "epoch bigint NOT NULL DEFAULT 0)"
             ).format(table)
         )
+        self._add_epoch = SQL(
+            "ALTER TABLE {0} ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0"
+        ).format(table)
+        # The one lease upsert (taking, renewing, and a queue's claim): the epoch grows
+        # when the lease passes to another owner (a dropped lease's owner is ''), never
+        # on a renewal.
         self._take = SQL(
-            "INSERT INTO {0} AS l VALUES (%s,%s,%s) ON CONFLICT (run_id) "
-            "DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
+            "INSERT INTO {0} AS l (run_id, owner, expires_at, epoch) VALUES (%s,%s,%s,1) "
+            "ON CONFLICT (run_id) DO UPDATE SET owner=excluded.owner, "
+            "expires_at=excluded.expires_at, "
+            "epoch=l.epoch + (CASE WHEN l.owner = excluded.owner THEN 0 ELSE 1 END) "
             "WHERE l.expires_at < %s OR l.owner = excluded.owner OR l.owner = %s"
         ).format(table)
         self.take_sql = self._take  # a queue's claim takes leases with it too
-        self._owner = SQL("SELECT owner FROM {0} WHERE run_id = %s").format(table)
-        self._drop = SQL("DELETE FROM {0} WHERE run_id = %s AND owner = %s").format(table)
-        self._select = SQL("SELECT owner, expires_at FROM {0} WHERE run_id = %s").format(table)
+        self._owner = SQL("SELECT owner, epoch FROM {0} WHERE run_id = %s").format(table)
+        # A dropped lease keeps its row (and epoch), owned by nobody: no epoch is reused.
+        self._drop = SQL(
+            "UPDATE {0} SET owner = '', expires_at = 0 WHERE run_id = %s AND owner = %s"
+        ).format(table)
+        self._select = SQL(
+            "SELECT owner, expires_at FROM {0} WHERE run_id = %s AND owner <> ''"
+        ).format(table)
 
-    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
+    def create_table(self) -> None:
+        super().create_table()
+        with self.datastore.transaction(commit=True) as c:
+            # Checked first: an ALTER would lock the table on every open, even a no-op one.
+            c.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = 'agentlog_leases' AND column_name = 'epoch'",
+                (self.datastore.schema,),
+            )
+            if c.fetchone() is None:  # a table made by an older agentlog
+                c.execute(self._add_epoch)  # IF NOT EXISTS: a second opener's is a no-op
+
+    def take_lease_fenced(
+        self, run_id: str, owner: str, until: float, now: float, dead: str = ""
+    ) -> tuple[str, int]:
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(self._take, (run_id, owner, until, now, dead))
             curs.execute(self._owner, (run_id,))
             row = curs.fetchone()
             assert row is not None
-            return str(row["owner"])
+            return str(row["owner"]), int(row["epoch"])
 
     def drop_lease(self, run_id: str, owner: str) -> None:
         try:
@@ -221,73 +276,6 @@ class PostgresLeases(PostgresRecorder, LeaseStore):
             curs.execute(self._select, (run_id,))
             row = curs.fetchone()
             return (row["owner"], row["expires_at"]) if row else None
-
-
-class PostgresLocks(PostgresRecorder, LockStore):
-    """Cross-agent locks in the ``agentlog_locks`` table of the store's schema; each
-    operation is one statement (the row's lock makes it atomic)."""
-
-    def __init__(self, datastore: PostgresDatastore) -> None:
-        super().__init__(datastore)
-        table = SQL("{0}.agentlog_locks").format(Identifier(datastore.schema))
-        self.sql_create_statements.append(
-            SQL(
-                "CREATE TABLE IF NOT EXISTS {0} (name text PRIMARY KEY, holder text, "
-                "fence bigint NOT NULL, expires_at double precision NOT NULL, "
-                "acquired_at double precision NOT NULL)"
-            ).format(table)
-        )
-        self._acquire = SQL(
-            "INSERT INTO {0} AS l VALUES (%s,%s,1,%s,%s) ON CONFLICT (name) DO UPDATE SET "
-            "holder=excluded.holder, fence=l.fence+1, expires_at=excluded.expires_at, "
-            "acquired_at=excluded.acquired_at WHERE l.holder IS NULL "
-            "OR l.holder=excluded.holder OR l.expires_at < %s RETURNING fence"
-        ).format(table)
-        self._keep = SQL(
-            "UPDATE {0} SET holder=%s, expires_at=%s WHERE name=%s AND fence=%s "
-            "AND (holder IS NULL OR holder=%s) RETURNING fence"
-        ).format(table)
-        self._renew = SQL(
-            "UPDATE {0} SET expires_at=%s WHERE name=%s AND holder=%s AND fence=%s RETURNING fence"
-        ).format(table)
-        self._release = SQL(
-            "UPDATE {0} SET holder=NULL WHERE name=%s AND holder=%s AND fence=%s RETURNING fence"
-        ).format(table)
-        self._release_all = SQL(
-            "UPDATE {0} SET holder=NULL WHERE holder=%s RETURNING name AS fence"
-        ).format(table)
-        self._held = SQL(
-            "SELECT name, holder, fence, expires_at FROM {0} "
-            'WHERE holder IS NOT NULL AND expires_at >= %s ORDER BY name COLLATE "C"'
-        ).format(table)
-
-    def _write(self, sql: SQL | Any, params: tuple[Any, ...]) -> list[Any]:
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(sql, params)
-            return [row["fence"] for row in curs.fetchall()]
-
-    def acquire(
-        self, name: str, holder: str, until: float, now: float, keep_fence: int = 0
-    ) -> int | None:
-        if keep_fence:
-            rows = self._write(self._keep, (holder, until, name, keep_fence, holder))
-        else:
-            rows = self._write(self._acquire, (name, holder, until, now, now))
-        return int(rows[0]) if rows else None
-
-    def renew(self, name: str, holder: str, fence: int, until: float) -> bool:
-        return bool(self._write(self._renew, (until, name, holder, fence)))
-
-    def release(self, name: str, holder: str, fence: int) -> bool:
-        return bool(self._write(self._release, (name, holder, fence)))
-
-    def release_all(self, holder: str) -> list[str]:
-        return sorted(self._write(self._release_all, (holder,)))
-
-    def held(self, now: float) -> list[LockRow]:
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self._held, (now,))
-            return [LockRow(**row) for row in curs.fetchall()]
 
 
 def open_postgres(

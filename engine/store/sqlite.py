@@ -28,7 +28,7 @@ from eventsourcing.sqlite import (
 from ..errors import StoreUnavailable
 from .base import Store
 from .opening import open_tables
-from .ports import LeaseStore, LockRow, LockStore, RunRecorder, RunRow
+from .ports import Fence, LeaseStore, LockRow, LockStore, RunRecorder, RunRow, lease_taken
 from .sqlite_queues import SQLiteQueues
 from .sqlite_schedules import SQLiteSchedules
 from .sqlite_views import SQLiteViews
@@ -43,13 +43,23 @@ RUNS_DDL = (
 )
 LEASES_DDL = (
     "CREATE TABLE IF NOT EXISTS agentlog_leases ("
-    "run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL)"
+    "run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL, "
+    "epoch INTEGER NOT NULL DEFAULT 0)"
 )
+# The one lease upsert (taking, renewing, and a queue's claim): the epoch grows when the
+# lease passes to another owner (a dropped lease's owner is ''), never on a renewal.
 TAKE_LEASE = (
-    "INSERT INTO agentlog_leases VALUES (?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
-    "owner=excluded.owner, expires_at=excluded.expires_at WHERE agentlog_leases.expires_at < ? "
+    "INSERT INTO agentlog_leases (run_id, owner, expires_at, epoch) VALUES (?,?,?,1) "
+    "ON CONFLICT (run_id) DO UPDATE SET owner=excluded.owner, "
+    "expires_at=excluded.expires_at, epoch=agentlog_leases.epoch + "
+    "(CASE WHEN agentlog_leases.owner = excluded.owner THEN 0 ELSE 1 END) "
+    "WHERE agentlog_leases.expires_at < ? "
     "OR agentlog_leases.owner = excluded.owner OR agentlog_leases.owner = ?"
 )
+# A dropped lease keeps its row (and epoch), owned by nobody: an epoch is never reused.
+DROP_LEASE = "UPDATE agentlog_leases SET owner='', expires_at=0 WHERE run_id=? AND owner=?"
+# The fenced append's check, in the append's transaction after its writes.
+NEWER_EPOCH = "SELECT epoch FROM agentlog_leases WHERE run_id=? AND epoch>?"
 UPSERT_RUN = (
     "INSERT INTO agentlog_runs VALUES (?,?,?,?,?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
     "agent=excluded.agent, status=excluded.status, updated_at=excluded.updated_at, "
@@ -106,18 +116,28 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
         return [*super().construct_create_table_statements(), *RUNS_DDL]
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], *, runs: Sequence[RunRow] = (), **kwargs: Any
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        runs: Sequence[RunRow] = (),
+        fence: Fence | None = None,
+        **kwargs: Any,
     ) -> Sequence[int] | None:
         ids = []
         with self.datastore.transaction(commit=True) as c:
-            for s in stored_events:
-                stream = s.originator_id
-                stream = stream.hex if isinstance(stream, UUID) else stream
-                row = (stream, s.originator_version, s.topic, s.state)
-                c.execute(self.insert_events_statement, row)
-                ids.append(c.lastrowid)
-            for r in runs:
-                c.execute(UPSERT_RUN, r.params())
+            try:
+                for s in stored_events:
+                    stream = s.originator_id
+                    stream = stream.hex if isinstance(stream, UUID) else stream
+                    row = (stream, s.originator_version, s.topic, s.state)
+                    c.execute(self.insert_events_statement, row)
+                    ids.append(c.lastrowid)
+                for r in runs:
+                    c.execute(UPSERT_RUN, r.params())
+            except sqlite3.IntegrityError:  # a stale owner's conflict is named as such
+                _check_fence(c, fence)
+                raise
+            _check_fence(c, fence)  # raising here rolls the transaction back
         return ids
 
     def stream_length(self, stream: UUID) -> int:
@@ -173,21 +193,56 @@ class SQLiteLeases(SQLiteRecorder, LeaseStore):
     def construct_create_table_statements(self) -> list[str]:
         return [LEASES_DDL]
 
-    def take_lease(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> str:
+    def create_table(self) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(LEASES_DDL)
+            if _has_epoch(c):
+                return
+        # A table made by an older agentlog. A write first: the transaction takes the write
+        # lock (waiting its turn) before it looks again, so two processes opening the
+        # store at once add the column once.
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("UPDATE agentlog_leases SET run_id = run_id WHERE run_id = ''")
+            if not _has_epoch(c):
+                c.execute("ALTER TABLE agentlog_leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0")
+
+    def take_lease_fenced(
+        self, run_id: str, owner: str, until: float, now: float, dead: str = ""
+    ) -> tuple[str, int]:
         with self.datastore.transaction(commit=True) as c:
             c.execute(TAKE_LEASE, (run_id, owner, until, now, dead))
-            c.execute("SELECT owner FROM agentlog_leases WHERE run_id=?", (run_id,))
-            return str(c.fetchone()[0])
+            c.execute("SELECT owner, epoch FROM agentlog_leases WHERE run_id=?", (run_id,))
+            row = c.fetchone()
+            return str(row[0]), int(row[1])
 
     def drop_lease(self, run_id: str, owner: str) -> None:
         with self.datastore.transaction(commit=True) as c:
-            c.execute("DELETE FROM agentlog_leases WHERE run_id=? AND owner=?", (run_id, owner))
+            c.execute(DROP_LEASE, (run_id, owner))
 
     def lease(self, run_id: str) -> tuple[str, float] | None:
         with self.datastore.transaction(commit=False) as c:
-            c.execute("SELECT owner, expires_at FROM agentlog_leases WHERE run_id=?", (run_id,))
+            c.execute(
+                "SELECT owner, expires_at FROM agentlog_leases WHERE run_id=? AND owner<>''",
+                (run_id,),
+            )
             row = c.fetchone()
             return (row[0], row[1]) if row else None
+
+
+def _check_fence(c: Any, fence: Fence | None) -> None:
+    """Raise ``LeaseTaken`` if the run of ``fence`` is leased at a newer epoch. Called after the
+    transaction's first write: SQLite's write lock is held by then, so no lease changes
+    hands before the commit."""
+    if fence is not None:
+        c.execute(NEWER_EPOCH, (fence.run_id, fence.epoch))
+        newer = c.fetchone()
+        if newer is not None:
+            raise lease_taken(fence, int(newer[0]))
+
+
+def _has_epoch(c: Any) -> bool:
+    c.execute("PRAGMA table_info(agentlog_leases)")
+    return "epoch" in {str(r[1]) for r in c.fetchall()}
 
 
 class SQLiteLocks(SQLiteRecorder, LockStore):

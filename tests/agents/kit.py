@@ -191,3 +191,32 @@ def wait_until(found: Callable[[], Any], what: str, wait: float = 20.0) -> Any:
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)
     return value
+
+
+OPEN_WHEN_TOLD = """
+import sys, time
+from pathlib import Path
+from engine.store import open_store
+go = Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.001)
+open_store(sys.argv[1]).close()
+"""
+
+
+def open_at_once(url: str, tmp_path: Path, processes: int = 4) -> None:
+    """Open the store at ``url`` from ``processes`` fresh processes at the same moment
+    (each waits for a file, then opens and closes it); each must open it."""
+    go = tmp_path / "go"
+    openers = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_WHEN_TOLD, url, str(go)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    go.touch()
+    for p in openers:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err

@@ -5,12 +5,11 @@ keeps working and gains it at its next commit."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agents.kit import open_at_once
 from conftest import all_backends, backends, raw_sql
 from test_cli_kit import make_workdir, one_line_error
 
@@ -121,19 +120,6 @@ def test_an_old_tracking_table_without_the_identity_keeps_working_and_gains_it(
         again.close()
 
 
-OPEN_WHEN_TOLD = """
-import sys, time
-import subprocess
-import sys
-from pathlib import Path
-from engine.store import open_store
-go = Path(sys.argv[2])
-while not go.exists():
-    time.sleep(0.001)
-open_store(sys.argv[1]).close()
-"""
-
-
 @backends("sqlite", "postgres")
 def test_processes_opening_an_old_tracking_table_at_once_all_open_it(
     eng: Engine, store_url: str, tmp_path: Path
@@ -144,19 +130,7 @@ def test_processes_opening_an_old_tracking_table_at_once_all_open_it(
     eng.close()
     for column in ("last_stream", "last_position"):
         _sql(store_url, f"ALTER TABLE {{s}}agentlog_tracking DROP COLUMN {column}")
-    go = tmp_path / "go"
-    openers = [
-        subprocess.Popen(
-            [sys.executable, "-c", OPEN_WHEN_TOLD, store_url, str(go)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(4)
-    ]
-    go.touch()
-    for p in openers:
-        _, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
+    open_at_once(store_url, tmp_path)
     again = Engine.open(store_url)
     try:
         assert _calls(again) > 0  # the views build over it, the identity kept

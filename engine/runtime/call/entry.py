@@ -341,7 +341,7 @@ def _prepare(call: Call, state: CallState, step: Live | Intend | Reclaim) -> Ope
             claim = ledger.claim_event(
                 state.key, step.version, ctx.run_id, number, call.ahash, state.sent_key
             )
-            ctx.store.append([claim])
+            ctx.record(extra=[claim])  # fenced, as every write of the run
             state = evolve(state, claim.event, claim.position)
     return state, step.then
 

@@ -5,6 +5,11 @@ thread (``runtime.lockkeeper``).
 A lease that expired, or whose owner provably shares our PID namespace (same host, boot
 and namespace) and whose process is gone, is dead and may be taken over; resuming a run
 whose owner is alive is refused.
+
+Each lease has an epoch that grows when it passes to another owner. The epoch taken is
+the fence every writer of the run carries (:meth:`Leases.fence`), so an owner presumed
+dead that comes back (a long pause past its lease) has its next append refused by the
+store, whether or not its heartbeat noticed the takeover first.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ... import observe
-from ...errors import RunBusy, RunInterrupt, StoreError
-from ...store import LeaseStore, Store
+from ...errors import LeaseTaken, RunBusy, RunInterrupt, StoreError
+from ...store import Fence, LeaseStore, Store
 from .lockkeeper import Keeper
 
 LEASE_TTL = 30.0
@@ -103,6 +108,7 @@ class _Hold:
 
     thread: int  # the thread executing the run: only it may re-enter (run -> resume)
     depth: int = 1
+    epoch: int = 0  # the lease's epoch when taken: its writers' fence (0: not taken yet)
 
 
 class Leases:
@@ -128,6 +134,24 @@ class Leases:
         self._lost: dict[str, str] = {}  # run -> the owner that took its lease from us
         self._lock = threading.Lock()
         self.draining = False  # set by a worker's drain: every run stops at its next call
+
+    def fence(self, run_id: str) -> Fence | None:
+        """The fence the writers of ``run_id`` carry while this engine holds its lease
+        (None: not held here; such a writer's appends are not checked)."""
+        with self._lock:
+            held = self._held.get(run_id)
+        return Fence(run_id, held.epoch) if held is not None and held.epoch else None
+
+    def refused(self, run_id: str, error: StoreError) -> None:
+        """Raise ``LeaseLost`` if ``error`` is the store refusing an append of ``run_id``
+        because another owner took its lease (``LeaseTaken``): every thread of the run
+        stops at its next durable call, writing nothing more. Any other error: return."""
+        if not isinstance(error, LeaseTaken):
+            return
+        with self._lock:
+            if run_id in self._held:
+                self._lost.setdefault(run_id, "another owner")
+        raise LeaseLost(f"run {run_id} was taken over; this owner stops: {error}") from None
 
     def check(self, run_id: str, live: bool = False) -> None:
         """Stop a run whose lease another owner took (we were presumed dead); before
@@ -197,11 +221,14 @@ class Leases:
         with self._lock:
             self._lost.pop(run_id, None)
         now = self.wall()
-        holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
+        holder, epoch = store.take_lease_fenced(run_id, self.owner, now + self.ttl, now)
         if holder != self.owner and not alive(holder):
-            holder = store.take_lease(run_id, self.owner, now + self.ttl, now, dead=holder)
+            until = now + self.ttl
+            holder, epoch = store.take_lease_fenced(run_id, self.owner, until, now, dead=holder)
         if holder != self.owner:
             raise RunBusy(f"run {run_id} is executing in {holder}; it is still alive")
+        with self._lock:
+            self._held[run_id].epoch = epoch
         self._keeper.every(("lease", run_id), self.ttl / 3, lambda: self._beat(store, run_id))
 
     def _let_go(self, store: LeaseStore, run_id: str) -> None:
@@ -223,10 +250,14 @@ class Leases:
         """Renew the run's lease once; False when another owner took it (stop renewing)."""
         now = self.wall()
         try:
-            holder = store.take_lease(run_id, self.owner, now + self.ttl, now)
+            holder, epoch = store.take_lease_fenced(run_id, self.owner, now + self.ttl, now)
         except Exception as e:  # a missed beat is retried at the next one
             observe.get(run_id=run_id).warning("lease_heartbeat_failed", error=str(e))
             return True
+        with self._lock:
+            held = self._held.get(run_id)
+        if holder == self.owner and held is not None and epoch != held.epoch:
+            holder = "another owner, since"  # it passed through other hands and came back
         if holder != self.owner:
             observe.get(run_id=run_id).error("lease_lost", holder=holder)
             with self._lock:

@@ -60,9 +60,9 @@ def rewind(
     driver.replays(runs.store, agent, run.run_id, [head, *inherited])  # changed code: no fork
     undone = compensate_after(runs, run.run_id, target) if effects == forks.COMPENSATE else []
     with runs.held(fork_id):
-        writer = RunWriter(
-            runs.store, RunState(run_id=fork_id), snapshot_every=agent.snapshot_every
-        )
+        fork = RunState(run_id=fork_id)
+        fence = runs.leases.fence(fork_id)
+        writer = RunWriter(runs.store, fork, snapshot_every=agent.snapshot_every, fence=fence)
         writer.append(head, *inherited)
         journal = Journal.from_events(read_events(runs.store, fork_id))
         result = driver.drive(agent, writer, journal, head.input, check=head.key_check)
@@ -104,8 +104,7 @@ def compensate_after(runs: RunRepository, run_id: str, target: int) -> list[Effe
         for rid, after in below(runs.store, run_id, target):
             held.enter_context(runs.held(rid))
             run = runs.load(rid, "be rewound")
-            every = run.agent.snapshot_every
-            saga = Saga(RunWriter(runs.store, run.state, snapshot_every=every))
+            saga = Saga(run.writer)
             found = effects(run.recorded, after=after)[::-1]
             todo.append((saga, _steps(saga, run.agent, found, rid)))
         done: list[Effect] = []

@@ -206,6 +206,7 @@ class RunContext:
             try:
                 self.writer.append(*batch, extra=extra, measure=True, rows=rows)
             except StoreError as err:
+                self.host.leases.refused(self.run_id, err)  # another owner took the run
                 if not self.deferred:
                     raise  # nothing a tool did was lost: an ordinary store error
                 lost = ", ".join(f"{e.tool} (call {e.call})" for e in _outcomes(self.deferred))

@@ -29,9 +29,15 @@ class LoadedRun:
     that needs only the log (a finished run, a run not waiting) never imports agent code."""
 
     def __init__(
-        self, store: Store, log: RunLog, act: str, known: registry.Registry | None = None
+        self,
+        store: Store,
+        log: RunLog,
+        act: str,
+        known: registry.Registry | None = None,
+        leases: Leases | None = None,
     ) -> None:
         self.store = store
+        self._leases = leases  # whose hold of the run, if any, fences the writer
         self._known = known  # the running engine's definitions, looked up first
         self.run_id: str = log.run_id
         self.recorded: list[Recorded] = log.recorded
@@ -53,8 +59,11 @@ class LoadedRun:
 
     @functools.cached_property
     def writer(self) -> RunWriter:
-        """The writer that appends to the run, at its agent's snapshot cadence."""
-        return RunWriter(self.store, self.state, snapshot_every=self.agent.snapshot_every)
+        """The writer that appends to the run, at its agent's snapshot cadence, fenced by
+        the run's lease if this engine holds it (built under the hold: see ``held``)."""
+        fence = self._leases.fence(self.run_id) if self._leases is not None else None
+        every = self.agent.snapshot_every
+        return RunWriter(self.store, self.state, snapshot_every=every, fence=fence)
 
 
 def result_of(state: RunState) -> RunResult:
@@ -94,4 +103,4 @@ class RunRepository:
     def load(self, run_id: str, act: str) -> LoadedRun:
         """The run ``run_id`` (a full id), read and checked; refuses an imported run nobody
         adopted, saying it cannot ``act`` ("be resumed", "be answered", ...)."""
-        return LoadedRun(self.store, read_run(self.store, run_id), act, self.known)
+        return LoadedRun(self.store, read_run(self.store, run_id), act, self.known, self.leases)

@@ -110,7 +110,7 @@ class Saga:
         if found is None:  # it never happened: nothing to undo, and its key is free
             release = self.release(effect, tool, "not done")
             if release:
-                self.writer.store.append(release)
+                self.writer.store.append(release, fence=self.writer.fence)
             return None
         found = tool.redacted(normalize(found, f"verified result of {effect.tool}"))
         # An ended run (a parent a rewind compensates) takes nothing but undo records.
