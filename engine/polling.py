@@ -10,7 +10,6 @@ loop, which they do not block. Both drive one loop, :class:`_Looks`.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import time
@@ -72,6 +71,8 @@ async def poll_until_async(
     clock: Callable[[], float] = time.monotonic,
 ) -> T | None:
     """:func:`poll_until` on an event loop: each pause is an ``asyncio.sleep``."""
+    import asyncio  # here: a CLI command that never waits on a loop does not load asyncio
+
     looks = _Looks(ready, seconds, first, most, clock, None)
     for pause in looks:
         await asyncio.sleep(pause)
