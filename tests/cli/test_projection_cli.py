@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from test_cli_kit import Workdir, clean_env, make_workdir, one_line_error, sqlite_url
 
+from engine.polling import poll_until
+
 VIEWS = ["runs", "tools", "recovery", "timeline"]
 
 
@@ -108,7 +110,6 @@ def test_follow_keeps_every_view_current_until_interrupted(work: Workdir) -> Non
     """``projections follow`` in its own process brings every view to the head of the log
     and keeps it there as other processes run agents; Ctrl-C (SIGINT) stops it, exit 130."""
     import signal
-    import time
 
     work.ok("run", "agents:hello")
     proc = subprocess.Popen(
@@ -128,10 +129,8 @@ def test_follow_keeps_every_view_current_until_interrupted(work: Workdir) -> Non
             while runs > 1:
                 work.ok("run", "agents:hello")
                 runs -= 1
-            for _ in range(1200):  # a condition, not a clock: at most ~2 minutes
-                if settled() or proc.poll() is not None:
-                    break
-                time.sleep(0.1)
+            # A condition, not a clock: at most 2 minutes.
+            poll_until(lambda: settled() or proc.poll() is not None, 120, most=0.1)
             assert proc.poll() is None, proc.communicate()
             assert settled(), _places(work)
     finally:

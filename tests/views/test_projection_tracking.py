@@ -122,14 +122,14 @@ def test_an_old_tracking_table_without_the_identity_keeps_working_and_gains_it(
 
 
 OPEN_WHEN_TOLD = """
-import sys, time
+import sys
 import subprocess
 import sys
 from pathlib import Path
+from engine.polling import poll_until
 from engine.store import open_store
 go = Path(sys.argv[2])
-while not go.exists():
-    time.sleep(0.001)
+poll_until(go.exists, None, first=0.001, most=0.001)
 open_store(sys.argv[1]).close()
 """
 
