@@ -4,6 +4,8 @@ looks, pauses a growing delay (backoff), and gives up at a deadline or when told
 A look that finds nothing is followed by a pause: on ``news`` (this process's signal that
 something changed, which ends the pause at once), else on ``stop`` (set: the wait ends),
 else a plain sleep. The deadline is read on ``clock``: pass the engine's to fake it.
+:func:`poll_until_async` is the same wait for a coroutine: its pauses are on the event
+loop, which they do not block. Both drive one loop, :class:`_Looks`.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -42,24 +44,71 @@ def poll_until(
     that starts at ``first`` and doubles up to ``most``; None when ``seconds`` (None:
     no deadline) passed on ``clock`` or ``stop`` was set first. The first look is at once,
     and a last look is made at the deadline."""
-    end = math.inf if seconds is None else clock() + seconds
-    delay = first
-    while True:
+    seen = 0
+
+    def look() -> T | None:
+        nonlocal seen
         seen = news.version if news is not None else 0  # before looking: news ends the pause
-        found = ready()
-        if found is not None and found is not False:
-            return found
-        left = end - clock()
-        if left <= 0 or (stop is not None and stop.is_set()):
-            return None
-        pause = min(delay, left)
+        return ready()
+
+    looks = _Looks(look, seconds, first, most, clock, stop)
+    for pause in looks:
         if news is not None:
             news.wait(seen, pause)
         elif stop is not None:
             stop.wait(pause)
         else:
             sleep(pause)
-        delay = min(delay * 2, most)
+    return looks.found
 
 
-__all__ = ["News", "poll_until"]
+async def poll_until_async(
+    ready: Callable[[], T | None],
+    seconds: float | None,
+    *,
+    first: float = 0.01,
+    most: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+) -> T | None:
+    """:func:`poll_until` on an event loop: each pause is an ``asyncio.sleep``."""
+    import asyncio  # here: a CLI command that never waits on a loop does not load asyncio
+
+    looks = _Looks(ready, seconds, first, most, clock, None)
+    for pause in looks:
+        await asyncio.sleep(pause)
+    return looks.found
+
+
+class _Looks(Generic[T]):
+    """The loop itself: iterating looks, and yields the pause to take before the next
+    look (the caller takes it); it ends with ``found`` set to what a look found, or
+    None at the deadline or once ``stop`` was set."""
+
+    def __init__(
+        self,
+        ready: Callable[[], T | None],
+        seconds: float | None,
+        first: float,
+        most: float,
+        clock: Callable[[], float],
+        stop: threading.Event | None,
+    ) -> None:
+        self.ready, self.first, self.most, self.clock, self.stop = ready, first, most, clock, stop
+        self.end = math.inf if seconds is None else clock() + seconds
+        self.found: T | None = None
+
+    def __iter__(self) -> Iterator[float]:
+        delay = self.first
+        while True:
+            found = self.ready()
+            if found is not None and found is not False:
+                self.found = found
+                return
+            left = self.end - self.clock()
+            if left <= 0 or (self.stop is not None and self.stop.is_set()):
+                return
+            yield min(delay, left)
+            delay = min(delay * 2, self.most)
+
+
+__all__ = ["News", "poll_until", "poll_until_async"]

@@ -17,6 +17,7 @@ from agents.kit import python
 from conftest import all_backends, backends
 
 from engine import ChildFailed, Engine, EngineConfig, Supervisor
+from engine.polling import poll_until
 
 
 def _types(eng: Engine, run_id: str) -> list[str]:
@@ -240,10 +241,12 @@ def test_messages_are_delivered_once_and_recv_waits_durably(quick: Engine) -> No
     r = quick.run(listener)
     assert r.status == "waiting"
     assert quick.run(talker, to=r.run_id).status == "completed"
-    deadline = time.time() + 30
-    while quick.state(r.run_id).status != "completed" and time.time() < deadline:
+
+    def recovered() -> bool:
         quick.recover()
-        time.sleep(0.05)
+        return quick.state(r.run_id).status == "completed"
+
+    poll_until(recovered, 30, first=0.05, most=0.05)
     assert quick.state(r.run_id).output == {"price": 10}
     received = [e for e in quick.events(r.run_id) if e.type == "message_received"]
     assert len(received) == 1
@@ -277,8 +280,7 @@ def test_a_long_sleep_waits_without_a_thread_and_recover_wakes_it_when_due(quick
         assert len(quick.events(r.run_id)) == before
     wake = quick.state(r.run_id).wake_at
     assert wake is not None
-    while time.time() < wake + 0.05:
-        time.sleep(0.05)
+    poll_until(lambda: time.time() >= wake + 0.05, 30, first=0.05, most=0.05)  # due
     quick.recover()
     assert quick.state(r.run_id).status == "completed"
     assert quick.state(r.run_id).output == "rested"

@@ -1,5 +1,6 @@
 """Shared helpers for the CLI tests (no tests here): run ``agentlog`` in a real subprocess
-in a working directory that holds a small agents module."""
+in a working directory that holds a small agents module; ``Workdir.many`` runs a list of
+commands one after another in one such process (a Python start for all of them)."""
 
 from __future__ import annotations
 
@@ -108,6 +109,13 @@ class Workdir:
         assert r.code == code, (args, r)
         return r
 
+    def many(self, argvs: list[list[str]], env: dict[str, str] | None = None) -> list[Result]:
+        """Each of ``argvs`` run in turn in one fresh ``agentlog`` process (``--url`` added),
+        its exit status and what it wrote to the process's stdout and stderr (file
+        descriptors 1 and 2, as a process of its own would show them)."""
+        argvs = [[*argv, "--url", self.url] for argv in argvs]
+        return agentlog_many(argvs, cwd=self.path, env=env)
+
     def run_id(self, *args: str, code: int) -> str:
         run_id: str = self.ok("run", *args, "--json", code=code).json()["run_id"]
         return run_id
@@ -138,6 +146,55 @@ def agentlog(
         check=False,
     )
     return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+MANY = """
+import json, os, sys, tempfile
+from engine import observe
+from replay.cli.entry import run_cli
+
+observe.configure()
+results = []
+for argv in json.loads(sys.stdin.read()):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        saved = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        try:
+            try:
+                code = run_cli(argv)
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+        out.seek(0)
+        err.seek(0)
+        results.append([code, out.read().decode(), err.read().decode()])
+sys.stdout.write(json.dumps(results))
+"""
+
+
+def agentlog_many(
+    argvs: list[list[str]], *, cwd: Path, env: dict[str, str] | None = None
+) -> list[Result]:
+    """Each of ``argvs`` run by ``run_cli`` in turn, in one ``python`` process in ``cwd``
+    (logging configured as ``agentlog`` does): the results, in order."""
+    proc = subprocess.run(
+        [sys.executable, "-c", MANY],
+        cwd=cwd,
+        env=clean_env(env),
+        input=json.dumps(argvs).encode(),
+        capture_output=True,
+        timeout=60 + 10 * len(argvs),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return [Result(code, out, err) for code, out, err in json.loads(proc.stdout)]
 
 
 def make_workdir(tmp_path: Path, url: str) -> Workdir:

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from contextlib import closing
@@ -20,6 +19,7 @@ from typing import Any
 from conftest import backends
 
 from engine import Engine
+from engine.polling import poll_until
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -90,10 +90,8 @@ def _kill_mid_transform(env: dict[str, str], run_id: str, batch: str, gate: Path
     cmd = [sys.executable, str(EXAMPLES / "pipeline.py"), run_id, batch]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if gate is not None:
-        deadline = time.monotonic() + HANG
-        while not (gate / "reached").exists() and proc.poll() is None:
-            assert time.monotonic() < deadline, "the transform stage never reached its gate"
-            time.sleep(0.02)
+        reached = poll_until(lambda: (gate / "reached").exists() or proc.poll() is not None, HANG)
+        assert reached, "the transform stage never reached its gate"
         proc.send_signal(signal.SIGKILL)
     _, err = proc.communicate(timeout=HANG)
     assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from conftest import backends
 from projection_kit import ALL, Count, Steps, append_steps, counted, expected, rows, test_views
 
+from engine.polling import poll_until
 from engine.store import Store, open_store
 from projections import Runner
 
@@ -32,10 +32,7 @@ def _kit(*args: object, failpoints: str = "") -> subprocess.Popen[bytes]:
 
 
 def _until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + PATIENCE
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+    assert poll_until(condition, PATIENCE, first=0.01, most=0.05), "condition not met in time"
 
 
 def _caught_up(store: Store, name: str) -> Callable[[], bool]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from engine import events as ev
 from engine.errors import ChildFailed, Permanent
 from engine.kinds import RunStatus
 from engine.log.history import rebuild
+from engine.polling import poll_until
 from engine.runtime.children import spawn as children
 from engine.runtime.children import supervisor
 from engine.runtime.defs.definitions import AgentDef
@@ -57,18 +57,23 @@ def wait(run: RunContext, call: int, child: str, timeout: float = 60.0) -> Any:
         if out.status == RunStatus.COMPLETED:
             return out.output
         child = _failed(run, call, child, out.error, out.status)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        child = supervisor.current(run, call, child)
+    waited = [child]  # the run doing the child's work, a restart's once it was restarted
+
+    def ended() -> tuple[Any] | None:
+        child = waited[0] = supervisor.current(run, call, waited[0])
         state = rebuild(run.store, child)
         if state.status == RunStatus.COMPLETED:
             run.record(_end(call, child, state.status, output=state.output))
-            return state.output
+            return (state.output,)
         if state.status in (RunStatus.FAILED, RunStatus.ABANDONED):
             run.record(_end(call, child, state.status, error=state.error))
-            child = _failed(run, call, child, state.error, state.status)
-        time.sleep(0.02)
-    raise AssertionError(f"child {child} did not end in time")
+            waited[0] = _failed(run, call, child, state.error, state.status)
+        return None
+
+    done = poll_until(ended, timeout, first=0.02, most=0.02)
+    if done is None:
+        raise AssertionError(f"child {waited[0]} did not end in time")
+    return done[0]
 
 
 def _failed(run: RunContext, call: int, child: str, error: str | None, status: str) -> str:
@@ -83,11 +88,8 @@ def _end(call: int, child: str, status: str, **more: Any) -> ev.ChildFinished:
 
 def settle(eng: Engine, run_ids: list[str], statuses: tuple[str, ...], timeout: float = 60) -> None:
     """Wait until each run has one of ``statuses`` (generous: only against hanging)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(eng.state(r).status in statuses for r in run_ids):
-            return
-        time.sleep(0.02)
+    if poll_until(lambda: all(eng.state(r).status in statuses for r in run_ids), timeout):
+        return
     raise AssertionError({r: eng.state(r).status for r in run_ids})
 
 

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from contextlib import closing
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from conftest import all_backends, backends
 
 from engine import Engine
+from engine.polling import poll_until
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "tool_loop.py"
@@ -50,10 +50,8 @@ def _killed(env: dict[str, str], run_id: str, order: str, gate: Path, at: str) -
     cmd = [sys.executable, str(SCRIPT), run_id, order]
     env = {**env, "TOOL_LOOP_GATE": str(gate), "TOOL_LOOP_GATE_AT": at}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + HANG
-    while not (gate / "reached").exists() and proc.poll() is None:
-        assert time.monotonic() < deadline, f"the example never reached its gate {at!r}"
-        time.sleep(0.02)
+    reached = poll_until(lambda: (gate / "reached").exists() or proc.poll() is not None, HANG)
+    assert reached, f"the example never reached its gate {at!r}"
     proc.send_signal(signal.SIGKILL)
     _, err = proc.communicate(timeout=HANG)
     assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]

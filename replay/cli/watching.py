@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import time
 from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+from engine.polling import poll_until
 
 from ..output import result_doc
 from . import views
@@ -58,14 +59,16 @@ def watch(s: Session, interval: float) -> int:
         if not s.as_json:
             s.out.line((f"recovering every {interval:g}s; Ctrl-C stops", "dim"))
             _flush(s)
-        while not stop.asked:
-            stop.busy = True
-            _one_pass(s)
-            stop.busy = False
-            if stop.asked:
-                break
-            time.sleep(interval)
+        poll_until(lambda: _asked_after_pass(s, stop), None, first=interval, most=interval)
     return 0
+
+
+def _asked_after_pass(s: Session, stop: _Stopper) -> bool:
+    """One recover pass, not cut by a first signal; whether a stop was asked."""
+    stop.busy = True
+    _one_pass(s)
+    stop.busy = False
+    return stop.asked
 
 
 def _one_pass(s: Session) -> None:

@@ -21,6 +21,7 @@ from engine import Engine
 from engine import events as ev
 from engine.log.history import RunWriter
 from engine.log.state import RunState
+from engine.polling import poll_until
 from engine.runtime.call import ledger
 from engine.runtime.defs.definitions import args_hash, normalize
 from engine.secrets import key_check, replay_key
@@ -186,10 +187,8 @@ def long_run(url: str, events: int) -> str:
 
 def wait_until(found: Callable[[], Any], what: str, wait: float = 20.0) -> Any:
     """Poll ``found`` until it is truthy (a bounded wait for another thread or process)."""
-    deadline = time.monotonic() + wait
-    while not (value := found()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
+    value = poll_until(lambda: found() or None, wait, first=0.005, most=0.05)  # truthy
+    assert value, f"timed out waiting for {what}"
     return value
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from engine import Engine, Supervisor
+from engine.polling import poll_until
 
 engine = Engine.open()
 
@@ -37,8 +37,7 @@ def _bump(directory: str, name: str) -> int:
 @engine.tool
 def wait_out(directory: str) -> str:
     """A read that lasts while ``directory/hold`` exists."""
-    while Path(directory, "hold").exists():
-        time.sleep(0.01)
+    poll_until(lambda: not Path(directory, "hold").exists(), None, first=0.01, most=0.01)
     return "read"
 
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_cli_kit import Workdir, agentlog, clean_env, make_workdir, sqlite_url
+from test_cli_kit import Workdir, agentlog_many, clean_env, make_workdir, sqlite_url
 
 from engine.store import open_store
 
@@ -39,8 +39,19 @@ def test_run_show_timeline_checkpoints_state_and_their_json(work: Workdir) -> No
     assert doc["status"] == "completed" and doc["error"] is None
     assert doc["output"] == {"greeting": "hello ada", "closing": "bye"}
     rid = doc["run_id"]
+    reads = {  # one process for every read below
+        "runs": ["runs", "--json"],
+        "timeline --json": ["timeline", rid[:8], "--json"],
+        "timeline": ["timeline", rid],
+        "checkpoints": ["checkpoints", rid, "--json"],
+        "state": ["state", rid, "--json"],
+        "state at greeted": ["state", rid, "--at", "greeted", "--json"],
+        "show": ["show", rid],
+    }
+    got = dict(zip(reads, work.many(list(reads.values())), strict=True))
+    assert all(r.code == 0 for r in got.values()), got
 
-    runs = work.ok("runs", "--json").json()
+    runs = got["runs"].json()
     assert [x["run_id"] for x in runs] == [rid]
     row = runs[0]
     assert {"run_id", "agent", "status", "started_at", "updated_at", "parent_run_id"} <= set(row)
@@ -48,7 +59,7 @@ def test_run_show_timeline_checkpoints_state_and_their_json(work: Workdir) -> No
     assert row["parent_run_id"] is None
     assert _utc(row["started_at"]) <= _utc(row["updated_at"])
 
-    timeline = work.ok("timeline", rid[:8], "--json").json()
+    timeline = got["timeline --json"].json()
     assert [e["position"] for e in timeline] == list(range(1, len(timeline) + 1))
     types = [e["type"] for e in timeline]
     assert types[0] == "agent_started" and types[-1] == "agent_finished"
@@ -60,16 +71,16 @@ def test_run_show_timeline_checkpoints_state_and_their_json(work: Workdir) -> No
     for e in timeline:
         _utc(e["at"])
 
-    text = work.ok("timeline", rid).out
+    text = got["timeline"].out
     assert "⏱ saved 1 checkpoint in " in text  # the save timings, told as such
     assert "saves_timed {" not in text
 
-    cps = work.ok("checkpoints", rid, "--json").json()
+    cps = got["checkpoints"].json()
     assert [c["name"] for c in cps] == ["greeted"]
     assert set(cps[0]) == {"name", "position", "at"}
     assert timeline[cps[0]["position"] - 1]["type"] == "checkpoint"
 
-    state = work.ok("state", rid, "--json").json()
+    state = got["state"].json()
     assert {"run_id", "status", "position", "checkpoints", "output"} <= set(state)
     assert state["run_id"] == rid and state["status"] == "completed"
     assert state["position"] == len(timeline)
@@ -77,16 +88,15 @@ def test_run_show_timeline_checkpoints_state_and_their_json(work: Workdir) -> No
     assert state["output"] == doc["output"]
     assert state["input"] == {"name": "ada"}  # read from agent_started, not the state
 
-    at_cp = work.ok("state", rid, "--at", "greeted", "--json").json()
+    at_cp = got["state at greeted"].json()
     assert at_cp["position"] == cps[0]["position"] and at_cp["status"] == "running"
     assert at_cp["output"] is None
     assert at_cp["checkpoints"] == cps  # the checkpoints up to the state's position
     before = work.ok("state", rid, "--at", str(cps[0]["position"] - 1), "--json").json()
     assert before["checkpoints"] == [] and before["input"] == {"name": "ada"}
 
-    shown = work.ok("show", rid).out
+    shown = got["show"].out
     assert rid in shown and "completed" in shown and "greeted" in shown
-    text = work.ok("timeline", rid).out
     assert "checkpoint 'greeted'" in text and "plan 2/2" in text and "completed" in text
 
 
@@ -174,13 +184,13 @@ def test_global_options_before_or_after_the_command(tmp_path: Path) -> None:
     """--url and --json are accepted before or after the command name; --url=URL too."""
     work = make_workdir(tmp_path, sqlite_url(tmp_path))
     rid = work.run_id("agents:hello", code=0)
-    for args in (
+    argvs = [
         ["--json", "--url", work.url, "state", rid],
         ["state", rid, "--json", "--url", work.url],
         ["--url", work.url, "state", "--json", rid],
         [f"--url={work.url}", "state", rid, "--json"],
-    ):
-        r = agentlog(*args, cwd=tmp_path)
+    ]
+    for args, r in zip(argvs, agentlog_many(argvs, cwd=tmp_path), strict=True):
         assert r.code == 0, (args, r)
         assert r.json()["run_id"] == rid
 

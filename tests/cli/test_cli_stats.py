@@ -21,8 +21,7 @@ from test_cli_kit import Workdir, agentlog, clean_env, make_workdir, one_line_er
 from engine.store import open_store
 
 
-@pytest.fixture
-def w(tmp_path: Path) -> Workdir:
+def _four_runs(tmp_path: Path) -> Workdir:
     """A store with two completed runs of agents:hello, one failed, one paused."""
     work = make_workdir(tmp_path, sqlite_url(tmp_path))
     work.run_id("agents:hello", code=0)
@@ -30,6 +29,18 @@ def w(tmp_path: Path) -> Workdir:
     work.run_id("agents:failing", code=4)
     work.run_id("agents:asker", code=3)
     return work
+
+
+@pytest.fixture
+def w(tmp_path: Path) -> Workdir:
+    """The four runs, for a test that adds runs of its own."""
+    return _four_runs(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def seen(tmp_path_factory: pytest.TempPathFactory) -> Workdir:
+    """The four runs, made once for the tests that only read them."""
+    return _four_runs(tmp_path_factory.mktemp("stats"))
 
 
 def runs_by_status(text: str) -> dict[str, float]:
@@ -41,8 +52,8 @@ def runs_by_status(text: str) -> dict[str, float]:
     }
 
 
-def test_stats_prints_tables_of_runs_tools_and_recovery(w: Workdir) -> None:
-    r = w.ok("stats")
+def test_stats_prints_tables_of_runs_tools_and_recovery(seen: Workdir) -> None:
+    r = seen.ok("stats")
     rows = {ln.split()[0]: ln.split()[1:] for ln in r.out.splitlines() if ln.split()}
     assert rows["completed"] == ["2"] and rows["failed"] == ["1"] and rows["paused"] == ["1"]
     assert rows["total"] == ["4"]
@@ -50,16 +61,16 @@ def test_stats_prints_tables_of_runs_tools_and_recovery(w: Workdir) -> None:
     assert "\x1b[" not in r.out  # not a terminal: no styles
 
 
-def test_stats_json_filters_by_agent_and_since(w: Workdir) -> None:
-    doc = w.ok("stats", "--json").json()
+def test_stats_json_filters_by_agent_and_since(seen: Workdir) -> None:
+    doc = seen.ok("stats", "--json").json()
     assert doc["runs"] == {"total": 4, "by_status": {"completed": 2, "failed": 1, "paused": 1}}
     assert doc["since"] is None and doc["agent"] is None
-    hello = w.ok("stats", "--agent", "agents:hello", "--json").json()
+    hello = seen.ok("stats", "--agent", "agents:hello", "--json").json()
     assert hello["runs"] == {"total": 2, "by_status": {"completed": 2}}
     assert hello["agent"] == "agents:hello"
-    recent = w.ok("--json", "stats", "--since", "1h").json()
+    recent = seen.ok("--json", "stats", "--since", "1h").json()
     assert recent["runs"]["total"] == 4 and recent["since"].endswith("Z")
-    future = w.ok("stats", "--since", "2999-01-01T00:00:00Z", "--json").json()
+    future = seen.ok("stats", "--since", "2999-01-01T00:00:00Z", "--json").json()
     assert future["runs"] == {"total": 0, "by_status": {}}
 
 
@@ -101,11 +112,11 @@ def test_stats_json_counts_every_failed_attempt_apart_from_final_failures(w: Wor
     assert broken[0]["attempt_failures"] == broken[0]["failures"] == {"permanent": 1}
 
 
-def test_stats_prometheus_prints_the_same_figures(w: Workdir) -> None:
-    r = w.ok("stats", "--prometheus")
+def test_stats_prometheus_prints_the_same_figures(seen: Workdir) -> None:
+    r = seen.ok("stats", "--prometheus")
     assert runs_by_status(r.out) == {"completed": 2, "failed": 1, "paused": 1}
     assert "# TYPE agentlog_crashes_total counter" in r.out
-    only = w.ok("stats", "--prometheus", "--agent", "agents:failing")
+    only = seen.ok("stats", "--prometheus", "--agent", "agents:failing")
     assert runs_by_status(only.out) == {"failed": 1}
 
 
@@ -114,13 +125,13 @@ def types(text: str) -> dict[str, str]:
     return dict(ln.split()[2:4] for ln in text.splitlines() if ln.startswith("# TYPE "))
 
 
-def test_prometheus_counts_are_gauges_over_a_since_window(w: Workdir) -> None:
+def test_prometheus_counts_are_gauges_over_a_since_window(seen: Workdir) -> None:
     """All-time counts are counters; over a --since window (which slides and may go down)
     the same counts are gauges without ``_total``, for stats and metrics serve alike."""
-    every = types(w.ok("stats", "--prometheus").out)
+    every = types(seen.ok("stats", "--prometheus").out)
     counts = ("agentlog_tool_calls", "agentlog_tool_failures", "agentlog_crashes")
     assert all(every[f"{name}_total"] == "counter" for name in counts), every
-    window = w.ok("stats", "--prometheus", "--since", "1h").out
+    window = seen.ok("stats", "--prometheus", "--since", "1h").out
     assert all(types(window)[name] == "gauge" for name in counts), window
     assert "counter" not in types(window).values() and "_total" not in window
     calls = {
@@ -163,8 +174,8 @@ def test_prometheus_without_the_extra_names_it_in_one_line(tmp_path: Path, url: 
         (["--json", "--prometheus"], "choose one"),
     ],
 )
-def test_bad_arguments_exit_2_with_one_line(w: Workdir, argv: list[str], needle: str) -> None:
-    r = w.cli("stats", *argv)
+def test_bad_arguments_exit_2_with_one_line(seen: Workdir, argv: list[str], needle: str) -> None:
+    r = seen.cli("stats", *argv)
     one_line_error(r, needle)
     assert r.out == "" and "\x1b[2J" not in r.err
 
@@ -217,9 +228,9 @@ def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
             assert runs_by_status(reply.read().decode())["completed"] == 3
 
 
-def test_metrics_serve_refuses_a_bad_port_and_a_bad_since(w: Workdir) -> None:
-    one_line_error(w.cli("metrics", "serve", "--port", "70000"), "--port")
-    one_line_error(w.cli("metrics", "serve", "--since", "later"), "since")
+def test_metrics_serve_refuses_a_bad_port_and_a_bad_since(seen: Workdir) -> None:
+    one_line_error(seen.cli("metrics", "serve", "--port", "70000"), "--port")
+    one_line_error(seen.cli("metrics", "serve", "--since", "later"), "since")
 
 
 def test_metrics_serve_help_lists_url_and_no_json(tmp_path: Path) -> None:

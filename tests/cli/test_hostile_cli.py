@@ -9,7 +9,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from test_cli_kit import (
 )
 
 from engine.log.history import run_stream
+from engine.polling import poll_until
 from replay.cli.entry import run_cli
 
 EVIL = "\x1b[2J\r\x07"
@@ -321,8 +321,12 @@ def test_an_interrupted_export_leaves_the_file_whole(work: Workdir, sig: signal.
         env=clean_env(),
         stderr=subprocess.PIPE,
     )
-    while proc.poll() is None and not _leftovers(work) and target.read_bytes() == b"precious\n":
-        time.sleep(0.001)  # until it has begun to write
+
+    def begun() -> bool:  # to write, or ended
+        untouched = target.read_bytes() == b"precious\n"
+        return proc.poll() is not None or bool(_leftovers(work)) or not untouched
+
+    poll_until(begun, None, first=0.001, most=0.001)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert target.read_bytes() in (b"precious\n", full), target.read_bytes()[:200]

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_cli_kit import Workdir, clean_env, make_workdir, one_line_error, sqlite_url
+from test_cli_kit import Result, Workdir, clean_env, make_workdir, one_line_error, sqlite_url
+
+from engine.polling import poll_until
 
 VIEWS = ["runs", "tools", "recovery", "timeline"]
 
@@ -23,8 +25,9 @@ def work(request: pytest.FixtureRequest, tmp_path: Path) -> Workdir:
     return make_workdir(tmp_path, request.getfixturevalue("pg_url"))
 
 
-def _places(work: Workdir) -> dict[str, tuple[int, int, int, bool]]:
-    docs = work.ok("projections", "status", "--json").json()
+def _places(work: Workdir, status: Result | None = None) -> dict[str, tuple[int, int, int, bool]]:
+    """Each view's place from ``projections status --json`` (run now unless given)."""
+    docs = (status or work.ok("projections", "status", "--json")).json()
     assert [d["name"] for d in docs] == VIEWS
     return {d["name"]: (d["position"], d["head"], d["lag"], d["current"]) for d in docs}
 
@@ -34,15 +37,19 @@ def test_status_and_rebuild_of_every_view(work: Workdir) -> None:
     the bar stays off a stderr that is no terminal."""
     work.ok("run", "agents:hello")
     work.ok("run", "agents:hello", "--input", '{"name": "you"}')
-    places = _places(work)
+    status = ["projections", "status", "--json"]
+    argvs = [status, ["projections", "rebuild", "--json"], status, ["projections", "status"]]
+    results = work.many(argvs)  # one process for the four, in turn
+    assert [r.code for r in results] == [0] * 4, results
+    before, rebuilt, after, shown = results
+    places = _places(work, before)
     head = places["runs"][1]
     assert head > 0
     assert places == {v: (0, head, head, False) for v in VIEWS}
-    rebuilt = work.ok("projections", "rebuild", "--json")
     assert rebuilt.err == ""
     assert {d["name"]: d["position"] for d in rebuilt.json()} == {v: head for v in VIEWS}
-    assert _places(work) == {v: (head, head, 0, True) for v in VIEWS}
-    text = work.ok("projections", "status").out.splitlines()
+    assert _places(work, after) == {v: (head, head, 0, True) for v in VIEWS}
+    text = shown.out.splitlines()
     assert text[0].split() == ["view", "position", "head", "lag", "version"]
     assert [line.split()[:4] for line in text[1:]] == [
         [v, str(head), str(head), "0"] for v in VIEWS
@@ -108,7 +115,6 @@ def test_follow_keeps_every_view_current_until_interrupted(work: Workdir) -> Non
     """``projections follow`` in its own process brings every view to the head of the log
     and keeps it there as other processes run agents; Ctrl-C (SIGINT) stops it, exit 130."""
     import signal
-    import time
 
     work.ok("run", "agents:hello")
     proc = subprocess.Popen(
@@ -128,10 +134,8 @@ def test_follow_keeps_every_view_current_until_interrupted(work: Workdir) -> Non
             while runs > 1:
                 work.ok("run", "agents:hello")
                 runs -= 1
-            for _ in range(1200):  # a condition, not a clock: at most ~2 minutes
-                if settled() or proc.poll() is not None:
-                    break
-                time.sleep(0.1)
+            # A condition, not a clock: at most 2 minutes.
+            poll_until(lambda: settled() or proc.poll() is not None, 120, most=0.1)
             assert proc.poll() is None, proc.communicate()
             assert settled(), _places(work)
     finally:

@@ -6,6 +6,7 @@ unknown run and a bad --depth are one line on stderr, exit 2."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +81,17 @@ def test_depth_cuts_the_tree_and_says_where(work: Workdir) -> None:
 def test_runs_parent_lists_children_and_forks_each_named(work: Workdir) -> None:
     """--parent boss: its two children and its fork (newest first); the text says child
     of or fork of; the board's lineage says the same; plain runs agrees."""
-    rows = work.ok("runs", "--parent", "boss", "--json").json()
+    argvs = [["runs", "--parent", "boss", "--json"], ["runs", "--parent", "lead", "--json"]]
+    argvs += [["runs", "--parent", "boss"], ["runs"]]
+    results = work.many(argvs)  # one process for the four
+    assert [r.code for r in results] == [0] * 4, results
+    boss, lead, text, plain = [r.out for r in results]
+    rows = json.loads(boss)
     assert _ids(rows) == ["boss-fork", "solo", "lead"]
     assert [r["lineage"] for r in rows] == ["fork", "child", "child"]
-    assert _ids(work.ok("runs", "--parent", "lead", "--json").json()) == ["w2", "w1"]
-    text = work.ok("runs", "--parent", "boss").out
+    assert _ids(json.loads(lead)) == ["w2", "w1"]
     assert "  fork of boss" in text and text.count("  child of boss") == 2
-    plain = work.ok("runs").out.splitlines()
+    plain = plain.splitlines()
     w1 = next(line for line in plain if line.startswith("w1 "))
     fork = next(line for line in plain if line.startswith("boss-fork "))
     assert w1.endswith("child of lead") and fork.endswith("fork of boss")
@@ -94,12 +99,16 @@ def test_runs_parent_lists_children_and_forks_each_named(work: Workdir) -> None:
 
 def test_waiting_runs_are_listed_and_counted(work: Workdir) -> None:
     """--status waiting picks the sleeping run (index and view alike); stats counts it."""
-    assert _ids(work.ok("runs", "--status", "waiting", "--json").json()) == ["sleeper"]
-    board = work.ok("runs", "--status", "waiting", "--limit", "5", "--json").json()
+    argvs = [["runs", "--status", "waiting", "--json"]]
+    argvs += [["runs", "--status", "waiting", "--limit", "5", "--json"], ["stats", "--json"]]
+    results = work.many([*argvs, ["tree", "sleeper", "--json"]])  # one process for the four
+    assert [r.code for r in results] == [0] * 4, results
+    index, board, stats, tree = [r.json() for r in results]
+    assert _ids(index) == ["sleeper"]
     assert _ids(board) == ["sleeper"] and board[0]["status"] == "waiting"
-    by_status = work.ok("stats", "--json").json()["runs"]["by_status"]
+    by_status = stats["runs"]["by_status"]
     assert by_status == {"paused": 3, "running": 2, "completed": 1, "waiting": 1}
-    assert work.ok("tree", "sleeper", "--json").json()["waiting"].startswith("timer until ")
+    assert tree["waiting"].startswith("timer until ")
 
 
 def test_a_looping_store_is_one_error_not_a_hang(work: Workdir) -> None:

@@ -14,13 +14,13 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from engine import Engine
+from engine.polling import poll_until
 from engine.secrets import SECRET_ENV
 
 from . import store_agents as a
@@ -57,8 +57,7 @@ def receiving(engine: Engine, run_id: str) -> threading.Thread:
     """An ``inbox`` run waiting for its message (a recipient must exist before a send)."""
     inbox = threading.Thread(target=engine.run, args=(a.inbox,), kwargs={"run_id": run_id})
     inbox.start()
-    while run_id not in {r.run_id for r in engine.runs()}:
-        time.sleep(0.01)
+    poll_until(lambda: run_id in {r.run_id for r in engine.runs()}, None)
     return inbox
 
 

@@ -15,7 +15,6 @@ import asyncio
 import random
 import statistics
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +26,7 @@ from conftest import all_backends
 
 from engine import Engine, RetryPolicy
 from engine import events as ev
+from engine.polling import poll_until
 from engine.runtime.host.guards import Latency
 from engine.store import stream_id
 
@@ -50,16 +50,16 @@ def late_results(
 ) -> list[dict[str, Any]]:
     """The run's late results, waiting (bounded) for the abandoned thread's: events of its
     log while it still ran, else of ``tool``'s own stream naming the run (it had ended)."""
-    deadline = time.monotonic() + wait
     stream = stream_id("tool:" + tool_def(tool).name) if tool is not None else None
-    while True:
+
+    def look() -> list[dict[str, Any]] | None:
         found = of_type(eng, run_id, "tool_late_result")
         for r in eng.store.read(stream) if stream is not None else ():
             if isinstance(r.event, ev.ToolLateResult) and r.event.run_id == run_id:
                 found.append(ev.event_data(r.event))
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.005)
+        return found or None  # none yet: look again
+
+    return poll_until(look, wait, first=0.005, most=0.005) or []
 
 
 # --- adaptive timeouts: the statistics ---------------------------------------------------

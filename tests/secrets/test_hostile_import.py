@@ -238,15 +238,24 @@ def test_code_a_file_names_is_never_imported_before_adoption(tmp_path: Path) -> 
             rid = runs[name, status] = f"{name}-{status}"
             (tmp_path / f"{rid}.jsonl").write_bytes(forge(with_run_id(forged, rid)))
             work.ok("import", str(tmp_path / f"{rid}.jsonl"))
-    for rid in runs.values():
-        for command in ("state", "context", "checkpoints", "export"):
-            work.ok(command, rid)
-        assert f"until `agentlog adopt {rid}`" in work.ok("show", rid).out
-        assert "imported from" in work.ok("timeline", rid).out
-        for act in (("resume",), ("answer", "yes"), ("abandon",), ("rewind", "--to", "1")):
-            one_line_error(work.cli(act[0], rid, *act[1:]), "agentlog adopt")
-        one_line_error(work.cli("verify", rid), "agentlog adopt")
-    assert work.ok("recover", "--json").json() == []
+    reading = [["state"], ["context"], ["checkpoints"], ["export"], ["show"], ["timeline"]]
+    acting = [["resume"], ["answer", "yes"], ["abandon"], ["rewind", "--to", "1"], ["verify"]]
+    # One process for every command (the marker would show an import by any of them).
+    argvs = [[c[0], rid, *c[1:]] for rid in runs.values() for c in reading + acting]
+    *results, recovered = work.many([*argvs, ["recover", "--json"]])
+    each = len(reading) + len(acting)
+    for i, rid in enumerate(runs.values()):
+        mine = results[i * each : (i + 1) * each]
+        read, acted = mine[: len(reading)], mine[len(reading) :]
+        for command, r in zip(reading, read, strict=True):
+            assert r.code == 0, (command, rid, r)
+            if command == ["show"]:
+                assert f"until `agentlog adopt {rid}`" in r.out
+            if command == ["timeline"]:
+                assert "imported from" in r.out
+        for r in acted:
+            one_line_error(r, "agentlog adopt")
+    assert recovered.code == 0 and recovered.json() == [], recovered
     assert not marker.exists()
     work.ok("adopt", runs["evil", "running"], "--agent", "agents:asker")
     assert work.ok("recover", "--json", code=3).json()[0]["status"] == "paused"

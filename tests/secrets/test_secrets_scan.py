@@ -25,7 +25,7 @@ import structlog
 from agents.kit import log_of
 from conftest import backends, schema_of
 from eventsourcing.cipher import AESCipher
-from test_cli_kit import agentlog
+from test_cli_kit import agentlog_many
 
 from engine import Engine, Permanent, RetryPolicy, RunResult
 from engine.errors import UsageError
@@ -296,16 +296,18 @@ def libpq_url(url: str) -> str:
 
 
 def views(url: str, run_id: str, cwd: Path) -> dict[str, str]:
-    """What the CLI shows of the run (its debug log lines included)."""
+    """What the CLI shows of the run (its debug log lines included), the commands run in
+    one process."""
     out: dict[str, str] = {}
     env = {"AGENTLOG_LOG_LEVEL": "debug", "AGENTLOG_LOG": "json"}
-    for name, args in {
-        "export": ("export", run_id),
-        "timeline": ("timeline", run_id),
-        "timeline --json": ("timeline", run_id, "--json"),
-        "context": ("context", run_id),
-    }.items():
-        r = agentlog(*args, "--url", url, cwd=cwd, env=env)
+    commands = {
+        "export": ["export", run_id],
+        "timeline": ["timeline", run_id],
+        "timeline --json": ["timeline", run_id, "--json"],
+        "context": ["context", run_id],
+    }
+    argvs = [[*args, "--url", url] for args in commands.values()]
+    for name, r in zip(commands, agentlog_many(argvs, cwd=cwd, env=env), strict=True):
         assert r.code == 0, (name, r)
         out[name], out[name + " (log)"] = r.out, r.err
     return out

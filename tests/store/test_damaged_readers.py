@@ -43,8 +43,8 @@ def test_a_refused_timeline_prints_only_the_error(
     rid = eng.run(_flow(eng, snapshot_every=1), x="a").run_id
     _overwrite(store_url, rid, 3)
     w = make_workdir(tmp_path, store_url)
-    for args in (["timeline", rid, "--json"], ["timeline", rid]):
-        got = w.cli(*args)
+    argvs = [["timeline", rid, "--json"], ["timeline", rid]]
+    for args, got in zip(argvs, w.many(argvs), strict=True):  # one process for both
         one_line_error(got, f"run {rid}", "position 3")
         assert got.out == "", args
 
@@ -74,13 +74,14 @@ def test_timeline_refuses_as_show_does_when_its_view_holds_the_run(
     _overwrite(store_url, rid, 3)
     assert tv.read(eng.store, rid) is not None  # the view would answer
     w = make_workdir(tmp_path, store_url)
-    shown = w.cli("show", rid)
+    argvs = [["timeline", rid, "--json"], ["timeline", rid]]
+    # One process for all four commands.
+    shown, *timelines, fine = w.many([["show", rid], *argvs, ["timeline", other, "--json"]])
     one_line_error(shown, f"run {rid}", "position 3")
-    for args in (["timeline", rid, "--json"], ["timeline", rid]):
-        got = w.cli(*args)
+    for args, got in zip(argvs, timelines, strict=True):
         one_line_error(got, f"run {rid}", "position 3")
         assert (got.err, got.out) == (shown.err, ""), args
-    w.ok("timeline", other, "--json")
+    assert fine.code == 0, fine
 
 
 @backends("sqlite", "postgres")
@@ -96,5 +97,5 @@ def test_a_snapshot_does_not_stand_in_for_a_deleted_middle_event(
         with pytest.raises(CorruptData, match=f"run {rid}: .*position 2: it is missing"):
             read()
     w = make_workdir(tmp_path, store_url)
-    for args in (["tree", rid], ["show", rid], ["state", rid]):
-        one_line_error(w.cli(*args), f"run {rid}", "position 2")
+    for got in w.many([["tree", rid], ["show", rid], ["state", rid]]):  # one process
+        one_line_error(got, f"run {rid}", "position 2")

@@ -104,16 +104,18 @@ def test_every_reader_names_a_mixed_store_and_reseal_repairs_it(
         with pytest.raises(MixedRows, match="both plaintext and encrypted"):
             eng.state(other)
         eng.close()
-        for args in (["stats"], ["projections", "rebuild"], ["show", other], ["timeline", other]):
-            one_line_error(w.cli(*args), "both plaintext and encrypted rows", "agentlog reseal")
+        readers = [["stats"], ["projections", "rebuild"], ["show", other], ["timeline", other]]
+        for r in w.many(readers):  # one process, each command in turn
+            one_line_error(r, "both plaintext and encrypted rows", "agentlog reseal")
     one_line_error(w.cli("reseal"), f"{CIPHER_ENV} is not set", "nothing was changed")
     assert _holds(store_url)
     monkeypatch.setenv(CIPHER_ENV, KEY)
     done = w.ok("reseal", "--json").json()
     assert done["encrypted"] > 0 and done["sealed"] is True
     assert not _holds(store_url)
-    for args in (["stats"], ["show", clear], ["timeline", sealed], ["projections", "status"]):
-        w.ok(*args)
+    readers = [["stats"], ["show", clear], ["timeline", sealed], ["projections", "status"]]
+    for args, r in zip(readers, w.many(readers), strict=True):
+        assert r.code == 0, (args, r)
     assert w.ok("reseal", "--json").json()["encrypted"] == 0
     eng = Engine(store_url)  # a writer with the key: the store is sealed now
     assert eng.state(clear).status == eng.state(sealed).status == "completed"

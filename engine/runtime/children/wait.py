@@ -26,6 +26,7 @@ from ...kinds import SETTLED, SUSPENDED, RunStatus, WaitReason
 from ...log.history import rebuild
 from ...log.state import RunState
 from ...log.waiting import of, shown
+from ...polling import poll_until
 from . import supervisor
 from .wake import asker
 
@@ -99,36 +100,47 @@ def deliver(w: Waited, done: ev.ChildFinished) -> Any:
 
 def _wait(ws: list[Waited]) -> dict[int, ChildFailed]:
     """Wait until every child of ``ws`` ended (setting its ``outcome``), reading each
-    unfinished one's state every pass; the escalations met, by ``id`` of their Waited."""
+    unfinished one's state every pass; the escalations met, by ``id`` of their Waited.
+    A pass that restarted a child ends the poll: the next starts over at its shortest
+    pause (the new child's turn)."""
     if not ws:
         return {}
     ctx = ws[0].ctx
     for w in ws:
         ctx.live(w.call, f"wait for child run {w.run_id}")
-    signals = ctx.host.signals
     gave_up: dict[int, ChildFailed] = {}
-    pending, delay = list(ws), POLL_FIRST
+    pending = list(ws)
     while pending:
-        seen = signals.version  # before reading: news from now on ends the next wait
-        if ctx.ended:
-            raise _stopped(ctx)
-        ctx.host.leases.check(ctx.run_id)
-        stopped: list[tuple[Waited, RunState]] = []
-        for w in list(pending):
-            moved = _look(w, gave_up)
-            if moved is None:
-                pending.remove(w)
-            elif moved.status in SUSPENDED:
-                stopped.append((w, moved))
-            elif moved.status in SETTLED:
-                delay = POLL_FIRST  # restarted: the new child's turn
-            else:
-                _revive(w)
-        _stop_for(stopped)
-        if pending:
-            signals.wait(seen, delay)
-            delay = min(delay * 2, POLL_MAX)
+        poll_until(
+            lambda: _pass(ctx, pending, gave_up),
+            None,
+            first=POLL_FIRST,
+            most=POLL_MAX,
+            news=ctx.host.signals,
+        )
     return gave_up
+
+
+def _pass(ctx: RunContext, pending: list[Waited], gave_up: dict[int, ChildFailed]) -> bool:
+    """One look at every child in ``pending`` (those that ended are taken out); whether
+    the poll is over: none is left, or a supervisor restarted one."""
+    if ctx.ended:
+        raise _stopped(ctx)
+    ctx.host.leases.check(ctx.run_id)
+    stopped: list[tuple[Waited, RunState]] = []
+    restarted = False
+    for w in list(pending):
+        moved = _look(w, gave_up)
+        if moved is None:
+            pending.remove(w)
+        elif moved.status in SUSPENDED:
+            stopped.append((w, moved))
+        elif moved.status in SETTLED:
+            restarted = True
+        else:
+            _revive(w)
+    _stop_for(stopped)
+    return restarted or not pending
 
 
 def _look(w: Waited, gave_up: dict[int, ChildFailed]) -> RunState | None:

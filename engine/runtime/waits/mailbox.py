@@ -27,7 +27,6 @@ Failpoints: ``after_send`` (a message committed), ``after_recv`` (a receive comm
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 import uuid
@@ -42,7 +41,7 @@ from ...log.effects import SEND
 from ...log.history import check_run_id, iter_run, rebuild
 from ...log.state import ForkOf
 from ...log.waiting import Message
-from ...polling import poll_until
+from ...polling import poll_until, poll_until_async
 from ...secrets import redact
 from ...store import Append, stream_id
 from ..call import forks
@@ -293,10 +292,8 @@ def recv(ctx: RunContext, topic: str, timeout: float | None) -> Any:
 
 async def _recv_async(box: Inbox, call: int, topic: str, until: float | None, end: float) -> Any:
     """The inline wait of a receive in an async agent: on its loop, not blocking it."""
-    delay = 0.01
-    while (left := end - time.monotonic()) > 0 and box.first(topic) is None:
-        await asyncio.sleep(min(delay, left))
-        delay = min(delay * 2, POLL)
+    if (seconds := end - time.monotonic()) > 0:
+        await poll_until_async(lambda: box.first(topic), seconds, most=POLL)
     return _waited(box, call, topic, until)
 
 

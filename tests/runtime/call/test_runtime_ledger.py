@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from agents.kit import log_of, tool_def
+from agents.kit import log_of, tool_def, wait_until
 from conftest import all_backends
 
 from engine import Engine, EngineConfig, Given, Permanent, RetryPolicy
@@ -159,10 +159,11 @@ def test_second_claimer_waits_for_an_executing_holder_then_treats_the_effect_as_
 
     # A's abandoned attempt finishes late, after A paused: kept as evidence in the tool's
     # own stream (A's log belongs to whoever continues it); then a person settles A.
-    deadline = time.monotonic() + 10
-    while not (late := eng.store.read(stream_id("tool:" + tool_def(refund).name))):
-        assert time.monotonic() < deadline, "the late result was never recorded"
-        time.sleep(0.02)
+    late = wait_until(
+        lambda: eng.store.read(stream_id("tool:" + tool_def(refund).name)),
+        "the late result recorded",
+        10,
+    )
     assert [(e.event.run_id, e.event.result) for e in late] == [("claimer-a", "refunded o1")]  # type: ignore[attr-defined]
     assert "tool_late_result" not in [t for _, t, _ in log_of(eng, "claimer-a")]
     settled = eng.answer("claimer-a", Given("refunded o1"))  # the result the person saw

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import pytest
+from agents.kit import wait_until
 from conftest import backends
 from test_supervision_kit import Books, booking, settle, spawn
 
@@ -56,9 +57,12 @@ def _names(eng: Engine, root: str) -> dict[str, str]:
 def _grown(eng: Engine, books: Books) -> dict[str, str]:
     result = eng.run(_tree(eng, books), name="G", shape=SHAPE)
     assert result.status == RunStatus.PAUSED
-    deadline = time.monotonic() + 60
-    while len(ids := _names(eng, result.run_id)) < 5 and time.monotonic() < deadline:
-        time.sleep(0.02)
+
+    def grown() -> dict[str, str] | None:
+        ids = _names(eng, result.run_id)
+        return ids if len(ids) >= 5 else None
+
+    ids: dict[str, str] = wait_until(grown, "the tree's 5 runs", 60)
     settle(eng, list(ids.values()), PAUSED)
     return ids
 
@@ -81,8 +85,12 @@ def test_a_child_held_by_a_live_owner_elsewhere_is_run_busy_naming_it(eng: Engin
     books = Books()
     ids = _grown(eng, books)
     other = "elsewhere:1:feedbeef"  # another machine's owner: alive until it expires
-    while eng.store.take_lease(ids["B1"], other, time.time() + 60, time.time()) != other:
-        time.sleep(0.01)  # the thread that paused it lets go just after
+    # The thread that paused it lets go just after: take the lease once it did.
+    wait_until(
+        lambda: eng.store.take_lease(ids["B1"], other, time.time() + 60, time.time()) == other,
+        "the lease of B1",
+        60,
+    )
     with pytest.raises(RunBusy, match=ids["B1"]):
         eng.abandon(ids["G"])
     assert books.undone() == []
@@ -129,9 +137,7 @@ def test_a_child_executing_in_this_process_is_stopped_then_abandoned(eng: Engine
     result = eng.run(holder)
     [t_id, n_id] = [e.data["child_run_id"] for e in eng.events(result.run_id)[1:3]]
     settle(eng, [n_id], PAUSED)
-    deadline = time.monotonic() + 60
-    while counted["ticks"] < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: counted["ticks"] >= 3, "three ticks", 60)
     assert eng.abandon(result.run_id).status == RunStatus.ABANDONED
     assert eng.state(t_id).status == RunStatus.ABANDONED
     assert books.undone() == ["N.2", "N.1"]

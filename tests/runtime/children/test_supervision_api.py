@@ -5,10 +5,10 @@ them."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
+from agents.kit import wait_until
 from conftest import backends
 from test_supervision_kit import Books, Counter, booking, events_of, fetcher, settle
 
@@ -46,7 +46,7 @@ def test_one_for_all_through_gather(eng: Engine, tmp_path: Path) -> None:
         n = counter.bump(name)
         book(f"{name}#{n}")
         if fail and n == 1:
-            time.sleep(0.2)  # its siblings booked first
+            wait_until(lambda: books.done("a#1") and books.done("c#1"), "its siblings booked", 60)
             raise RuntimeError(f"{name} broke")
         return name
 
@@ -102,9 +102,7 @@ def test_abandon_of_a_spawned_tree_undoes_deepest_first(eng: Engine) -> None:
         run.ask(f"{name} waits")
 
     result = eng.run(node, name="G", kids=["A", "B"])
-    deadline = time.monotonic() + 60
-    while len([r for r in eng.runs()]) < 5 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: len(list(eng.runs())) >= 5, "5 runs", 60)
     settle(eng, [r.run_id for r in eng.runs()], (RunStatus.PAUSED,))
     assert eng.abandon(result.run_id).status == RunStatus.ABANDONED
     assert books.undone() == ["B1.1", "B.1", "A1.1", "A.1", "G.1"]

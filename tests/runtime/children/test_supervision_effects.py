@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from agents import service
+from agents.kit import wait_until
 from conftest import backends
 from structlog.testing import capture_logs
 from test_supervision_kit import Counter, events_of
@@ -22,6 +23,7 @@ from test_supervision_kit import Counter, events_of
 from engine import Engine, Supervisor
 from engine import observe as engine_log
 from engine.kinds import RunStatus
+from engine.polling import poll_until
 
 STORES = backends("sqlite", "postgres")
 
@@ -62,8 +64,7 @@ def _team(eng: Engine, tmp_path: Path, strategy: str, fails: int) -> Any:
     @eng.agent
     def breaker(run: Any, order: str) -> str:
         n = counter.bump("breaker")
-        while service.by_op("pay", order) is None:
-            time.sleep(0.01)  # the payer paid first
+        wait_until(lambda: service.by_op("pay", order), "the payer paid first", 60)
         if n <= fails:
             raise RuntimeError(f"breaker broke ({n})")
         return "fixed"
@@ -143,10 +144,10 @@ def test_a_payment_is_taken_over_across_a_run_stopped_before_it_paid(
     @eng.agent
     def breaker(run: Any, order: str) -> str:
         n = counter.bump("breaker")
-        while n == 1 and service.by_op("pay", order) is None:
-            time.sleep(0.01)  # the payer paid first
-        while n == 2 and counter.get("payer") < 2:
-            time.sleep(0.01)  # the payer's second run started
+        if n == 1:
+            wait_until(lambda: service.by_op("pay", order), "the payer paid first", 60)
+        if n == 2:
+            wait_until(lambda: counter.get("payer") >= 2, "the payer's second run", 60)
         if n <= 2:
             raise RuntimeError(f"breaker broke ({n})")
         return "fixed"
@@ -181,8 +182,7 @@ def test_a_restarted_sibling_whose_own_child_paid_does_not_pay_again(
     @eng.agent
     def breaker(run: Any, order: str) -> str:
         n = counter.bump("breaker")
-        while service.by_op("pay", order) is None:
-            time.sleep(0.01)  # the sibling's child paid first
+        wait_until(lambda: service.by_op("pay", order), "the sibling's child paid first", 60)
         if n == 1:
             raise RuntimeError("breaker broke")
         return "fixed"
@@ -216,8 +216,7 @@ def test_a_restart_that_can_neither_undo_nor_take_over_stops_naming_the_effect(
 
     @eng.agent
     def breaker(run: Any, order: str) -> str:
-        while service.by_op("pay", order) is None:
-            time.sleep(0.01)  # the payer paid first
+        wait_until(lambda: service.by_op("pay", order), "the payer paid first", 60)
         raise RuntimeError("breaker broke")
 
     @eng.agent(supervise=Supervisor("one_for_all", max_restarts=3, within=60.0))
@@ -257,8 +256,7 @@ def test_a_restarted_run_that_does_not_make_the_same_call_is_warned_about(
     @eng.agent
     def breaker(run: Any, order: str) -> str:
         n = counter.bump("breaker")
-        while service.by_op("pay", order) is None:
-            time.sleep(0.01)  # the payer paid first
+        wait_until(lambda: service.by_op("pay", order), "the payer paid first", 60)
         if n == 1:
             raise RuntimeError("breaker broke")
         return "fixed"
@@ -266,9 +264,8 @@ def test_a_restarted_run_that_does_not_make_the_same_call_is_warned_about(
     engine_log.get()  # a first use may configure structlog, which would undo capture_logs
     with capture_logs() as logs:
         result = _one_for_all(eng, payer, breaker, restarts=1)
-        deadline = time.time() + 60  # a guard against a hang, not a limit tested
-        while not _warned(logs) and time.time() < deadline:
-            time.sleep(0.01)  # the child's thread may warn just after its parent returned
+        # The child's thread may warn just after its parent returned.
+        poll_until(lambda: _warned(logs) or None, 60)
     first = events_of(eng, result.run_id, "child_spawned")[0]["child_run_id"]
     [paid] = [e.data for e in eng.events(first) if e.type == "tool_invoked"]
     warned = _warned(logs)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents.kit import Crash
+from agents.kit import Crash, wait_until
 from conftest import backends
 from test_supervision_kit import Books, Counter, booking, events_of, fetcher, spawn, wait
 
@@ -41,8 +41,8 @@ def _workers(eng: Engine, books: Books, counter: Counter) -> dict[str, Any]:
         """Fails its first attempt, once the run ``after`` names has booked (if given)."""
         n = counter.bump(name)
         book(f"{name}#{n}")
-        while after and not books.done(f"{after}#1"):
-            time.sleep(0.01)
+        if after:
+            wait_until(lambda: books.done(f"{after}#1"), f"{after} booked", 60)
         if n == 1:
             raise RuntimeError(f"{name} broke")
         return name

@@ -7,8 +7,11 @@ import time
 from typing import Any
 
 from conftest import all_backends
+from structlog.testing import capture_logs
 
 from engine import Engine, EngineConfig
+from engine import observe as engine_log
+from engine.polling import poll_until
 
 
 @all_backends
@@ -38,14 +41,17 @@ def test_an_owner_that_lost_its_lease_stops_without_writing(store_url: str) -> N
 
     result: dict[str, Any] = {}
     t = threading.Thread(target=lambda: result.update(r=engine.run(agent, run_id="lost-1")))
-    t.start()
-    assert entered.wait(10)
-    before = len(engine.events("lost-1"))
-    other = engine.store.take_lease(
-        "lost-1", "elsewhere:1:x", time.time() + 60, time.time(), dead=engine.owner
-    )
-    assert other == "elsewhere:1:x"
-    time.sleep(0.4)  # a heartbeat notices
+    engine_log.get()  # a first use may configure structlog, which would undo capture_logs
+    with capture_logs() as logs:
+        t.start()
+        assert entered.wait(10)
+        before = len(engine.events("lost-1"))
+        other = engine.store.take_lease(
+            "lost-1", "elsewhere:1:x", time.time() + 60, time.time(), dead=engine.owner
+        )
+        assert other == "elsewhere:1:x"
+        noticed = poll_until(lambda: any(e["event"] == "lease_lost" for e in logs), 30)
+        assert noticed, "no heartbeat noticed the lease was taken"
     release.set()
     t.join(10)
     r = result["r"]

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from conftest import backends
 from test_lifecycle_leases import BLOCKING, _dead_pid
 
 from engine import Engine
+from engine.polling import poll_until
 from engine.runtime.host.leases import HOST, alive, new_owner, pid_space
 
 
@@ -94,12 +94,9 @@ print(json.dumps([[r.run_id, r.status] for r in e.recover()]))
 
 def _wait_for(path: Path, *procs: subprocess.Popen[str]) -> bool:
     """Whether ``path`` appears before every one of ``procs`` has exited."""
-    deadline = time.time() + 120  # a guard against a hang, not a limit tested
-    while not path.exists():
-        if all(p.poll() is not None for p in procs) or time.time() > deadline:
-            return path.exists()
-        time.sleep(0.02)
-    return True
+    # 120 s: a guard against a hang, not a limit tested.
+    poll_until(lambda: path.exists() or all(p.poll() is not None for p in procs), 120)
+    return path.exists()
 
 
 def _start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
@@ -132,11 +129,14 @@ def test_recover_from_another_pid_namespace_leaves_a_live_run_alone(
             recoverer = _start(cmd, env, tmp_path)
             # a recoverer that took the run over enters the gate a second time
             entered_twice = _wait_for(tmp_path / "gate.entered", recoverer)
+            # Read before the gate opens: the owner's own outcome follows it. (Not entered
+            # twice, the recoverer has exited: whatever it wrote is written.)
+            unchanged = log_of(e, "gated") == before
             (tmp_path / "gate.open").touch()
             out, err = recoverer.communicate(timeout=120)
             assert recoverer.returncode == 0, err[-2000:]
             assert not entered_twice and json.loads(out) == []
-            assert log_of(e, "gated") == before
+            assert unchanged
             out, err = owner.communicate(timeout=120)
             assert owner.returncode == 0 and out.strip() == "completed", err[-2000:]
         finally:

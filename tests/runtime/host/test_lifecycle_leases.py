@@ -27,6 +27,7 @@ from conftest import all_backends, backends
 
 from engine import Engine, EngineConfig
 from engine.errors import UsageError
+from engine.polling import poll_until
 from engine.runtime.host.leases import HOST, RunBusy, pid_space
 
 PROCESS_BACKENDS = backends("sqlite", "postgres")
@@ -360,8 +361,9 @@ def test_an_owner_killed_mid_run_is_recovered_from_another_process(
 
 
 BLOCKING = """
-import os, sys, time
+import os, sys
 from engine import Engine
+from engine.polling import poll_until
 
 engine = Engine.open()
 GATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gate")
@@ -370,8 +372,7 @@ GATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gate")
 @engine.tool(side_effect=True)
 def wait_at_gate(order: str, *, idempotency_key: str) -> str:
     open(GATE + ".entered", "w").close()
-    while not os.path.exists(GATE + ".open"):
-        time.sleep(0.02)
+    poll_until(lambda: os.path.exists(GATE + ".open"), None, first=0.02, most=0.02)
     with open(GATE + ".sent", "a") as f:
         f.write(idempotency_key + "\\n")
     return "through " + order
@@ -406,10 +407,9 @@ def test_a_run_whose_owner_is_alive_cannot_be_resumed_and_recover_skips_it(
         text=True,
     )
     try:
-        deadline = time.time() + 60
-        while not (tmp_path / "gate.entered").exists():
-            assert owner.poll() is None and time.time() < deadline, owner.stderr
-            time.sleep(0.02)
+        entered = tmp_path / "gate.entered"
+        poll_until(lambda: entered.exists() or owner.poll() is not None, 60)
+        assert entered.exists() and owner.poll() is None, owner.stderr
         e = Engine.open(store_url)
         try:
             before = log_of(e, "gated")

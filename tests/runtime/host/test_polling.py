@@ -1,15 +1,17 @@
 """``engine.polling.poll_until``, the one polling loop: it looks at once, pauses with a
 doubling delay up to a cap, looks a last time at the deadline (read on the clock it is
 given), returns the first value that is not None or False (0 counts), and ends early
-when its stop event is set; a pause on ``news`` ends when the news moved on."""
+when its stop event is set; a pause on ``news`` ends when the news moved on. Its async
+twin pauses on the event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
 
-from engine.polling import poll_until
+from engine.polling import poll_until, poll_until_async
 
 
 class FakeTime:
@@ -82,3 +84,43 @@ def test_a_pause_on_news_waits_from_the_version_seen_before_the_look() -> None:
 
     assert poll_until(ready, None, first=0.5, most=2.0, news=news) == "x"
     assert news.waits == [(3, 0.5), (4, 1.0)]
+
+
+def test_the_async_wait_backs_off_on_the_loop_and_looks_last_at_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t, looks = FakeTime(), []
+
+    async def slept(seconds: float) -> None:
+        t.sleep(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", slept)
+
+    def never() -> None:
+        looks.append(t.now)
+
+    got = asyncio.run(poll_until_async(never, 1.0, first=0.1, most=0.4, clock=t.clock))
+    assert got is None
+    assert t.pauses == pytest.approx([0.1, 0.2, 0.4, 0.3])
+    assert looks[-1] == pytest.approx(101.0) and len(looks) == 5
+
+
+def test_the_async_wait_returns_what_a_look_found_without_blocking_the_loop() -> None:
+    answers = iter([None, None, "x"])
+
+    async def both() -> tuple[str | None, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(ticker())
+        got = await poll_until_async(lambda: next(answers), 5.0, first=0.01)
+        task.cancel()
+        return got, ticks
+
+    got, ticks = asyncio.run(both())
+    assert got == "x" and ticks > 0  # the loop ran other work during the pauses

@@ -117,8 +117,9 @@ def _race_answers(engines: list[Engine], run_id: str) -> list[str]:
 
 
 ANSWER_AGENT = """
-import os, time
+import os
 from engine import Engine
+from engine.polling import poll_until
 
 engine = Engine.open()
 
@@ -126,8 +127,7 @@ engine = Engine.open()
 @engine.tool
 def work(value: str) -> str:
     open(os.environ["ENTERED"], "w").close()
-    while not os.path.exists(os.environ["RELEASE"]):
-        time.sleep(0.01)
+    poll_until(lambda: os.path.exists(os.environ["RELEASE"]), None, first=0.01, most=0.01)
     return value
 
 

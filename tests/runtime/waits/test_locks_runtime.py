@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from agents.kit import log_of, wait_until
 from conftest import all_backends
+from structlog.testing import capture_logs
 
 from engine import Engine
+from engine import observe as engine_log
 from engine.errors import UsageError
 
 
@@ -283,8 +285,10 @@ def test_a_second_run_waits_for_the_lock_and_gets_the_next_fence(eng: Engine) ->
     t2 = threading.Thread(
         target=lambda: results.setdefault("second", eng.run(worker, tag="second"))
     )
-    t2.start()
-    time.sleep(0.3)  # the second is waiting for the lock by now
+    engine_log.get()  # a first use may configure structlog, which would undo capture_logs
+    with capture_logs() as logs:
+        t2.start()
+        wait_until(lambda: any(e["event"] == "lock_waiting" for e in logs), "the second waits", 30)
     assert order == ["first+"]
     release.set()
     t1.join(30)
