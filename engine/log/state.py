@@ -18,7 +18,7 @@ from msgspec.structs import replace
 from .. import events as ev
 from ..kinds import RunStatus
 from .effects import answered
-from .waiting import WaitingOn, deadline, from_legacy, of, shown
+from .waiting import Approval, WaitingOn, deadline, from_legacy, of, shown
 
 OBSERVATION_LIMIT = 2048
 RECENT_LIMIT = 20
@@ -108,6 +108,9 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     cost: float | None = None
     # Imported from a file and not adopted since: nothing runs it (see engine.adopt).
     imported: bool = False
+    # A person approved it (run_approved) and no execution took it up since: the crash
+    # of the approve itself does not hold it again (engine.runtime.lifecycle.approval).
+    approved: bool = False
 
     @property
     def waiting(self) -> str | None:
@@ -162,6 +165,8 @@ STATUS_AFTER: dict[type[ev.Event], RunStatus] = {
     ev.AgentAbandoned: RunStatus.ABANDONED,
     ev.ChildPaused: RunStatus.PAUSED,
     ev.RunWaiting: RunStatus.WAITING,
+    ev.RunHeld: RunStatus.HELD,
+    ev.RunApproved: RunStatus.RUNNING,
 }
 
 
@@ -192,6 +197,7 @@ def _resumed(s: RunState, e: ev.AgentResumed, position: int) -> RunState:
         s,
         resumes=s.resumes + 1,
         waits_on=None,
+        approved=False,
     )
 
 
@@ -301,6 +307,8 @@ _HANDLERS: dict[type[ev.Event], _Handler] = {
     ev.RunWaiting: _waits,
     ev.RunImported: lambda s, e, p: replace(s, imported=True),
     ev.RunAdopted: lambda s, e, p: replace(s, imported=False, agent=e.agent),
+    ev.RunHeld: lambda s, e, p: replace(s, waits_on=Approval(e.reason)),
+    ev.RunApproved: lambda s, e, p: replace(s, waits_on=None, approved=True),
 }
 
 

@@ -37,6 +37,7 @@ from ..journal.recorded import Journal
 from ..run.context import LogEnd, RunContext, _current
 from ..run.repository import LoadedRun, RunRepository, result_of
 from ..run.results import RunResult
+from . import approval
 from .agentrun import AgentRun
 
 
@@ -181,17 +182,22 @@ def resume(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
         return driver.execute(run, resumed=True)
 
 
-def start(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
+def start(runs: RunRepository, driver: Driver, run_id: str, owner: str = "") -> RunResult:
     """Execute a recorded run that has not ended: a child just spawned (its log holds
     only ``agent_started``: no resume is recorded), one a supervisor restarted (its
-    restart wrote the resume marker), or one whose owner died."""
+    restart wrote the resume marker), or one whose owner (``owner``) died: a crash, held
+    instead when its agent resumes on approval (``approval``)."""
     with runs.held(run_id):
         run = runs.load(run_id, "be started")
         if run.state.status in FINAL:
             return result_of(run.state)
         # A run whose log ends in a resume marker (a supervisor's restart) has one.
         marked = isinstance(run.recorded[-1].event, ev.AgentResumed)
-        return driver.execute(run, resumed=run.state.position > 1 and not marked)
+        crashed = run.state.position > 1 and not marked
+        running = run.state.status == RunStatus.RUNNING
+        if crashed and running and approval.needs_approval(run.agent, run.state):
+            return approval.hold(run, owner)
+        return driver.execute(run, resumed=crashed)
 
 
 def verify(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
