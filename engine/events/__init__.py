@@ -100,7 +100,8 @@ class RunHeld(Event, frozen=True, tag="run_held"):
 
 
 class RunApproved(Event, frozen=True, tag="run_approved"):
-    """A person let a held run continue: the resume that follows carries it on."""
+    """A person let a held run continue: the resume that follows carries it on (status
+    ``running``; a crash of that execution holds the run again)."""
 
     by: str = ""  # user@host
     via: str = "approve"  # the command that approved it: "approve" or "resume"

@@ -108,9 +108,6 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     cost: float | None = None
     # Imported from a file and not adopted since: nothing runs it (see engine.adopt).
     imported: bool = False
-    # A person approved it (run_approved) and no execution took it up since: the crash
-    # of the approve itself does not hold it again (engine.runtime.lifecycle.approval).
-    approved: bool = False
 
     @property
     def waiting(self) -> str | None:
@@ -197,7 +194,6 @@ def _resumed(s: RunState, e: ev.AgentResumed, position: int) -> RunState:
         s,
         resumes=s.resumes + 1,
         waits_on=None,
-        approved=False,
     )
 
 
@@ -308,7 +304,7 @@ _HANDLERS: dict[type[ev.Event], _Handler] = {
     ev.RunImported: lambda s, e, p: replace(s, imported=True),
     ev.RunAdopted: lambda s, e, p: replace(s, imported=False, agent=e.agent),
     ev.RunHeld: lambda s, e, p: replace(s, waits_on=Approval(e.reason)),
-    ev.RunApproved: lambda s, e, p: replace(s, waits_on=None, approved=True),
+    ev.RunApproved: lambda s, e, p: replace(s, waits_on=None),
 }
 
 

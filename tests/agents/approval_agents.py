@@ -3,7 +3,7 @@ run in real processes killed at failpoints. Effects go to the fake service named
 ``$AGENTLOG_TEST_SERVICE``.
 
 ``python -m tests.agents.approval_agents URL RUN_ID AGENT JSON_INPUT`` starts a run
-(AGENT: transfer, auto or careful).
+(AGENT: transfer, auto, careful or parent).
 """
 
 from __future__ import annotations
@@ -58,7 +58,14 @@ def careful(run: Any, order: str, n: int = 2) -> dict[str, Any]:
     return _body(run, order, n)
 
 
-AGENTS = {"transfer": transfer, "auto": auto, "careful": careful}
+@engine.agent(name="approval:parent")
+def parent(run: Any, order: str, n: int = 2) -> dict[str, Any]:
+    """Waits on a child that moves money (held, after a crash, until approved)."""
+    done: dict[str, Any] = run.call(transfer, order=order, n=n)
+    return done
+
+
+AGENTS = {"transfer": transfer, "auto": auto, "careful": careful, "parent": parent}
 
 
 def main(argv: list[str]) -> None:

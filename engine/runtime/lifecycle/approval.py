@@ -11,9 +11,8 @@ continues as before, and so does a paused run once answered.
 
 ``approve`` records who let it go on (``run_approved``) and resumes it in the same lease;
 a person's explicit ``resume`` of a held run is an approval too (recorded ``via`` it).
-``abandon`` stops a held run as any other. The approval covers one resumed execution: its
-first write (``agent_resumed``) spends it, so a later crash holds the run again, while a
-crash of the approve itself (approved, nothing written since) does not.
+``abandon`` stops a held run as any other. An approval lets one execution go on: if
+that crashes too (even before it wrote anything), recovery holds the run again.
 """
 
 from __future__ import annotations
@@ -41,8 +40,6 @@ class Driver(Protocol):
 def needs_approval(agent: AgentDef, state: RunState) -> bool:
     """Whether the crashed run ``state`` of ``agent`` waits for a person's approval. A
     predicate that raises holds it (the careful side), and says why in the log."""
-    if state.approved:
-        return False
     mode = agent.resume
     if mode == "auto":
         return False
@@ -60,8 +57,8 @@ def recover_crashed(runs: RunRepository, driver: Driver, run_id: str, owner: str
     it for approval when its agent asks for one: ``run_held`` is recorded, nothing runs."""
     with runs.held(run_id):
         run = runs.load(run_id, "be resumed")
-        if run.state.status in FINAL:
-            return result_of(run.state)
+        if run.state.status in FINAL or run.state.status == RunStatus.HELD:
+            return result_of(run.state)  # ended, or held meanwhile (a parent revived it)
         if run.state.status == RunStatus.RUNNING and needs_approval(run.agent, run.state):
             return hold(run, owner)
         return driver.execute(run, resumed=True)
