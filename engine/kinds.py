@@ -20,6 +20,7 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     PAUSED = "paused"  # waiting for a person's answer (its own, or a child's)
     WAITING = "waiting"  # holding no thread until a timer, a message or a child is due
+    HELD = "held"  # crashed, its agent resumes on approval: waits for `agentlog approve`
     COMPLETED = "completed"
     FAILED = "failed"  # resumable: resume re-attempts the failed call
     ABANDONED = "abandoned"
@@ -31,8 +32,9 @@ class RunStatus(StrEnum):
 FINAL = frozenset({RunStatus.COMPLETED, RunStatus.ABANDONED})
 # Final or failed: no execution is left that may write to it (resume starts a new one).
 SETTLED = FINAL | {RunStatus.FAILED}
-# Paused or waiting: it holds no thread until an answer, a timer, a message or a child.
-SUSPENDED = frozenset({RunStatus.PAUSED, RunStatus.WAITING})
+# Paused, waiting or held: it holds no thread until an answer, a timer, a message, a child
+# or (held) a person's approval.
+SUSPENDED = frozenset({RunStatus.PAUSED, RunStatus.WAITING, RunStatus.HELD})
 # New, queued or running: an execution has it (or is about to: a worker claims it).
 LIVE = frozenset({RunStatus.NEW, RunStatus.QUEUED, RunStatus.RUNNING})
 
@@ -64,6 +66,7 @@ class Source(StrEnum):
     HUMAN = "human"  # a person said the effect happened
     FALLBACK = "fallback"  # the circuit was open: the degraded path, not the effect
     PARENT = "parent"  # a rewound fork (or a restart's new run) took over another run's effect
+    REFRESHED = "refreshed"  # a stale read executed again as the run continued (refresh_after)
 
 
 class Effects(StrEnum):

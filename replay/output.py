@@ -44,13 +44,14 @@ EXIT: dict[str, int] = {
     RunStatus.QUEUED: 3,  # not finished: it waits for a worker
     RunStatus.PAUSED: 3,
     RunStatus.WAITING: 3,  # not finished: it waits (for a timer, a message or a child)
+    RunStatus.HELD: 3,  # not finished: it waits for a person's approve
     RunStatus.FAILED: 4,
     RunStatus.ABANDONED: 4,
 }
 
 
 def exit_status(status: str) -> int:
-    """The CLI's exit status for a run left in ``status`` (0 done, 3 paused or waiting,
+    """The CLI's exit status for a run left in ``status`` (0 done, 3 paused, waiting or held,
     4 failed or abandoned)."""
     return EXIT.get(status, 1)
 

@@ -77,6 +77,7 @@ _STYLES: dict[str, str] = {
     RunStatus.ABANDONED: "red",
     RunStatus.PAUSED: "yellow",
     RunStatus.WAITING: "magenta",
+    RunStatus.HELD: "yellow",
 }
 
 
@@ -275,6 +276,7 @@ _SOURCES: dict[str, str] = {
     Source.FALLBACK: "fallback (breaker open)",
     Source.HUMAN: "a person confirmed it happened",
     Source.PARENT: "reused: the parent's effect, not sent again",
+    Source.REFRESHED: "refreshed: read again after the pause (refresh_after)",
 }
 
 
@@ -334,6 +336,14 @@ def _adopted(s: _Story, e: ev.RunAdopted, at: float) -> list[Piece]:
     return [("✓ adopted ", "bold magenta"), f"by {e.by or '?'}: runs as {e.agent}"]
 
 
+def _held(s: _Story, e: ev.RunHeld, at: float) -> list[Piece]:
+    return [("⏸ held for approval ", "bold yellow"), e.reason, ("  agentlog approve RUN", "dim")]
+
+
+def _approved(s: _Story, e: ev.RunApproved, at: float) -> list[Piece]:
+    return [("✓ approved ", "bold yellow"), f"by {e.by or '?'} (agentlog {e.via})"]
+
+
 def _saves(s: _Story, e: ev.SavesTimed, at: float) -> list[Piece]:
     parts = [
         f"{n} {what}{'' if n == 1 else 's'} in {ms:.1f} ms"
@@ -376,6 +386,8 @@ _RENDER: dict[type[ev.Event], Render] = {
     ev.Compensated: _compensated,
     ev.RunImported: _imported,
     ev.RunAdopted: _adopted,
+    ev.RunHeld: _held,
+    ev.RunApproved: _approved,
     ev.SavesTimed: _saves,
     ev.CircuitOpened: _circuit,
     ev.CircuitHalfOpened: _circuit,

@@ -105,6 +105,23 @@ class RunAdopted(Event, frozen=True, tag="run_adopted"):
     owner: str = ""  # the adopting engine's owner id (host:pid:nonce)
 
 
+class RunHeld(Event, frozen=True, tag="run_held"):
+    """Automatic recovery found the run crashed (running, its owner ``owner`` gone) and
+    its agent resumes only on approval (``resume="approve"``, or its predicate said so):
+    status ``held``; nothing resumes it until ``approve`` (or a person's ``resume``)."""
+
+    reason: str = ""
+    owner: str = ""  # the owner that died
+
+
+class RunApproved(Event, frozen=True, tag="run_approved"):
+    """A person let a held run continue: the resume that follows carries it on (status
+    ``running``; a crash of that execution holds the run again)."""
+
+    by: str = ""  # user@host
+    via: str = "approve"  # the command that approved it: "approve" or "resume"
+
+
 # --- the agent's own durable calls ------------------------------------------------------
 
 
@@ -315,6 +332,8 @@ AnyEvent = (
     | AgentAbandoned
     | RunImported
     | RunAdopted
+    | RunHeld
+    | RunApproved
     | PlanCreated
     | StepStarted
     | StepCompleted

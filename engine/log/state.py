@@ -18,7 +18,7 @@ from msgspec.structs import replace
 from .. import events as ev
 from ..kinds import RunStatus
 from .effects import answered
-from .waiting import WaitingOn, deadline, from_legacy, of, shown
+from .waiting import Approval, WaitingOn, deadline, from_legacy, of, shown
 
 OBSERVATION_LIMIT = 2048
 RECENT_LIMIT = 20
@@ -164,6 +164,8 @@ STATUS_AFTER: dict[type[ev.Event], RunStatus] = {
     ev.AgentAbandoned: RunStatus.ABANDONED,
     ev.ChildPaused: RunStatus.PAUSED,
     ev.RunWaiting: RunStatus.WAITING,
+    ev.RunHeld: RunStatus.HELD,
+    ev.RunApproved: RunStatus.RUNNING,
 }
 
 
@@ -303,6 +305,8 @@ _HANDLERS: dict[type[ev.Event], _Handler] = {
     ev.RunWaiting: _waits,
     ev.RunImported: lambda s, e, p: replace(s, imported=True),
     ev.RunAdopted: lambda s, e, p: replace(s, imported=False, agent=e.agent),
+    ev.RunHeld: lambda s, e, p: replace(s, waits_on=Approval(e.reason)),
+    ev.RunApproved: lambda s, e, p: replace(s, waits_on=None),
 }
 
 

@@ -2,7 +2,8 @@
 stopped the run (:func:`of`), read by type everywhere, shown to people by :func:`shown`.
 
 A run waits on a timer, a message on a topic (with an optional deadline), a child run (a
-parent suspended on it, or paused by a question a descendant asks), or a person's answer.
+parent suspended on it, or paused by a question a descendant asks), or a person's answer
+(or, for a held run, a person's approval).
 A lock is waited for in the run's own thread, so no lock wait is ever recorded.
 """
 
@@ -44,7 +45,13 @@ class Person(msgspec.Struct, frozen=True, tag="person"):
     question: str
 
 
-WaitingOn = Timer | Message | Child | Person
+class Approval(msgspec.Struct, frozen=True, tag="approval"):
+    """A person's approval of a held run (crashed, its agent resumes on approval)."""
+
+    reason: str = ""
+
+
+WaitingOn = Timer | Message | Child | Person | Approval
 Stops = ev.RunWaiting | ev.ChildPaused | ev.HumanInputRequested
 
 
@@ -78,6 +85,8 @@ def shown(on: WaitingOn) -> str:
     """What the run waits on, as people read it (``RunResult.waiting``, the CLI, views)."""
     if isinstance(on, Person):
         return on.question
+    if isinstance(on, Approval):
+        return f"approval ({on.reason})" if on.reason else "approval"
     if isinstance(on, Child):
         if on.asking_run_id is None:
             return f"child {on.run_id}"

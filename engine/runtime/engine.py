@@ -45,6 +45,7 @@ from .host.leases import Leases, new_owner
 from .host.lockkeeper import Keeper, LockKeeper
 from .host.signals import Signals
 from .journal.recorded import Journal
+from .lifecycle import approval
 from .lifecycle.answer import answer as answer_run
 from .lifecycle.driver import Driver
 from .lifecycle.driver import resume as resume_run
@@ -194,8 +195,17 @@ class Engine(Catalog, Declaring, Working, Scheduling):
         return await asyncio.to_thread(self.run, agent, **input)
 
     def resume(self, run_id: str) -> RunResult:
-        """Continue a crashed, failed, waiting or answered run from its log."""
-        return self._after(resume_run(self._runs, self._driver, run_id))
+        """Continue a crashed, failed, waiting or answered run from its log; a held run's
+        resume (a person asked for it) is recorded as its approval."""
+        rid = self._runs.resolve(run_id)
+        if rebuild(self.store, rid).status == RunStatus.HELD:
+            return self.approve(rid, via="resume")
+        return self._after(resume_run(self._runs, self._driver, rid))
+
+    def approve(self, run_id: str, *, via: str = "approve") -> RunResult:
+        """Let a held run (crashed; its agent has ``resume="approve"``) continue: the
+        approval (who, when) is recorded, then the run resumes. UsageError if not held."""
+        return self._after(approval.approve(self._runs, self._driver, run_id, via))
 
     def start(self, run_id: str) -> None:
         """Execute the recorded run ``run_id`` (a child just spawned, or one whose owner
@@ -267,9 +277,10 @@ class Engine(Catalog, Declaring, Working, Scheduling):
         self.key_gate.check(self.store, record=False)  # refused even with nothing due
         results: list[RunResult] = []
         for row in self.store.runs(RunStatus.RUNNING):
-            if self.leases.dead_holder(self.store, row.run_id) is not None:
-                self._recovered(row.run_id, self._resumed_orphan, results)
-        for status in sorted(SUSPENDED, reverse=True):  # waiting, then paused (as before)
+            dead = self.leases.dead_holder(self.store, row.run_id)
+            if dead is not None:
+                self._recovered(row.run_id, functools.partial(self._crashed, owner=dead), results)
+        for status in sorted(SUSPENDED - {RunStatus.HELD}, reverse=True):  # waiting, paused
             for row in self.store.runs(status):
                 self._recovered(row.run_id, self._resumed_due, results)
         return results
@@ -295,10 +306,10 @@ class Engine(Catalog, Declaring, Working, Scheduling):
         if result is not None:
             results.append(result)
 
-    def work(self, run_id: str) -> RunResult | None:
+    def work(self, run_id: str, dead: str = "") -> RunResult | None:
         """Execute ``run_id``, whose lease a worker of this engine just claimed: start it
-        (queued), resume it (its owner died) or wake it (suspended and due; None if no
-        longer due)."""
+        (queued), resume it (its owner ``dead`` died: held instead if its agent resumes
+        on approval) or wake it (suspended and due; None if no longer due)."""
         with self.leases.hold(self.store, run_id):
             status = rebuild(self.store, run_id).status
             if status in SUSPENDED:
@@ -306,7 +317,7 @@ class Engine(Catalog, Declaring, Working, Scheduling):
                     return None
                 result = resume_run(self._runs, self._driver, run_id)
             elif status in LIVE:  # queued (a start), or running (its owner died)
-                result = start_run(self._runs, self._driver, run_id)
+                result = start_run(self._runs, self._driver, run_id, owner=dead)
             else:
                 return None
         return self._after(result)
@@ -320,11 +331,12 @@ class Engine(Catalog, Declaring, Working, Scheduling):
             return False
         return True
 
-    def _resumed_orphan(self, run_id: str) -> RunResult | None:
-        """Resume the running run whose owner died (not an imported one)."""
+    def _crashed(self, run_id: str, owner: str) -> RunResult | None:
+        """Resume the running run whose owner died (not an imported one), or hold it for
+        approval (``lifecycle.approval``: its agent has ``resume="approve"``)."""
         if adoption.imported(self.store, run_id):
             return None
-        return self.resume(run_id)
+        return self._after(approval.recover_crashed(self._runs, self._driver, run_id, owner))
 
     def _resumed_due(self, run_id: str) -> RunResult | None:
         """Resume the waiting or paused run ``run_id`` if it is due: looked at, then looked

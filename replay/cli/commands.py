@@ -86,9 +86,12 @@ def recover(
     passed, its message came, its child moved); a run that cannot be resumed (a damaged
     log, changed code, an agent that no longer imports) is reported and the rest go on.
 
+    A crashed run of an agent with resume="approve" is held instead (status held) until
+    `agentlog approve RUN`.
+
     Exits with the worst of the runs' statuses, in this order: 1 unexpected error,
-    2 could not be resumed, 4 failed or abandoned, 3 paused, 0 completed or waiting again
-    (or nothing to do). With --watch it runs until SIGINT or SIGTERM and exits 0.
+    2 could not be resumed, 4 failed or abandoned, 3 paused or held, 0 completed or
+    waiting again (or nothing to do). With --watch it runs until SIGINT or SIGTERM and exits 0.
     """
     s = session(ctx)
     if watch:
@@ -122,6 +125,8 @@ def _interval(text: str | None) -> float:
 
 
 def _recover_status(r: "RunResult") -> int:
+    if r.not_resumed == "held":
+        return 3  # it waits for a person's approve, as a paused run for an answer
     if r.not_resumed is not None:
         return 1 if r.not_resumed == "unexpected" else 2
     if r.status == RunStatus.WAITING:
@@ -148,6 +153,15 @@ def answer(
 
     answer_value: Any = Given(args.json_value(value, "VALUE")) if json_value else value
     return s.result(s.engine.answer(run, answer_value))
+
+
+@app.command()
+def approve(ctx: typer.Context, run: Run) -> int:
+    """Let a held run (crashed; its agent has resume="approve") continue: the approval
+    (who, when) is recorded and the run resumes. Exit as `resume`; 2 if the run is
+    unknown or not held."""
+    s = session(ctx)
+    return s.result(s.engine.approve(run))
 
 
 @app.command()

@@ -24,6 +24,7 @@ _STATUS_STYLE: dict[str, str] = {
     RunStatus.PAUSED: "yellow",
     RunStatus.RUNNING: "blue",
     RunStatus.WAITING: "magenta",
+    RunStatus.HELD: "yellow",
 }
 # How a run with a parent names it in the run list, by its lineage (runs view's word).
 _LINEAGE = {"child": "child of ", "fork": "fork of "}
@@ -184,6 +185,9 @@ def result_rows(r: RunResult, failure: tuple[str, int | None] | None = None) -> 
         rows.append(
             [("next: ", "dim"), "it resumes when that is due (`agentlog recover` wakes it)"]
         )
+    elif r.status == RunStatus.HELD:
+        rows.append(["held for ", (r.waiting or "approval", "yellow")])
+        rows.append([("next: ", "dim"), f"agentlog approve {r.run_id[:12]}  (or abandon it)"])
     elif r.status == RunStatus.FAILED:
         rows.append(["error: ", (r.error or "?", "red")])
         rows.append([("next: ", "dim"), f"agentlog resume {r.run_id[:12]}  {_again(failure)}"])

@@ -87,7 +87,7 @@ def recovered_doc(r: RunResult) -> dict[str, Any]:
 def recovered_lines(s: Session, r: RunResult) -> None:
     """A recovered run as people read it."""
     s.out.lines(views.result_rows(r))
-    if r.not_resumed is not None:
+    if r.not_resumed is not None and r.not_resumed != "held":
         s.out.line("  ", (r.error or "not resumed", "red"))
 
 

@@ -179,6 +179,8 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
     "run_imported": st.builds(
         ev.RunImported, at=ats, source=short, events=calls, chain=short, signed=st.booleans()
     ),
+    "run_held": st.builds(ev.RunHeld, at=ats, reason=short, owner=short),
+    "run_approved": st.builds(ev.RunApproved, at=ats, by=short, via=short),
     "run_adopted": st.builds(
         ev.RunAdopted, at=ats, agent=st.sampled_from(["shop:refund"]), import_path=short, by=short
     ),

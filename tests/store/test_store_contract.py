@@ -105,6 +105,8 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
         ev.AgentAbandoned(at=t + 22, reason="operator"),
         ev.RunImported(at=t + 22.2, source="r.jsonl", events=22, chain="c" * 64, signed=True),
         ev.RunAdopted(at=t + 22.4, agent="shop:fix", import_path="shop", by="ann@h", owner="h:1"),
+        ev.RunHeld(at=t + 22.42, reason="its owner h:1 died", owner="h:1"),
+        ev.RunApproved(at=t + 22.44, by="ann@h", via="approve"),
         ev.ChildSpawned(at=t + 22.5, call=8, child_run_id="c1", agent="shop:pick", args_hash="h3"),
         ev.ChildFinished(at=t + 22.6, call=8, child_run_id="c1", status="failed", error="e"),
         ev.ChildPaused(at=t + 22.62, call=8, child_run_id="c1", asking_run_id="g1", question="?"),

@@ -39,7 +39,7 @@ from ..journal.callstate import (
 )
 from ..run import asked
 from ..run.context import RunContext
-from . import forks, ledger
+from . import forks, ledger, refresh
 from .drive import drive
 from .record import Call, record
 
@@ -260,11 +260,9 @@ def call_tool(
     number: int | None = None,
     loop: asyncio.AbstractEventLoop | None = None,
 ) -> Any:
-    """Make a durable call of ``tool`` inside the run ``ctx``.
-
-    An async tool's call identity is taken when it is awaited (``number``), and its
-    coroutine runs on the caller's ``loop`` while this thread records and retries.
-    """
+    """Make a durable call of ``tool`` inside the run ``ctx``. An async tool's call identity
+    is taken when it is awaited (``number``), its coroutine run on the caller's ``loop``
+    while this thread records and retries. A stale read is executed again (``refresh``)."""
     number = ctx.next_call() if number is None else number
     bound = tool.bind(args, kwargs)
     named = normalize(bound, f"arguments of tool {tool.name}")
@@ -277,6 +275,8 @@ def call_tool(
         key = str(tool.key(*args, **kwargs)) if tool.key else f"{ctx.run_id}:{number}"
     state = CallState("tool", tool.name, ahash, key=key)
     entry = ctx.recorded(number, "tool", tool.name, ahash)
+    if entry is not None and refresh.stale(ctx, tool, entry):
+        return refresh.refreshed(call, state, entry)
     return _open(call, state, Recorded(entry, ctx.journal.failed_call == number))
 
 

@@ -118,7 +118,13 @@ def succeed(
     size = len(encode_event(done)[1])
     if size > ctx.store.max_payload:
         _unkeepable(call, state, f"{size} bytes, over the {ctx.store.max_payload}-byte cap")
-    how = settle(tool, state, source, defer=ctx.config.defer_outcomes)
+    # A refreshed read rides with the run's next commit, after the replay (call.refresh).
+    refreshed = source == Source.REFRESHED
+    how = (
+        Settlement.DEFER
+        if refreshed
+        else settle(tool, state, source, defer=ctx.config.defer_outcomes)
+    )
     if how is Settlement.DEFER:
         ctx.defer(done)  # a crash before the next commit leaves it uncertain: self-resolving
     else:

@@ -163,12 +163,12 @@ def _look(w: Waited, gave_up: dict[int, ChildFailed]) -> RunState | None:
 
 def _stop_for(stopped: list[tuple[Waited, RunState]]) -> None:
     """Pause the parent for the first child (in the order waited) whose chain asks a
-    person, else suspend it on the first that waits on a timer or a message."""
+    person, else suspend it on the first that waits on a timer, a message or approval."""
     for w, state in stopped:
         if state.status == RunStatus.PAUSED:
             _pause(w, state)
     for w, state in stopped:
-        if state.status == RunStatus.WAITING:
+        if state.status == RunStatus.WAITING or state.status == RunStatus.HELD:  # until approved
             _suspend(w)
 
 

@@ -100,7 +100,7 @@ def child_due(store: Store, state: RunState) -> bool:
     child = own_child(store, state, child_id)
     if child is None:
         return False  # not its child: that run's news is not this run's
-    if child.status in LIVE:
+    if child.status in LIVE or child.status == RunStatus.HELD:  # held: news once approved
         return False
     if child.status == RunStatus.WAITING:
         return state.status == RunStatus.PAUSED

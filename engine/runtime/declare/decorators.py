@@ -17,6 +17,8 @@ from .wrappers import ModelOptions, ToolOptions
 
 P = ParamSpec("P")
 R = TypeVar("R")
+# ``@engine.agent(resume=...)``: "auto", "approve", or a predicate of the run's RunState.
+Resume = str | Callable[[Any], object]
 
 
 class Declaring:
@@ -53,6 +55,7 @@ class Declaring:
         name: str | None = ...,
         supervise: Supervisor | None = ...,
         budget: Budget | None = ...,
+        resume: Resume = ...,
     ) -> AgentDef[P, R]: ...
     @overload
     def agent(
@@ -63,6 +66,7 @@ class Declaring:
         name: str | None = ...,
         supervise: Supervisor | None = ...,
         budget: Budget | None = ...,
+        resume: Resume = ...,
     ) -> Callable[[Callable[P, R]], AgentDef[P, R]]: ...
 
     def agent(
@@ -73,13 +77,20 @@ class Declaring:
         name: str | None = None,
         supervise: Supervisor | None = None,
         budget: Budget | None = None,
+        resume: Resume = "auto",
     ) -> Any:
         """Register ``fn(run, **input)`` as an agent of this engine (``name`` replaces the
         recorded ``module:qualname``; ``supervise`` restarts its children that fail;
-        ``budget`` bounds what its model calls spend)."""
+        ``budget`` bounds what its model calls spend; ``resume="approve"``, or a
+        predicate of the run's state, holds a crashed run for ``approve``)."""
         if fn is None:
             return lambda f: self.agent(
-                f, snapshot_every=snapshot_every, name=name, supervise=supervise, budget=budget
+                f,
+                snapshot_every=snapshot_every,
+                name=name,
+                supervise=supervise,
+                budget=budget,
+                resume=resume,
             )
         return declare.agent(
             self.registry,
@@ -88,6 +99,7 @@ class Declaring:
             name=name,
             supervise=supervise,
             budget=budget,
+            resume=resume,
         )
 
     @overload

@@ -46,6 +46,7 @@ class ToolOptions(TypedDict, total=False):
     classify: Classifier | None
     redact: tuple[str, ...] | list[str]  # argument names never persisted or logged
     redact_default: bool  # also redact the secret words (CONTRACT's list)
+    refresh_after: float | None  # a read executed again after a pause past its age
 
 
 def tool(registry: Registry, fn: Callable[P, R], options: ToolOptions) -> Callable[P, R]:
@@ -173,6 +174,7 @@ def agent(
     name: str | None = None,
     supervise: Supervisor | None = None,
     budget: Budget | None = None,
+    resume: str | Callable[[Any], object] = "auto",
 ) -> AgentDef[P, R]:
     """``fn(run, **input)`` as an agent defined in ``registry`` (whose tools it uses)."""
     if supervise is not None and not isinstance(supervise, Supervisor):
@@ -188,6 +190,7 @@ def agent(
         registry=registry,
         supervise=supervise,
         budget=budget,
+        resume=resume,
     )
     registry.add_agent(definition)
     return definition
@@ -214,4 +217,5 @@ def tool_def(fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> ToolDef:
         fallback=options.get("fallback"),
         classify=options.get("classify"),
         redact=secret_words | set(redact),
+        refresh_after=options.get("refresh_after"),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import inspect
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -42,6 +43,22 @@ else:
 
     P = ParamSpec("P")
     R = TypeVar("R")
+
+
+# What ``@engine.agent(resume=...)`` takes besides a predicate.
+RESUME_MODES = ("auto", "approve")
+
+
+def check_refresh(tool: str, seconds: object, side_effect: bool) -> None:
+    """``refresh_after`` is seconds above zero, and only for a read: a side effect is
+    never sent again because its result grew old."""
+    if seconds is None:
+        return
+    number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+    if not number or not math.isfinite(float(seconds)) or float(seconds) <= 0:  # type: ignore[arg-type]
+        raise UsageError(f"tool {tool}: refresh_after takes seconds above zero, not {seconds!r}")
+    if side_effect:
+        raise UsageError(f"tool {tool}: refresh_after is for reads; a side effect is never re-sent")
 
 
 def args_hash(name: str, args: Any, key: bytes | None = None) -> str:
@@ -111,8 +128,12 @@ class ToolDef:
     version: str = ""
     returns: Any = None  # the declared result type its durable calls give back
     decision: bool = False  # a decision's policies (runtime.decisions), not a tool
+    # A read whose recorded result, older than this many seconds when the run continues
+    # after a pause, is executed again (runtime.call.refresh); None: never.
+    refresh_after: float | None = None
 
     def __post_init__(self) -> None:
+        check_refresh(self.name, self.refresh_after, self.side_effect)
         self.redact = frozenset(folded(n) for n in self.redact)
         self.returns = codec.returns(self.fn)
         self.signature = inspect.signature(self.fn)
@@ -163,8 +184,16 @@ class AgentDef(Generic[P, R]):
     version: str = ""
     supervise: Supervisor | None = None  # how it restarts its children that fail
     budget: Budget | None = None  # what its model calls may spend (engine.policy.budget)
+    # After a crash: "auto" (recovery resumes it), "approve" (it waits for a person's
+    # approve), or a predicate of its RunState, true when it must wait (lifecycle.approval).
+    resume: str | Callable[[Any], object] = "auto"
 
     def __post_init__(self) -> None:
+        if not callable(self.resume) and self.resume not in RESUME_MODES:
+            raise UsageError(
+                f"agent {self.name}: resume= takes 'auto', 'approve' or a predicate of the "
+                f"run's state, not {self.resume!r}"
+            )
         self.is_async = inspect.iscoroutinefunction(self.fn)
         self.version = code_version(self.fn)
 

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ... import events as ev
+from ... import observe
 from ...errors import (
     NonDeterminismError,
     OutcomeNotRecorded,
@@ -30,6 +31,7 @@ from ...log.state import RunState, fold
 from ...policy.failure import describe
 from ...secrets import redact, run_key
 from ...store import Recorded, Store
+from ..call.refresh import RefreshDiverged, diverged
 from ..defs.definitions import AgentDef, normalize
 from ..host.leases import Drained, LeaseLost
 from ..host.port import Host
@@ -37,6 +39,7 @@ from ..journal.recorded import Journal
 from ..run.context import LogEnd, RunContext, _current
 from ..run.repository import LoadedRun, RunRepository, result_of
 from ..run.results import RunResult
+from . import approval
 from .agentrun import AgentRun
 
 
@@ -47,17 +50,28 @@ class Driver:
         self.host = host
 
     def execute(self, run: LoadedRun, *, resumed: bool = False, verify: bool = False) -> RunResult:
-        """Execute the loaded run's agent against its journal, from its recorded input."""
-        head = run.started
-        return self.drive(
-            run.agent,
-            run.writer,
-            run.journal,
-            head.input,
-            check=head.key_check,
-            resumed=resumed,
-            verify=verify,
-        )
+        """Execute the loaded run's agent against its journal, from its recorded input; a
+        resume whose refreshed reads made the code diverge is executed again without
+        refreshing (``runtime.call.refresh``: nothing was written)."""
+        head, refresh = run.started, True
+        while True:
+            try:
+                return self.drive(
+                    run.agent,
+                    run.writer,
+                    run.journal,
+                    head.input,
+                    check=head.key_check,
+                    resumed=resumed,
+                    verify=verify,
+                    refresh=refresh,
+                )
+            except RefreshDiverged as d:
+                if not refresh:
+                    raise
+                log = observe.get(run_id=run.run_id, agent=run.agent.name)
+                log.warning("refresh_dropped", calls=d.calls, divergence=str(d))
+                refresh = False
 
     def drive(
         self,
@@ -69,10 +83,11 @@ class Driver:
         check: str | None,
         resumed: bool = False,
         verify: bool = False,
+        refresh: bool = True,
     ) -> RunResult:
         """Execute ``agent`` against ``journal`` (the run's recorded calls), whose arguments
         were hashed under the key that ``check`` names (a different key here is refused
-        before anything replays)."""
+        before anything replays); ``refresh`` False: no stale read is executed again."""
         rid = writer.state.run_id
         # Before anything replays: the store's key (recorded unless verifying: no write).
         self.host.key_gate.check(writer.store, record=not verify)
@@ -80,11 +95,15 @@ class Driver:
         ctx = AgentRun(
             self.host, writer, journal, agent, hash_key=key, resumed=resumed, verify=verify
         )
+        if not refresh:
+            ctx.refresh = None
         redact(input, seen=ctx.seen)  # secret input (stored encrypted): masked
-        token = _current.set(ctx)
+        token, written = _current.set(ctx), writer.state.position
         try:
             result = _outcome(ctx, input)
             return msgspec.structs.replace(result, parent_run_id=writer.state.parent_run_id)
+        except NonDeterminismError as e:
+            raise diverged(ctx, e, written) from None
         finally:
             _current.reset(token)
             try:
@@ -188,19 +207,24 @@ def resume(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
         return driver.execute(run, resumed=True)
 
 
-def start(runs: RunRepository, driver: Driver, run_id: str) -> RunResult:
+def start(runs: RunRepository, driver: Driver, run_id: str, owner: str = "") -> RunResult:
     """Execute a recorded run that has not ended: a child just spawned (its log holds
     only ``agent_started``: no resume is recorded), one a supervisor restarted (its
-    restart wrote the resume marker), or one whose owner died."""
+    restart wrote the resume marker), or one whose owner (``owner``) died: a crash, held
+    instead when its agent resumes on approval (``approval``)."""
     with runs.held(run_id):
         run = runs.load(run_id, "be started")
-        if run.state.status in FINAL:
-            return result_of(run.state)
+        if run.state.status in FINAL or run.state.status == RunStatus.HELD:
+            return result_of(run.state)  # ended, or held for approval (only approve goes on)
         if run.state.status == RunStatus.QUEUED:
             return _dequeued(runs, driver, run)
         # A run whose log ends in a resume marker (a supervisor's restart) has one.
         marked = isinstance(run.recorded[-1].event, ev.AgentResumed)
-        return driver.execute(run, resumed=run.state.position > 1 and not marked)
+        crashed = run.state.position > 1 and not marked
+        running = run.state.status == RunStatus.RUNNING
+        if crashed and running and approval.needs_approval(run.agent, run.state):
+            return approval.hold(run, owner)
+        return driver.execute(run, resumed=crashed)
 
 
 def _dequeued(runs: RunRepository, driver: Driver, run: LoadedRun) -> RunResult:

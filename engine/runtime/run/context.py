@@ -108,6 +108,8 @@ class RunContext:
         self.agent = agent
         self.verify = verify
         self._resume_marker = resumed
+        # Continuing the run (not verifying): the reads it refreshed (runtime.call.refresh).
+        self.refresh: list[int] | None = [] if resumed and not verify else None
         # When this execution took the run up again: the resume marker carries this time,
         # not its first write's (which may come after re-running a call in flight at the
         # crash), so a crash's time to recover is not stretched by the work redone.

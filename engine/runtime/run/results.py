@@ -37,7 +37,8 @@ class RunResult(msgspec.Struct, frozen=True):
     # over instead of sending again (same call reused, or found by the ledger's key).
     reused: tuple[Effect, ...] = ()
     # Set only by recover() for a run it could not resume: "refused" (an AgentlogError:
-    # a damaged log, changed code, an agent that no longer imports) or "unexpected".
+    # a damaged log, changed code, an agent that no longer imports), "unexpected", or
+    # "held" (crashed, its agent resumes on approval: ``agentlog approve`` continues it).
     not_resumed: str | None = None
     # The run that spawned this one (a child run), or that it was rewound from (a fork).
     parent_run_id: str | None = None

@@ -68,8 +68,9 @@ class WorkHost(Enqueuing, Protocol):
     @property
     def key_gate(self) -> KeyGate: ...
 
-    def work(self, run_id: str) -> RunResult | None:
-        """Execute the run whose lease this engine just took (start, resume or wake)."""
+    def work(self, run_id: str, dead: str = "") -> RunResult | None:
+        """Execute the run whose lease this engine just took (start, resume or wake;
+        ``dead``: the owner it was taken from)."""
         ...
 
     def runnable(self, run_id: str) -> bool:
@@ -176,7 +177,7 @@ class Worker:
                 if self._free() <= 0 or self._stopping.is_set():
                     return due
                 if host.store.queues.claim_run(run_id, self.id, now + host.leases.ttl, now, holder):
-                    self._execute(run_id)
+                    self._execute(run_id, holder)
             while self._free() > 0 and not self._stopping.is_set():
                 claimed = self._claim_next(now)
                 if claimed is None:
@@ -251,18 +252,18 @@ class Worker:
         self._can.add(run_id)
         return True
 
-    def _execute(self, run_id: str) -> None:
+    def _execute(self, run_id: str, dead: str = "") -> None:
         thread = threading.Thread(
-            target=self._work, args=(run_id,), name=f"agentlog-work-{run_id[:8]}"
+            target=self._work, args=(run_id, dead), name=f"agentlog-work-{run_id[:8]}"
         )
         with self._lock:
             self._busy[run_id] = thread
         thread.start()
 
-    def _work(self, run_id: str) -> None:
+    def _work(self, run_id: str, dead: str) -> None:
         host = self._host
         try:
-            host.work(run_id)
+            host.work(run_id, dead)
         except RunBusy:
             pass  # another owner took it between our claim and the start
         except Exception as e:
