@@ -35,6 +35,8 @@ SETTLED = FINAL | {RunStatus.FAILED}
 # Paused, waiting or held: it holds no thread until an answer, a timer, a message, a child
 # or (held) a person's approval.
 SUSPENDED = frozenset({RunStatus.PAUSED, RunStatus.WAITING, RunStatus.HELD})
+# Paused or held: the part of SUSPENDED that waits for a person (an answer, an approval).
+ASKING = frozenset({RunStatus.PAUSED, RunStatus.HELD})
 # New, queued or running: an execution has it (or is about to: a worker claims it).
 LIVE = frozenset({RunStatus.NEW, RunStatus.QUEUED, RunStatus.RUNNING})
 
@@ -108,6 +110,7 @@ class CircuitState(StrEnum):
 
 
 __all__ = [
+    "ASKING",
     "FINAL",
     "LIVE",
     "SETTLED",

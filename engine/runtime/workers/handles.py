@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import events as ev
 from ...errors import ConcurrencyError, RunFailed, UsageError
-from ...kinds import SETTLED, RunStatus
+from ...kinds import ASKING, SETTLED, RunStatus
 from ...log.history import RunWriter, check_run_id, rebuild, run_stream
 from ...log.state import RunState
 from ...secrets import refuse_secret_input
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from ..run.results import RunResult
 
 LOOK = 1.0  # the longest wait between two looks at the run (news wakes it sooner)
-# A run is done waiting for: finished, failed, or asking a person (paused).
-DONE = SETTLED | {RunStatus.PAUSED}
+# A run is done waiting for: finished, failed, or asking a person (paused, held).
+DONE = SETTLED | ASKING
 
 
 class QueueHost(Protocol):

@@ -210,3 +210,37 @@ def test_starting_a_crashed_run_again_holds_it(
     finally:
         e.close()
     assert service.effects(svc) == Counter({("wire", "o1-0"): 1})
+
+
+@PROCESS_BACKENDS
+def test_a_worker_holds_a_crashed_risky_run_and_resumes_the_plain_one(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody types recover: a worker takes both crashed runs over, holds the one whose
+    agent resumes on approval (nothing resumes it, pass after pass) and finishes the
+    other; after approve the held one finishes too, each effect once."""
+    import threading
+
+    svc = str(tmp_path / "service.db")
+    monkeypatch.setenv("AGENTLOG_TEST_SERVICE", svc)
+    service.reset(svc)
+    _kill_mid_run(store_url, svc, "risky", "transfer", "after_tool:2")
+    _kill_mid_run(store_url, svc, "plain", "auto", "after_tool:2")
+    e = Engine.open(store_url)
+    w = e.worker(concurrency=2, grace=5)
+    t = threading.Thread(target=w.run)
+    t.start()
+    try:
+        assert e.wait("plain", timeout=120).status == "completed"
+        assert e.wait("risky", timeout=120).status == "held"
+        seen = w.passes
+        while w.passes < seen + 3:  # three more passes: still held, nothing written
+            e.signals.wait(e.signals.version, 0.2)
+        types = [v.type for v in e.events("risky")]
+        assert types[-1] == "run_held" and types.count("run_held") == 1
+        assert service.effects(svc)[("wire", "o1-1")] == 1  # the plain run's, not the risky's
+        assert e.approve("risky").output == EXPECTED
+    finally:
+        w.stop()
+        t.join()
+        e.close()
