@@ -148,3 +148,43 @@ def test_send_from_outside_wakes_a_waiting_receiver(eng: Engine) -> None:
 
     refused = eng.run(inner)  # from inside a run, run.send is the durable way
     assert refused.status == "failed" and "inside a run" in (refused.error or "")
+
+
+@all_backends
+def test_the_async_twins_keep_the_loop_running(eng: Engine) -> None:
+    """aenqueue, aresult and await_run on an event loop: a ticker task on the same loop
+    keeps ticking while they wait (nothing blocks the loop)."""
+    import asyncio
+
+    @eng.agent(name="tests.workers:slow_add")
+    def slow_add(run: object, a: int, b: int) -> int:
+        run.sleep(0.3)  # type: ignore[attr-defined]  (a worker wakes it: aresult waits)
+        return a + b
+
+    w = eng.worker(concurrency=1, grace=5)
+
+    async def main() -> tuple[object, str, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        h = await eng.aenqueue(slow_add, a=20, b=22)
+        threading.Thread(target=w.run).start()
+        before = ticks
+        out = await h.aresult(timeout=60)
+        during = ticks - before  # the loop ran while the result was awaited
+        done = await eng.await_run(h.run_id, timeout=60)
+        task.cancel()
+        return out, str(done.status), during
+
+    try:
+        out, status, ticks = asyncio.run(main())
+    finally:
+        w.stop()
+    assert (out, status) == (42, "completed")
+    assert ticks >= 3  # 0.3 s of sleeping run at least: a blocked loop would tick none
