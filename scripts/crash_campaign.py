@@ -243,11 +243,16 @@ def run(a: argparse.Namespace, seed: int) -> Report:
         return campaign.run(a.kills, a.max_seconds)
     finally:
         campaign.close()
-        if not a.keep:
-            if fresh_schema:
-                _drop_schema(url)
-            if not a.workdir:
-                shutil.rmtree(workdir, ignore_errors=True)
+        clean_up(a, url, fresh_schema, workdir)
+
+
+def clean_up(a: argparse.Namespace, url: str, fresh_schema: bool, workdir: Path) -> None:
+    """Drop the campaign's fresh schema and its own workdir, unless ``--keep``."""
+    if not a.keep:
+        if fresh_schema:
+            _drop_schema(url)
+        if not a.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,9 +3,14 @@ model and ledger workloads' services use it: children killed mid-request are no 
 
 from __future__ import annotations
 
+import json
 import threading
+import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+Route = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class QuietHandler(BaseHTTPRequestHandler):
@@ -34,3 +39,42 @@ class Served:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def json_routes(
+    routes: dict[str, Route], seen: Callable[[str], None] | None = None
+) -> type[BaseHTTPRequestHandler]:
+    """A handler of ``POST <path>`` with a JSON body, answered by ``routes[path]`` (404
+    for another path, 409 when the route raises KeyError); ``seen(path)`` is told of
+    each request. A body cut short by a kill is let go."""
+
+    class Handler(QuietHandler):
+        def do_POST(self) -> None:
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            except ValueError:  # a request cut short by a kill
+                return
+            route = routes.get(self.path)
+            if seen is not None:
+                seen(self.path)
+            try:
+                status, out = (200, route(body)) if route else (404, {"error": self.path})
+            except KeyError as e:
+                status, out = 409, {"error": str(e)}
+            data = json.dumps(out).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+def post_json(url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """``POST url`` with ``body`` as JSON: the JSON answer."""
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return dict(json.loads(resp.read()))

@@ -20,17 +20,15 @@ lock are two holders at once (a fork taking its parent's write over is the same 
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
-import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from .httpd import QuietHandler, Served
+from .httpd import Served, json_routes, post_json
 
 URL_ENV = "AGENTLOG_LEDGER_URL"  # where the agents find the ledger
 
@@ -155,35 +153,13 @@ def _handler(ledger: Ledger) -> type[BaseHTTPRequestHandler]:
         "/charged": ledger.charged,
     }
 
-    class Handler(QuietHandler):
-        def do_POST(self) -> None:
-            try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            except ValueError:  # a request cut short by a kill
-                return
-            route = routes.get(self.path)
-            with ledger.lock:
-                ledger.books.requests[self.path] += 1
-            try:
-                status, out = (200, route(body)) if route else (404, {"error": self.path})
-            except KeyError as e:
-                status, out = 409, {"error": str(e)}
-            data = json.dumps(out).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def seen(path: str) -> None:
+        with ledger.lock:
+            ledger.books.requests[path] += 1
 
-    return Handler
+    return json_routes(routes, seen)
 
 
 def call(path: str, **body: Any) -> dict[str, Any]:
     """A request to the ledger at ``$AGENTLOG_LEDGER_URL`` (from an agent's tool)."""
-    req = urllib.request.Request(
-        os.environ[URL_ENV] + path,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return dict(json.loads(resp.read()))
+    return post_json(os.environ[URL_ENV] + path, body, timeout=60)

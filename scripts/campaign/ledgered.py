@@ -21,6 +21,7 @@ from engine.kinds import RunStatus
 
 from .child import FAILING_OK_ENV, INLINE_WAIT_ENV
 from .ledger import URL_ENV, Ledger
+from .report import Report
 from .rounds import RUN_FAILPOINTS, Campaign
 from .tree import INLINE_WAIT, TreeCampaign
 
@@ -123,24 +124,29 @@ class LedgerCampaign(TreeCampaign):
     # --- the books -----------------------------------------------------------------
 
     def compare_books(self) -> None:
-        with self.ledger.lock:
-            books = self.ledger.books
-            standing, refunds = books.standing(), books.refunds()
-            two = books.two_holders()
-            self.report.stale_writes_refused = len(books.refused)
-            self.report.refused_writes = list(books.refused)
-            self.report.ledger_replays = books.replays
-        wanted = self.wanted.items()
-        self.report.duplicated_effects = sum(max(0, standing[op] - n) for op, n in wanted)
-        self.report.lost_effects = sum(max(0, n - standing[op]) for op, n in wanted)
-        self.report.refunded_effects = sum(refunds.values())
-        extra = sorted(op for op in standing if op not in self.wanted)
-        if extra:
-            self.report.final_state_mismatches += 1
-            self.report.anomalies.append(f"effects no round should make: {extra}")
-        self.report.two_lock_holders += len(two)
-        self.report.anomalies += [f"two holders at the ledger: {t}" for t in two]
+        judge_books(self.ledger, self.wanted, self.report)
 
     def close(self) -> None:
         super().close()
         self.ledger.close()
+
+
+def judge_books(ledger: Ledger, wanted: Counter[str], report: Report) -> None:
+    """The ledger's books against ``wanted`` (op -> how many must stand): duplicated,
+    lost, refunded effects and two lock holders, into ``report``."""
+    with ledger.lock:
+        books = ledger.books
+        standing, refunds = books.standing(), books.refunds()
+        two = books.two_holders()
+        report.stale_writes_refused = len(books.refused)
+        report.refused_writes = list(books.refused)
+        report.ledger_replays = books.replays
+    report.duplicated_effects = sum(max(0, standing[op] - n) for op, n in wanted.items())
+    report.lost_effects = sum(max(0, n - standing[op]) for op, n in wanted.items())
+    report.refunded_effects = sum(refunds.values())
+    extra = sorted(op for op in standing if op not in wanted)
+    if extra:
+        report.final_state_mismatches += 1
+        report.anomalies.append(f"effects no round should make: {extra}")
+    report.two_lock_holders += len(two)
+    report.anomalies += [f"two holders at the ledger: {t}" for t in two]

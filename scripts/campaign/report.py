@@ -3,6 +3,8 @@ saw it (compared with the uncrashed run's)."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,10 +52,19 @@ class Report:
     stopped_by_store_loss: int = 0  # runs those steps left running, resumable
     ended_by_store_loss: int = 0  # those steps that then exited with an error
     hung_steps: int = 0  # steps killed by the watchdog (reported as anomalies)
+    # The workers workload's: worker processes stopped (SIGSTOP) past their lease, and
+    # the seconds from a worker's death (or stop) to each of its runs continuing in
+    # another worker (its lease taken); runs a stopped worker went on with itself.
+    stops: int = 0
+    takeover_after_kill: list[float] = field(default_factory=list)
+    takeover_after_stop: list[float] = field(default_factory=list)
+    continued_by_itself: int = 0
+    worker_exits: Counter[str] = field(default_factory=Counter)
     elapsed: float = 0.0
     tree: bool = False
     model: bool = False
     ledger: bool = False
+    workers: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +86,7 @@ class Report:
             **(self._tree() if self.tree else {}),
             **(self._model() if self.model else {}),
             **(self._ledger() if self.ledger else {}),
+            **(self._workers() if self.workers else {}),
             "store_losses": self.store_losses,
             "stopped_by_store_loss": self.stopped_by_store_loss,
             "ended_by_store_loss": self.ended_by_store_loss,
@@ -102,6 +114,17 @@ class Report:
             "reusing_rewinds": self.reusing_rewinds,
         }
 
+    def _workers(self) -> dict[str, Any]:
+        return {
+            "duplicated_messages": self.duplicated_messages,
+            "lost_messages": self.lost_messages,
+            "worker_stops": self.stops,
+            "takeover_after_kill_s": spread(self.takeover_after_kill),
+            "takeover_after_stop_s": spread(self.takeover_after_stop),
+            "continued_by_itself": self.continued_by_itself,
+            "worker_exits": dict(sorted(self.worker_exits.items())),
+        }
+
     def _model(self) -> dict[str, Any]:
         return {
             "duplicated_decisions": self.duplicated_decisions,
@@ -122,6 +145,15 @@ class Report:
             or self.mismatched_values
             or self.anomalies
         )
+
+
+def spread(seconds: list[float]) -> dict[str, Any]:
+    """How many, the median and the 95th percentile (nearest rank) of ``seconds``."""
+    if not seconds:
+        return {"n": 0, "median": None, "p95": None}
+    ordered = sorted(seconds)
+    p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+    return {"n": len(ordered), "median": round(statistics.median(ordered), 3), "p95": round(p95, 3)}
 
 
 def journal(engine: Any, rid: str) -> list[tuple[Any, ...]]:

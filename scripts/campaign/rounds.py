@@ -291,19 +291,7 @@ class Campaign:
         """What a workload checks of round ``n`` besides (its run, its uncrashed twin)."""
 
     def _check_log(self, rid: str) -> None:
-        """Every call the run made has exactly one outcome; keys never change per call."""
-        outcomes: Counter[int] = Counter()
-        keys: dict[int, set[str | None]] = {}
-        for e in self.engine.events(rid):
-            if e.type == "tool_invoked":
-                keys.setdefault(e.data["call"], set()).add(e.data.get("key"))
-            elif e.type == "tool_succeeded":
-                outcomes[e.data["call"]] += 1
-        for call, ks in keys.items():
-            if len(ks) != 1:
-                self.report.anomalies.append(f"run {rid} call {call} used keys {ks}")
-        if set(outcomes) != set(keys) or any(v != 1 for v in outcomes.values()):
-            self.report.anomalies.append(f"run {rid}: calls without exactly one outcome")
+        check_log(self.engine, rid, self.report.anomalies)
 
     def compare_books(self) -> None:
         """The service's books after the campaign against the uncrashed run's."""
@@ -339,6 +327,23 @@ class Campaign:
         self.launcher.close()
         self.engine.close()
         self.reference.close()
+
+
+def check_log(engine: Any, rid: str, anomalies: list[str]) -> None:
+    """Every call the run made has exactly one outcome; keys never change per call (what
+    is wrong goes to ``anomalies``)."""
+    outcomes: Counter[int] = Counter()
+    keys: dict[int, set[str | None]] = {}
+    for e in engine.events(rid):
+        if e.type == "tool_invoked":
+            keys.setdefault(e.data["call"], set()).add(e.data.get("key"))
+        elif e.type == "tool_succeeded":
+            outcomes[e.data["call"]] += 1
+    for call, ks in keys.items():
+        if len(ks) != 1:
+            anomalies.append(f"run {rid} call {call} used keys {ks}")
+    if set(outcomes) != set(keys) or any(v != 1 for v in outcomes.values()):
+        anomalies.append(f"run {rid}: calls without exactly one outcome")
 
 
 def _mask(url: str) -> str:
