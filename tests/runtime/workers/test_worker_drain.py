@@ -1,0 +1,38 @@
+"""SIGTERM drains a worker process: during a long side-effecting call the worker stops
+claiming, lets the call finish and record its outcome, stops the run before its next
+call and exits 0; another worker continues the run from its log and completes it. The
+long effect happened once (made by the drained worker), the next by the other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import backends
+from worker_kit import limits_agent, serving, started
+
+from engine import Engine
+from engine.polling import poll_until
+
+
+@backends("sqlite", "postgres")
+def test_sigterm_mid_call_finishes_the_call_and_another_worker_completes(
+    store_url: str, tmp_path: Path
+) -> None:
+    engine = Engine.open(store_url)
+    with serving(store_url, tmp_path, grace=120.0) as (service, fleet):
+        first = started(fleet, 0)
+        rid = engine.enqueue(limits_agent.drained, n=1, seconds=2.0).run_id
+        assert poll_until(lambda: service.open_calls("long:") or None, 120), (
+            "the long call never began"
+        )
+        second = started(fleet, 1)  # only now: the first worker holds the run
+        assert fleet.drain(0) == 0, first.stderr_tail()
+        assert first.lines[-1] == {"stopped": first.id, "clean": True}
+        result = engine.wait(rid, timeout=300)
+        events = engine.events(rid)
+    engine.close()
+    assert (result.status, result.output) == ("completed", "drained 1")
+    assert service.booked["long:1"].pids == [first.pid]  # finished by the drained one, once
+    assert service.booked["after:1"].pids == [second.pid]  # the run went on elsewhere
+    outcomes = [e.data["call"] for e in events if e.type == "tool_succeeded"]
+    assert outcomes == [1, 2]
