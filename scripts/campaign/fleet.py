@@ -29,12 +29,17 @@ class Proc:
     err: Path
     id: str | None = None
     stopped: bool = False
+    termed: bool = False
     serving: threading.Event = field(default_factory=threading.Event)
     lines: list[dict[str, object]] = field(default_factory=list)
 
     @property
     def pid(self) -> int:
         return self.popen.pid
+
+    def said(self, key: str) -> bool:
+        """Whether the worker printed a line with ``key`` (``draining``, ``stopped``)."""
+        return any(key in line for line in list(self.lines))
 
     def stderr_tail(self, chars: int = 2000) -> str:
         with contextlib.suppress(OSError):
@@ -110,14 +115,24 @@ class Fleet:
         proc.stopped = False
         return proc
 
-    def drain(self, slot: int, patience: float = DRAIN_PATIENCE) -> int:
-        """SIGTERM the slot's worker once it serves and wait for its exit code (killed
-        past ``patience``: -9)."""
-        proc = self.procs.pop(slot)
+    def term(self, slot: int, patience: float = DRAIN_PATIENCE) -> Proc:
+        """SIGTERM the slot's worker once it serves (its handler installed by then):
+        it drains; it stays in its slot until ``drain`` reaps it."""
+        proc = self.procs[slot]
         if proc.stopped:
-            proc.popen.send_signal(signal.SIGCONT)
-        proc.serving.wait(patience)  # its SIGTERM handler is installed by then
+            self.cont(slot)
+        proc.serving.wait(patience)
         proc.popen.send_signal(signal.SIGTERM)
+        proc.termed = True
+        return proc
+
+    def drain(self, slot: int, patience: float = DRAIN_PATIENCE) -> int:
+        """SIGTERM the slot's worker (unless ``term`` did) and wait for its exit code
+        (killed past ``patience``: -9); the slot is empty after."""
+        proc = self.procs[slot]
+        if not proc.termed:
+            self.term(slot, patience)
+        del self.procs[slot]
         try:
             return proc.popen.wait(timeout=patience)
         except subprocess.TimeoutExpired:

@@ -1,8 +1,9 @@
 """A service that times its calls: every ``POST /work`` is an interval (its partition,
 the caller's pid, start and end on this process's monotonic clock) that lasts the
-``seconds`` the caller asks for, and books its ``op`` under its ``key`` once (the pids
-that asked are kept). It tells how many calls overlapped at most, in all and per
-partition: a queue's limits as its callers' service sees them.
+``seconds`` the caller asks for (or until its gate opens: ``hold``), and books its
+``op`` under its ``key`` once (the pids that asked are kept). It tells how many calls
+overlapped at most, in all and per partition: a queue's limits as its callers' service
+sees them.
 
 A caller SIGKILLed mid-call leaves its request served to the end here, though nobody
 waits for it: ``cut(pid, at)`` ends that process's intervals at ``at`` (the moment
@@ -26,6 +27,7 @@ from typing import Any
 from .httpd import Served, json_routes, post_json
 
 URL_ENV = "AGENTLOG_OVERLAP_URL"  # where the agents find the service
+GATE_PATIENCE = 300.0  # seconds a held call waits for its gate at most
 
 
 @dataclass
@@ -52,6 +54,7 @@ class Intervals:
         self.calls: list[Interval] = []
         self.booked: dict[str, Booking] = {}
         self.cuts: dict[int, float] = {}
+        self.gates: dict[str, threading.Event] = {}  # op -> open when its calls may end
         self.served = Served(_handler(self))
         self.url = self.served.url
 
@@ -64,6 +67,9 @@ class Intervals:
             call.start = time.monotonic()
             self.calls.append(call)
         time.sleep(float(body["seconds"]))
+        gate = self.gates.get(call.op)
+        if gate is not None:
+            gate.wait(GATE_PATIENCE)
         with self.lock:
             call.end = time.monotonic()
             key = str(body["key"])
@@ -75,6 +81,11 @@ class Intervals:
         with self.lock:
             found = self.booked.get(str(body["key"]))
             return {"receipt": None if found is None else found.receipt}
+
+    def hold(self, op: str) -> threading.Event:
+        """Calls of ``op`` last until the gate returned is set (``GATE_PATIENCE`` at
+        most): a test decides when a long call ends."""
+        return self.gates.setdefault(op, threading.Event())
 
     def cut(self, pid: int, at: float) -> None:
         """``pid`` is dead from ``at`` on: its calls end there."""

@@ -4,8 +4,9 @@ imports the agents' module, turns SIGTERM into a drain and serves until then.
     python scripts/campaign/workerproc.py URL MODULE [--queues Q,..] [--concurrency N]
         [--grace S]
 
-Prints one JSON line when it serves (``{"worker": id, "pid": pid}``) and one when it
-stopped (``{"stopped": id, "clean": bool}``); exits 0 after a clean drain, 3 after a
+Prints one JSON line when it serves (``{"worker": id, "pid": pid}``), one when SIGTERM
+made it drain (``{"draining": id}``) and one when it stopped (``{"stopped": id,
+"clean": bool}``); exits 0 after a clean drain, 3 after a
 drain that had to let runs go at the grace. The lease's ttl comes from
 ``$AGENTLOG_LEASE_TTL``, the inline wait from ``$AGENTLOG_CAMPAIGN_INLINE_WAIT``; with
 ``$AGENTLOG_LOG_LEVEL`` set the engine's log lines go to stderr.
@@ -52,9 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         queues=tuple(a.queues.split(",")), concurrency=a.concurrency, grace=a.grace
     )
 
+    def stop() -> None:
+        worker.stop()
+        print(json.dumps({"draining": worker.id}), flush=True)
+
     def drain(signum: int, frame: object) -> None:
         # Not in the handler itself: it may interrupt the worker holding a lock stop takes.
-        threading.Thread(target=worker.stop, name="drain", daemon=True).start()
+        threading.Thread(target=stop, name="drain", daemon=True).start()
 
     signal.signal(signal.SIGTERM, drain)
     print(json.dumps({"worker": worker.id, "pid": os.getpid()}), flush=True)

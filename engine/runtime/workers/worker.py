@@ -3,15 +3,14 @@ every run of the store moving without anyone typing ``recover``.
 
 Each pass it enqueues the schedules' due ticks (one run per tick, ``NAME@<tick>``, see
 :mod:`engine.runtime.schedules`), then (1) takes over runs whose owner died (lease
-expired, or its process gone on this host), (2) resumes suspended runs that are due
-(timer passed, message posted, child moved), then (3) claims queued runs, highest
-priority then oldest first, as the queues' stored limits allow. Every take goes through
-the store's claim, so a queue's limits hold across all workers and count a taken-over
-run once. Between passes it
-sleeps until the earliest due time it saw (a timer, another owner's lease expiry, a
-schedule's next tick), news
-of this process or an append to the store (LISTEN/NOTIFY on PostgreSQL), whichever
-comes first.
+expired, or its process gone on this host; a queued run claimed by a worker that died
+before starting it too), (2) resumes suspended runs that are due (timer passed, message
+posted, child moved), then (3) claims queued runs, highest priority then oldest first,
+as the queues' stored limits allow. Every take goes through the store's claim, so a
+queue's limits hold across all workers and count a taken-over run once. Between passes
+it sleeps until the earliest due time it saw (a timer, another owner's lease expiry, a
+schedule's next tick), news of this process or an append to the store (LISTEN/NOTIFY
+on PostgreSQL), whichever comes first.
 
 ``stop()`` drains: nothing more is claimed, each run stops before its next live call
 (its finished calls recorded) and lets its lease go, so another worker continues it at
@@ -145,6 +144,7 @@ class Worker:
         """Drain (claim nothing more; runs stop at their next call); ``now``: without
         waiting out the grace."""
         self._stopping.set()
+        self._host.leases.draining = True  # from now: no run's call ends into another
         if now:
             self._now.set()
         self._host.signals.notify()
@@ -216,6 +216,12 @@ class Worker:
                 yield row.run_id, holder, now
             elif (lease := store.lease(row.run_id)) is not None:
                 yield row.run_id, "", lease[1]  # look again when it would expire
+        for row in store.runs(RunStatus.QUEUED):  # claimed by a worker that died before
+            if row.run_id in self._busy:  # starting it (unclaimed ones wait in line)
+                continue
+            holder = host.leases.dead_holder(store, row.run_id)
+            if holder and self._mine(row.run_id):
+                yield row.run_id, holder, now
         for status in sorted(SUSPENDED, reverse=True):  # waiting, then paused
             for row in store.runs(status):
                 if row.run_id in self._busy or not self._mine(row.run_id):
