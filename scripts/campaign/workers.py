@@ -268,12 +268,18 @@ class WorkerCampaign:
                 tail = procs[slot].stderr_tail().strip().splitlines()[-3:]
                 self.report.anomalies.append(f"worker {slot} exited {code}: {tail}")
         wanted: Counter[str] = Counter()
+        children: dict[str, list[str]] = {}
+        for row in self.engine.store.runs():
+            if row.parent_run_id is not None:
+                children.setdefault(row.parent_run_id, []).append(row.run_id)
         for i, rid in enumerate(self.rids):
             wanted.update(self.agent.effects(i))
-            self.judge_run(i, rid)
+            self.judge_run(i, rid, children.get(rid, []))
         judge_books(self.ledger, wanted, self.report)
 
-    def judge_run(self, i: int, rid: str) -> None:
+    def judge_run(self, i: int, rid: str, children: list[str]) -> None:
+        """Run ``i`` completed with the messages sent to it, each received once; each
+        call of it and of its ``children`` has one outcome."""
         state = self.engine.state(rid)
         want = self.agent.expected(i, self.sent[i])
         self.report.rounds += 1
@@ -291,10 +297,10 @@ class WorkerCampaign:
         )
         self.report.duplicated_messages += sum(c - 1 for c in got.values() if c > 1)
         self.report.lost_messages += sum(1 for v in self.sent[i] if not got[v])
-        check_log(self.engine, rid, self.report.anomalies)
-        for row in self.engine.store.runs():
-            if row.parent_run_id == rid:
-                check_log(self.engine, row.run_id, self.report.anomalies)
+        for run_id in (rid, *children):
+            check_log(self.engine, run_id, self.report.anomalies)
+        if len(children) != 1:
+            self.report.anomalies.append(f"run {rid} has {len(children)} children, not 1")
 
     def close(self) -> None:
         self.fleet.close()

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import backends
 from worker_kit import limits_agent, serving, started
 
 from engine import Engine
 from engine.polling import poll_until
+
+pytestmark = pytest.mark.processes  # worker processes, killed and drained
 
 
 @backends("sqlite", "postgres")
