@@ -59,6 +59,7 @@ class Report:
     takeover_after_kill: list[float] = field(default_factory=list)
     takeover_after_stop: list[float] = field(default_factory=list)
     continued_by_itself: int = 0
+    send_errors: list[str] = field(default_factory=list)  # engine.send refused, sent again
     worker_exits: Counter[str] = field(default_factory=Counter)
     elapsed: float = 0.0
     tree: bool = False
@@ -122,6 +123,7 @@ class Report:
             "takeover_after_kill_s": spread(self.takeover_after_kill),
             "takeover_after_stop_s": spread(self.takeover_after_stop),
             "continued_by_itself": self.continued_by_itself,
+            "send_errors": self.send_errors,
             "worker_exits": dict(sorted(self.worker_exits.items())),
         }
 

@@ -149,8 +149,18 @@ class WorkerCampaign:
                 self.send(i, rid)
 
     def send(self, i: int, rid: str) -> None:
+        """Send run ``i`` its next message; a send the store refused (nothing posted:
+        SQLite's lock under load) is counted and made again at the next look."""
+        from engine.errors import StoreError
+
         value = f"m{i}.{len(self.sent[i]) + 1}"
-        self.engine.send(rid, "go", value)
+        began = time.monotonic()
+        try:
+            self.engine.send(rid, "go", value)
+        except StoreError as e:
+            took = time.monotonic() - began
+            self.report.send_errors.append(f"after {took:.2f} s: {str(e)[-160:]}")
+            return
         self.sent[i].append(value)
 
     # --- kills, stops and what they leave -----------------------------------------
