@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import backends
+
+from tests.conftest import backends
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "worker_campaign.py"

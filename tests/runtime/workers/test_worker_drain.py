@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import backends
-from worker_kit import limits_agent, serving, started
 
 from engine import Engine
 from engine.polling import poll_until
+from tests.conftest import backends
+from tests.runtime.workers.worker_kit import limits_agent, serving, started
 
 pytestmark = pytest.mark.processes  # worker processes, killed and drained
 

@@ -14,10 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import backends
-from worker_kit import ROOT, limits_agent, serving, started
-
 from engine import Engine
+from tests.conftest import backends
+from tests.runtime.workers.worker_kit import ROOT, limits_agent, serving, started
 
 PATIENCE = 20.0  # seconds: far more than a worker's pass, far less than the lease
 
