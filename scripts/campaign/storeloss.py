@@ -89,10 +89,10 @@ def _patch_append() -> None:
 
     original = Store.append
 
-    def append(self: Any, items: Any, runs: Any = ()) -> list[int]:
+    def append(self: Any, items: Any, runs: Any = (), **kwargs: Any) -> list[int]:
         if getattr(_doomed, "fail", False):
             _doomed.fail = False
             raise StoreError(f"{self.name}: disk I/O error (the campaign's store loss)")
-        return original(self, items, runs)
+        return original(self, items, runs, **kwargs)  # a lease's fence, and what comes
 
     Store.append = append  # type: ignore[method-assign]
