@@ -188,3 +188,20 @@ def test_the_async_twins_keep_the_loop_running(eng: Engine) -> None:
         w.stop()
     assert (out, status) == (42, "completed")
     assert ticks >= 3  # 0.3 s of sleeping run at least: a blocked loop would tick none
+
+
+@all_backends
+def test_aenqueue_inside_an_async_run_is_refused_as_enqueue_is(eng: Engine) -> None:
+    """The executor thread aenqueue hands its commit to does not see the run's context:
+    the refusal is decided on the loop, before the hand-off, or every resume of the run
+    would enqueue another run."""
+    add, _ = _agents(eng)
+
+    @eng.agent(name="tests.workers:async_parent")
+    async def parent(run: object) -> str:
+        h = await eng.aenqueue(add, a=1, b=2)
+        return h.run_id
+
+    refused = eng.run(parent)
+    assert refused.status == "failed" and "inside a run" in (refused.error or "")
+    assert [r.run_id for r in eng.runs()] == [refused.run_id]  # nothing was enqueued
