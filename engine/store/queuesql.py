@@ -56,7 +56,7 @@ LINE = (
     "SELECT q.run_id, q.queue, q.priority, q.partition_key FROM {queue} q "
     "JOIN {runs} r ON r.run_id = q.run_id LEFT JOIN {leases} l ON l.run_id = q.run_id "
     "WHERE r.status = 'queued' AND q.queue IN ({names}) AND (l.run_id IS NULL OR "
-    "l.expires_at < ?) ORDER BY q.priority DESC, q.enqueued_at, q.run_id LIMIT {scan}"
+    "l.expires_at < ?) ORDER BY q.priority DESC, q.enqueued_at, q.run_id LIMIT {scan} OFFSET {at}"
 )
 # Runs of a queue (of one partition) executing now, but the one being claimed.
 BUSY = (
@@ -138,22 +138,27 @@ class SQLQueues(QueueStore):
         self, queues: Sequence[str], owner: str, until: float, now: float, skip: Sequence[str] = ()
     ) -> str | None:
         names = ",".join("?" for _ in queues)
+        full: set[object] = set()  # queues (or queue, partition) found at their limit
+        passed = set(skip)
         with self._claiming() as c:
             limits = self._limits_in(c)
-            c.execute(self._sql(LINE, names=names, scan=CLAIM_SCAN), (*queues, now))
-            line = [values(r) for r in c.fetchall()]
-            full: set[object] = set()  # queues (or queue, partition) found at their limit
-            passed = set(skip)
-            for run_id, queue, _, partition in line:
-                if run_id in passed or queue in full or (queue, partition) in full:
-                    continue
-                why = self._held_back(c, limits.get(queue), run_id, partition, now, fresh=True)
-                if why is not None:
-                    full.add(queue if why == "queue" else (queue, partition))
-                    continue
-                if self._take(c, run_id, owner, until, now, ""):
-                    c.execute(self._sql(CLAIMED), (now, run_id))
-                    return str(run_id)
+            at = 0  # page on: runs held back or passed over hide none behind them
+            while not all(q in full for q in queues):
+                c.execute(self._sql(LINE, names=names, scan=CLAIM_SCAN, at=at), (*queues, now))
+                line = [values(r) for r in c.fetchall()]
+                for run_id, queue, _, partition in line:
+                    if run_id in passed or queue in full or (queue, partition) in full:
+                        continue
+                    why = self._held_back(c, limits.get(queue), run_id, partition, now, fresh=True)
+                    if why is not None:
+                        full.add(queue if why == "queue" else (queue, partition))
+                        continue
+                    if self._take(c, run_id, owner, until, now, ""):
+                        c.execute(self._sql(CLAIMED), (now, run_id))
+                        return str(run_id)
+                if len(line) < CLAIM_SCAN:
+                    break
+                at += CLAIM_SCAN
         return None
 
     def claim_run(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> bool:

@@ -83,6 +83,26 @@ def test_claims_go_by_priority_then_age_within_the_limits(eng: Engine) -> None:
 
 
 @all_backends
+def test_a_flooded_partition_starves_no_other(eng: Engine) -> None:
+    """More runs of one partition than a claim looks at in one go, held back by
+    per_partition, do not hide the runs queued behind them (nor do runs passed over)."""
+    from engine.store.queueing import CLAIM_SCAN
+
+    add, _ = _agents(eng)
+    for i in range(CLAIM_SCAN + 1):
+        eng.enqueue(add, run_id=f"hot{i:03}", partition="customer:hot", a=i, b=0)
+    eng.enqueue(add, run_id="cold", partition="customer:cold", a=0, b=0)
+    eng.queue("default", per_partition=1)
+    q, now = eng.store.queues, eng.config.wall()
+    assert q.claim_next(["default"], "w1", now + 30, now) == "hot000"
+    assert q.claim_next(["default"], "w2", now + 30, now) == "cold"
+    assert q.claim_next(["default"], "w3", now + 30, now) is None
+    eng.store.drop_lease("hot000", "w1")  # a worker that cannot execute it passes it
+    skipped = [f"hot{i:03}" for i in range(CLAIM_SCAN)]
+    assert q.claim_next(["default"], "w4", now + 30, now, skip=skipped) == f"hot{CLAIM_SCAN}"
+
+
+@all_backends
 def test_a_rate_limit_counts_starts_in_its_window(eng: Engine) -> None:
     add, _ = _agents(eng)
     for i in range(3):
