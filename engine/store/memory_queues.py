@@ -9,7 +9,7 @@ from typing import Protocol
 import msgspec
 
 from .ports import RunIndex
-from .queueing import CLAIM_SCAN, QueueLimits, QueueRow, QueueStore, WorkerRow
+from .queueing import QueueLimits, QueueRow, QueueStore, WorkerRow
 
 
 class _Leases(Protocol):
@@ -57,7 +57,7 @@ class MemoryQueues(QueueStore):
                 (r for r in self._rows.values() if r.run_id in queued and r.queue in queues),
                 key=lambda r: (-r.priority, r.enqueued_at, r.run_id),
             )
-            for row in line[:CLAIM_SCAN]:
+            for row in line:  # the whole line: runs held back hide none behind them
                 if row.run_id in skip:
                     continue
                 held = self._leases.lease(row.run_id)

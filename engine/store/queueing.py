@@ -27,7 +27,7 @@ from ..errors import UsageError
 
 MAX_NAME = 200
 MAX_PRIORITY = 2**31 - 1
-CLAIM_SCAN = 200  # queued runs looked at per claim (past those the limits hold back)
+CLAIM_SCAN = 200  # queued runs a claim reads at a time (it reads on past those held back)
 
 
 class QueueRow(msgspec.Struct, frozen=True):

@@ -13,7 +13,18 @@ from typing import Any
 
 import msgspec
 
-from .queueing import CLAIM_SCAN, QueueLimits, QueueRow, QueueStore, WorkerRow
+from ..errors import CorruptData, UsageError
+from .queueing import (
+    CLAIM_SCAN,
+    QueueLimits,
+    QueueRow,
+    QueueStore,
+    WorkerRow,
+    check_partition,
+    check_priority,
+    check_queue,
+    limits_of,
+)
 
 DDL = (
     "CREATE TABLE IF NOT EXISTS {queue} (run_id TEXT PRIMARY KEY, queue TEXT NOT NULL, "
@@ -45,7 +56,7 @@ LINE = (
     "SELECT q.run_id, q.queue, q.priority, q.partition_key FROM {queue} q "
     "JOIN {runs} r ON r.run_id = q.run_id LEFT JOIN {leases} l ON l.run_id = q.run_id "
     "WHERE r.status = 'queued' AND q.queue IN ({names}) AND (l.run_id IS NULL OR "
-    "l.expires_at < ?) ORDER BY q.priority DESC, q.enqueued_at, q.run_id LIMIT {scan}"
+    "l.expires_at < ?) ORDER BY q.priority DESC, q.enqueued_at, q.run_id LIMIT {scan} OFFSET {at}"
 )
 # Runs of a queue (of one partition) executing now, but the one being claimed.
 BUSY = (
@@ -109,7 +120,7 @@ class SQLQueues(QueueStore):
         with self._reading() as c:
             c.execute(self._sql(GET), (run_id,))
             row = c.fetchone()
-            return None if row is None else QueueRow(*values(row))
+        return None if row is None else _place(values(row))
 
     def set_limits(self, limits: QueueLimits) -> None:
         count, seconds = limits.rate if limits.rate is not None else (None, None)
@@ -127,22 +138,27 @@ class SQLQueues(QueueStore):
         self, queues: Sequence[str], owner: str, until: float, now: float, skip: Sequence[str] = ()
     ) -> str | None:
         names = ",".join("?" for _ in queues)
+        full: set[object] = set()  # queues (or queue, partition) found at their limit
+        passed = set(skip)
         with self._claiming() as c:
             limits = self._limits_in(c)
-            c.execute(self._sql(LINE, names=names, scan=CLAIM_SCAN), (*queues, now))
-            line = [values(r) for r in c.fetchall()]
-            full: set[object] = set()  # queues (or queue, partition) found at their limit
-            passed = set(skip)
-            for run_id, queue, _, partition in line:
-                if run_id in passed or queue in full or (queue, partition) in full:
-                    continue
-                why = self._held_back(c, limits.get(queue), run_id, partition, now, fresh=True)
-                if why is not None:
-                    full.add(queue if why == "queue" else (queue, partition))
-                    continue
-                if self._take(c, run_id, owner, until, now, ""):
-                    c.execute(self._sql(CLAIMED), (now, run_id))
-                    return str(run_id)
+            at = 0  # page on: runs held back or passed over hide none behind them
+            while not all(q in full for q in queues):
+                c.execute(self._sql(LINE, names=names, scan=CLAIM_SCAN, at=at), (*queues, now))
+                line = [values(r) for r in c.fetchall()]
+                for run_id, queue, _, partition in line:
+                    if run_id in passed or queue in full or (queue, partition) in full:
+                        continue
+                    why = self._held_back(c, limits.get(queue), run_id, partition, now, fresh=True)
+                    if why is not None:
+                        full.add(queue if why == "queue" else (queue, partition))
+                        continue
+                    if self._take(c, run_id, owner, until, now, ""):
+                        c.execute(self._sql(CLAIMED), (now, run_id))
+                        return str(run_id)
+                if len(line) < CLAIM_SCAN:
+                    break
+                at += CLAIM_SCAN
         return None
 
     def claim_run(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> bool:
@@ -150,7 +166,7 @@ class SQLQueues(QueueStore):
             c.execute(self._sql(GET), (run_id,))
             found = c.fetchone()
             if found is not None:
-                row = QueueRow(*values(found))
+                row = _place(values(found))
                 limits = self._limits_in(c).get(row.queue)
                 if self._held_back(c, limits, run_id, row.partition, now, fresh=False):
                     return False
@@ -215,13 +231,42 @@ class SQLQueues(QueueStore):
         return list(_workers(rows))
 
 
+def _damaged(table: str, e: Exception) -> CorruptData:
+    return CorruptData(f"a row of {table} is damaged: {e}")
+
+
+def _place(row: tuple[Any, ...]) -> QueueRow:
+    """A stored place in line, its values checked (a forged row is refused)."""
+    run_id, queue, priority, partition, enqueued, claimed = row
+    try:
+        place = QueueRow(
+            str(run_id), check_queue(queue), check_priority(priority), check_partition(partition)
+        )
+        return msgspec.convert(
+            {**msgspec.structs.asdict(place), "enqueued_at": enqueued, "claimed_at": claimed},
+            QueueRow,
+        )
+    except (UsageError, msgspec.ValidationError) as e:
+        raise _damaged("agentlog_queue", e) from None
+
+
 def _workers(rows: list[tuple[Any, ...]]) -> Iterator[WorkerRow]:
     for wid, host, pid, queues, started, beat, runs in rows:
-        names = tuple(msgspec.json.decode(queues, type=list[str]))
-        yield WorkerRow(wid, host, int(pid), names, started, beat, int(runs))
+        try:
+            names = tuple(msgspec.json.decode(queues, type=list[str]))
+            yield WorkerRow(wid, host, int(pid), names, started, beat, int(runs))
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError) as e:
+            raise _damaged("agentlog_workers", e) from None
 
 
 def _limits(row: tuple[Any, ...]) -> QueueLimits:
+    """A queue's stored limits, checked as ``engine.queue`` checks them: a forged row (a
+    negative count, a NaN window, text) is refused, never obeyed."""
     name, concurrency, per_partition, count, seconds = row
-    rate = None if count is None else (int(count), float(seconds))
-    return QueueLimits(name, concurrency, per_partition, rate)
+    rate = None if count is None and seconds is None else (count, seconds)
+    try:
+        if rate is not None and isinstance(seconds, str):
+            raise UsageError(f"a rate's seconds are a number, not {seconds!r:.40}")
+        return limits_of(name, concurrency, per_partition, rate)
+    except UsageError as e:
+        raise _damaged("agentlog_queues", e) from None

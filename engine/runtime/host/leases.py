@@ -257,7 +257,10 @@ class Leases:
         with self._lock:
             held = self._held.get(run_id)
         if holder == self.owner and held is not None and epoch != held.epoch:
-            holder = "another owner, since"  # it passed through other hands and came back
+            # It was let go (a drain past its grace) or passed through other hands: this
+            # beat took it back, so let it go again (another owner takes it at once).
+            _drop(store, run_id, self.owner)
+            holder = "another owner, since"
         if holder != self.owner:
             observe.get(run_id=run_id).error("lease_lost", holder=holder)
             with self._lock:

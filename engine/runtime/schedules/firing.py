@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ... import observe
 from ...errors import AgentlogError, ConcurrencyError, CorruptData, UsageError
+from ...policy.failure import describe
 from ...store import Store
 from ..defs.definitions import AgentDef
 from ..defs.registry import Registry, load_agent
@@ -92,6 +93,9 @@ class Ticker:
             except UsageError:
                 self._cannot[s.name] = now
                 raise
+            except Exception as e:  # its module raised as it was imported: left alone too
+                self._cannot[s.name] = now
+                raise UsageError(f"cannot import agent {s.agent}: {describe(e)}") from None
             self._cannot.pop(s.name, None)
             for t in ticks:
                 self._enqueue(s, agent, t)

@@ -78,6 +78,8 @@ class Working:
         self, agent: AgentDef | Callable[..., Any], /, **kwargs: Any
     ) -> handles.RunHandle:
         """``enqueue`` from an event loop (one commit, in a thread of the loop's pool)."""
+        if current() is not None:  # decided here, on the loop: the pool's thread sees no run
+            raise UsageError("engine.aenqueue inside a run: start a child with run.spawn")
         return await asyncio.get_running_loop().run_in_executor(
             None, lambda: self.enqueue(agent, **kwargs)
         )

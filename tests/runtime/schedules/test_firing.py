@@ -153,3 +153,24 @@ def test_no_schedule_no_wait_and_an_unscheduled_one_fires_no_more(eng: Engine, w
     wall.now = T0 + 4.1
     assert ticker.fire() is None
     assert runs(eng) == [at(2)]
+
+
+@backends("sqlite")
+def test_a_schedule_whose_module_raises_on_import_stops_no_other(
+    eng: Engine, wall: Wall, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module that raises (not ImportError) as it is imported is one warning, left
+    alone like one that is missing: the turn, and the worker's pass, go on."""
+    (tmp_path / "boom_on_import.py").write_text("raise RuntimeError('broken deploy')\n")  # type: ignore[operator]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eng.schedule("s", tick, every=2)
+    broken = ScheduleRow(
+        "boom", "boom_on_import:x", "boom_on_import", None, 2, b"{}", "default", False, T0
+    )
+    eng.store.schedules.put(broken)
+    wall.now = T0 + 2.1
+    with capture_logs() as logs:
+        Ticker(eng, wall).fire()
+    assert runs(eng) == [at(2)] and runs(eng, "boom@") == []
+    warned = [e for e in logs if e["event"] == "schedule_not_fired"]
+    assert len(warned) == 1 and "broken deploy" in warned[0]["error"]

@@ -83,6 +83,26 @@ def test_claims_go_by_priority_then_age_within_the_limits(eng: Engine) -> None:
 
 
 @all_backends
+def test_a_flooded_partition_starves_no_other(eng: Engine) -> None:
+    """More runs of one partition than a claim looks at in one go, held back by
+    per_partition, do not hide the runs queued behind them (nor do runs passed over)."""
+    from engine.store.queueing import CLAIM_SCAN
+
+    add, _ = _agents(eng)
+    for i in range(CLAIM_SCAN + 1):
+        eng.enqueue(add, run_id=f"hot{i:03}", partition="customer:hot", a=i, b=0)
+    eng.enqueue(add, run_id="cold", partition="customer:cold", a=0, b=0)
+    eng.queue("default", per_partition=1)
+    q, now = eng.store.queues, eng.config.wall()
+    assert q.claim_next(["default"], "w1", now + 30, now) == "hot000"
+    assert q.claim_next(["default"], "w2", now + 30, now) == "cold"
+    assert q.claim_next(["default"], "w3", now + 30, now) is None
+    eng.store.drop_lease("hot000", "w1")  # a worker that cannot execute it passes it
+    skipped = [f"hot{i:03}" for i in range(CLAIM_SCAN)]
+    assert q.claim_next(["default"], "w4", now + 30, now, skip=skipped) == f"hot{CLAIM_SCAN}"
+
+
+@all_backends
 def test_a_rate_limit_counts_starts_in_its_window(eng: Engine) -> None:
     add, _ = _agents(eng)
     for i in range(3):
@@ -188,3 +208,20 @@ def test_the_async_twins_keep_the_loop_running(eng: Engine) -> None:
         w.stop()
     assert (out, status) == (42, "completed")
     assert ticks >= 3  # 0.3 s of sleeping run at least: a blocked loop would tick none
+
+
+@all_backends
+def test_aenqueue_inside_an_async_run_is_refused_as_enqueue_is(eng: Engine) -> None:
+    """The executor thread aenqueue hands its commit to does not see the run's context:
+    the refusal is decided on the loop, before the hand-off, or every resume of the run
+    would enqueue another run."""
+    add, _ = _agents(eng)
+
+    @eng.agent(name="tests.workers:async_parent")
+    async def parent(run: object) -> str:
+        h = await eng.aenqueue(add, a=1, b=2)
+        return h.run_id
+
+    refused = eng.run(parent)
+    assert refused.status == "failed" and "inside a run" in (refused.error or "")
+    assert [r.run_id for r in eng.runs()] == [refused.run_id]  # nothing was enqueued
