@@ -18,7 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from .. import observe
 from ..errors import AgentlogError, ReplayKeyDiffers, RunBusy, UsageError
-from ..kinds import LIVE, SUSPENDED, Effects, RunStatus
+from ..kinds import SUSPENDED, Effects, RunStatus
 from ..log.history import (
     RunWriter,
     check_run_id,
@@ -305,31 +305,6 @@ class Engine(Catalog, Declaring, Working, Scheduling):
             result = RunResult(run_id, status, error=message, not_resumed=why)
         if result is not None:
             results.append(result)
-
-    def work(self, run_id: str, dead: str = "") -> RunResult | None:
-        """Execute ``run_id``, whose lease a worker of this engine just claimed: start it
-        (queued), resume it (its owner ``dead`` died: held instead if its agent resumes
-        on approval) or wake it (suspended and due; None if no longer due)."""
-        with self.leases.hold(self.store, run_id):
-            status = rebuild(self.store, run_id).status
-            if status in SUSPENDED:
-                if not self._due(run_id):
-                    return None
-                result = resume_run(self._runs, self._driver, run_id)
-            elif status in LIVE:  # queued (a start), or running (its owner died)
-                result = start_run(self._runs, self._driver, run_id, owner=dead)
-            else:
-                return None
-        return self._after(result)
-
-    def runnable(self, run_id: str) -> bool:
-        """Whether this engine can execute ``run_id``: its agent imports here, and it is
-        not an imported run nobody adopted."""
-        try:
-            self._runs.load(run_id, "be executed").agent  # noqa: B018
-        except Exception:
-            return False
-        return True
 
     def _crashed(self, run_id: str, owner: str) -> RunResult | None:
         """Resume the running run whose owner died (not an imported one), or hold it for

@@ -7,8 +7,10 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
+from ...kinds import LIVE, SUSPENDED
 from ...log.history import rebuild
 from ...store.queueing import QueueLimits, WorkerRow, limits_of
+from ..lifecycle import driver
 from ..run.context import current
 from ..waits import mailbox
 from . import handles
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from ..host.leases import Leases
     from ..host.lockkeeper import Keeper
     from ..host.signals import Signals
+    from ..lifecycle.driver import Driver
+    from ..run.repository import RunRepository
     from ..run.results import RunResult
 
 # A worker whose last beat is older than this many leases is not listed as live.
@@ -49,8 +53,14 @@ class Working:
         def signals(self) -> Signals: ...
         def resolve(self, run_id: str) -> str: ...
         def wake(self, run_id: str) -> None: ...
-        def work(self, run_id: str, dead: str = "") -> RunResult | None: ...
-        def runnable(self, run_id: str) -> bool: ...
+
+        @property
+        def _runs(self) -> RunRepository: ...
+        @property
+        def _driver(self) -> Driver: ...
+
+        def _due(self, run_id: str) -> bool: ...
+        def _after(self, result: RunResult) -> RunResult: ...
 
     def enqueue(
         self,
@@ -134,3 +144,28 @@ class Working:
         """The workers alive now (a beat within the last few leases), by id."""
         now = self.config.wall()
         return self.store.queues.workers(now - LISTED_FOR * self.leases.ttl, now)
+
+    def work(self, run_id: str, dead: str = "") -> RunResult | None:
+        """Execute ``run_id``, whose lease a worker of this engine just claimed: start it
+        (queued), resume it (its owner ``dead`` died: held instead if its agent resumes
+        on approval) or wake it (suspended and due; None if no longer due)."""
+        with self.leases.hold(self.store, run_id):
+            status = rebuild(self.store, run_id).status
+            if status in SUSPENDED:
+                if not self._due(run_id):
+                    return None
+                result = driver.resume(self._runs, self._driver, run_id)
+            elif status in LIVE:  # queued (a start), or running (its owner died)
+                result = driver.start(self._runs, self._driver, run_id, owner=dead)
+            else:
+                return None
+        return self._after(result)
+
+    def runnable(self, run_id: str) -> bool:
+        """Whether this engine can execute ``run_id``: its agent imports here, and it is
+        not an imported run nobody adopted."""
+        try:
+            self._runs.load(run_id, "be executed").agent  # noqa: B018
+        except Exception:
+            return False
+        return True
