@@ -241,8 +241,14 @@ class Engine(Catalog, Declaring, Working, Scheduling):
     def _executed(self, run_id: str, only_if_due: bool) -> None:
         """Execute ``run_id`` in this (background) thread; what stops it is logged."""
         try:
-            if only_if_due and not wakeups.due(self.store, self.state(run_id), self.config.wall()):
+            now = self.config.wall()
+            if only_if_due and not wakeups.due(self.store, self.state(run_id), now):
                 return
+            queues = self.store.queues
+            if queues.queued(run_id) is not None and not queues.claim_run(
+                run_id, self.owner, now + self.leases.ttl, now
+            ):
+                return  # its queue is at a limit: a worker takes it when a slot frees
             self._after(start_run(self._runs, self._driver, run_id))
         except RunBusy:
             return  # a live owner executes it

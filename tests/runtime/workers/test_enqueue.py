@@ -11,7 +11,7 @@ import pytest
 from engine import Engine, EngineConfig, RunFailed
 from engine.errors import RunNotFound, UsageError
 from engine.log.history import read_events
-from tests.conftest import all_backends
+from tests.conftest import all_backends, backends
 
 
 @pytest.fixture
@@ -225,3 +225,29 @@ def test_aenqueue_inside_an_async_run_is_refused_as_enqueue_is(eng: Engine) -> N
     refused = eng.run(parent)
     assert refused.status == "failed" and "inside a run" in (refused.error or "")
     assert [r.run_id for r in eng.runs()] == [refused.run_id]  # nothing was enqueued
+
+
+@backends("memory", "sqlite", "postgres")
+def test_a_wake_in_this_process_obeys_its_queues_limits(eng: Engine) -> None:
+    """A message sent to a waiting run of a full queue wakes it only when a slot frees:
+    the in-process wake claims as a worker does."""
+    from engine.polling import poll_until
+
+    @eng.agent(name="tests.workers:hear")
+    def hear(run: object) -> object:
+        return run.recv("webhook")  # type: ignore[attr-defined]
+
+    eng.queue("q", concurrency=1)
+    first, second = eng.enqueue(hear, queue="q"), eng.enqueue(hear, queue="q")
+    for h in (first, second):  # both start and wait for their message
+        now = eng.config.wall()
+        assert eng.store.queues.claim_next(["q"], eng.owner, now + 30, now) == h.run_id
+        assert eng.work(h.run_id).status == "waiting"  # type: ignore[union-attr]
+    now = eng.config.wall()
+    assert eng.store.queues.claim_run(first.run_id, "another-worker", now + 600, now)
+    eng.send(second.run_id, "webhook", "hi")
+    assert poll_until(lambda: not eng._background, 60)  # the wake looked, and gave way
+    assert second.status() == "waiting"  # the queue's one slot is taken
+    eng.store.drop_lease(first.run_id, "another-worker")
+    eng.wake(second.run_id)
+    assert eng.wait(second.run_id, timeout=60).output == "hi"
