@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.kinds import FINAL, RunStatus
+from engine.kinds import FINAL, LIVE, RunStatus
 
 from .child import INLINE_WAIT_ENV
 from .fleet import Fleet
@@ -223,7 +223,7 @@ class WorkerCampaign:
     def held_by(self, owner: str) -> list[str]:
         """The runs whose lease ``owner`` holds now (queued ones it claimed included)."""
         store, out = self.engine.store, []
-        for status in (RunStatus.QUEUED, RunStatus.RUNNING):
+        for status in sorted(LIVE):  # queued (claimed, not started) or running
             for row in store.runs(status):
                 lease = store.lease(row.run_id)
                 if lease is not None and lease[0] == owner:
