@@ -252,6 +252,14 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     return value
 
 
+def cwd_first() -> str:
+    """Put the current directory first on ``sys.path`` (as ``python -m`` does); it."""
+    cwd = os.getcwd()
+    if sys.path[:1] != [cwd]:
+        sys.path.insert(0, cwd)
+    return cwd
+
+
 def load_target(target: str) -> Any:
     """The agent named ``module:qualname``, importing the module with the cwd first."""
     from engine.runtime.defs.definitions import AgentDef
@@ -259,9 +267,7 @@ def load_target(target: str) -> Any:
     module_name, sep, qualname = target.partition(":")
     if not sep or not module_name or not qualname:
         raise UsageError(f"expected MODULE:AGENT, got {target!r}")
-    cwd = os.getcwd()
-    if sys.path[:1] != [cwd]:
-        sys.path.insert(0, cwd)
+    cwd = cwd_first()
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

@@ -16,7 +16,7 @@ from engine.errors import UsageError
 from ..output import when
 from . import args
 from .app import Run, app, session
-from .commands import load_target
+from .commands import cwd_first, load_target
 
 if TYPE_CHECKING:
     from engine import Worker
@@ -205,9 +205,7 @@ def worker(
 def _import(name: str) -> None:
     import importlib
 
-    cwd = os.getcwd()
-    if sys.path[:1] != [cwd]:
-        sys.path.insert(0, cwd)
+    cwd_first()
     try:
         importlib.import_module(name)
     except Exception as e:
