@@ -140,6 +140,8 @@ class SQLQueues(QueueStore):
         names = ",".join("?" for _ in queues)
         full: set[object] = set()  # queues (or queue, partition) found at their limit
         passed = set(skip)
+        if not self._waiting(names, queues, now, passed):
+            return None  # an idle pass writes nothing: the claim's lock is for claims
         with self._claiming() as c:
             limits = self._limits_in(c)
             at = 0  # page on: runs held back or passed over hide none behind them
@@ -160,6 +162,15 @@ class SQLQueues(QueueStore):
                     break
                 at += CLAIM_SCAN
         return None
+
+    def _waiting(self, names: str, queues: Sequence[str], now: float, passed: set[str]) -> bool:
+        """Whether the line holds a run this claim might take, read without the claim's
+        lock (a hint: a run queued after it is claimed on the next pass). On SQLite the
+        claim's lock is the file's one write lock, which every idle worker pass took."""
+        scan = len(passed) + 1
+        with self._reading() as c:
+            c.execute(self._sql(LINE, names=names, scan=scan, at=0), (*queues, now))
+            return any(values(r)[0] not in passed for r in c.fetchall())
 
     def claim_run(self, run_id: str, owner: str, until: float, now: float, dead: str = "") -> bool:
         with self._claiming() as c:
