@@ -22,6 +22,7 @@ from engine.log.rpo import Rpo, parse_rpo, replay_tail
 from engine.store import Store, open_store
 
 MODULE = "tests.agents.rpo_agents"
+AGENT = f"{MODULE}:by_calls"
 
 
 def _snapshots(store: Store, run_id: str) -> list[int]:
@@ -68,6 +69,10 @@ def test_a_run_killed_after_23_calls_replays_at_most_5_calls_past_its_snapshot(
     eng = Engine.open(store_url)
     try:
         marker = next(e for e in eng.events(run_id) if e.type == "agent_resumed")
+        # The resumed writer counts calls from none it knows of: its first commit (the
+        # marker, call 24's intent and outcome) snapshots, 24 calls being past 5.
+        first = range(marker.position, marker.position + 3)
+        assert any(p in first for p in _snapshots(eng.store, run_id))
         replayed = marker.data["replayed"]
         assert (replayed["events"], replayed["calls"]) == (tail.events, tail.calls)
         assert marker.data["recovery_s"] >= 0
@@ -97,6 +102,9 @@ def _the_cli_shows(url: str, calls: int | None) -> None:
     (entry,) = json.loads(out.stdout)["objectives"]
     assert (entry["rpo_target"], entry["rpo_calls_max"]) == ("5 calls", calls)
     assert entry["rpo_met"] is True
+    scrape = python("-m", "replay.cli", "--url", url, "stats", "--prometheus").stdout
+    assert 'agentlog_rpo_target_calls{agent="tests.agents.rpo_agents:by_calls"} 5.0' in scrape
+    assert f'agentlog_rpo_replayed_calls{{agent="{AGENT}",quantile="1"}} {calls}.0' in scrape
 
 
 def test_without_rpo_the_whole_run_is_replayed_and_no_target_is_reported(tmp_path: Any) -> None:
