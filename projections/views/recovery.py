@@ -16,7 +16,8 @@ running the tool again (not from a verifier, the ledger or a person) are counted
 re-executed. A fork's or child's copies of its parent's events are history, not work:
 skipped. Each crash's own figures are kept for ``projections.objectives``: its time to
 recover, its resume's from its start to its first commit, and the tail past the newest
-snapshot that resume folded again (``agent_resumed``'s ``recovery_s`` and ``replayed``).
+snapshot that resume folded again (``agent_resumed``'s ``recovery_s`` and ``replayed``),
+for its latest ``SAMPLES`` crashes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ from engine.store.ports import Column, ViewQuery
 
 from ..fold import Envelope, Projection, RowDecoder
 from ..runner import Runner
+
+# Each run keeps its latest crashes' own figures, so a run in a crash loop keeps a row of
+# bounded size (it is rewritten at each of its events).
+SAMPLES = 64
 
 
 class Row(msgspec.Struct, frozen=True):
@@ -82,9 +87,9 @@ def _resumed(r: Row, e: ev.AgentResumed) -> Row:
         r,
         crashes=r.crashes + 1,
         recover_s=r.recover_s + took,
-        down=[*r.down, took],
-        rto=r.rto if e.recovery_s is None else [*r.rto, e.recovery_s],
-        replayed=r.replayed if e.replayed is None else [*r.replayed, e.replayed],
+        down=[*r.down, took][-SAMPLES:],
+        rto=r.rto if e.recovery_s is None else [*r.rto, e.recovery_s][-SAMPLES:],
+        replayed=r.replayed if e.replayed is None else [*r.replayed, e.replayed][-SAMPLES:],
         lost_calls=r.lost_calls + len(r.in_flight),
         lost=sorted({*r.lost, *r.in_flight}),
     )
