@@ -194,3 +194,28 @@ def test_a_bad_rpo_is_refused_once_at_declaration(bad: Any) -> None:
         assert eng.registry.agent("bad_rpo") is None
     finally:
         eng.close()
+
+
+@backends("sqlite")
+def test_an_unsettled_run_is_measured_at_its_head(eng: Engine) -> None:
+    """A run of an agent with a target that waits for a person is a sample too: the tail
+    a recovery would fold now (12 calls and the question, snapshots at calls 5 and 10)."""
+
+    @eng.tool
+    def look(i: int) -> int:
+        return i
+
+    @eng.agent(rpo=5, name="asking")
+    def asking(run: Any) -> str:
+        for i in range(12):
+            look(i)
+        return str(run.ask("go on?"))
+
+    r = eng.run(asking)
+    assert r.status == "paused"
+    (figures,) = eng.stats().objectives
+    assert (figures.agent, figures.rpo_samples, figures.rpo_calls_max) == ("asking", 1, 3)
+    assert (figures.rpo_met, figures.rto_samples) == (True, 0)
+    eng.answer(r.run_id, "yes")
+    (settled,) = eng.stats().objectives
+    assert (settled.rpo_samples, settled.rpo_met) == (0, None)
