@@ -78,6 +78,39 @@ class RecoveryStats(msgspec.Struct, frozen=True):
     failed_runs: int = 0
 
 
+class Objectives(msgspec.Struct, frozen=True):
+    """One agent's recovery objectives against what was measured (``Stats.objectives``).
+
+    RPO, the work a recovery folds again past the run's newest snapshot, is measured at
+    every crash (by the resume: ``agent_resumed.replayed``) and, for the unsettled runs of
+    an agent with a target, at the current head: ``rpo_samples`` of them, as events,
+    calls begun and seconds of recorded work (median and max). RTO is per crash, from
+    the resume's start (before it reads the log) to its first commit, the run running
+    again (``agent_resumed.recovery_s``; median and p95 of ``rto_samples``); ``down_s``
+    is from the run's last event before the crash to the resume (detection included).
+    The target is that of the agent's latest run started with one
+    (``@engine.agent(rpo=...)``); ``rpo_met``: every sample within it (None: no target
+    or no sample)."""
+
+    agent: str
+    rpo_target: str | None = None  # as declared: "20 calls" or "30s"
+    rpo_target_calls: int | None = None
+    rpo_target_s: float | None = None
+    rpo_samples: int = 0
+    rpo_events_median: float | None = None
+    rpo_events_max: int | None = None
+    rpo_calls_median: float | None = None
+    rpo_calls_max: int | None = None
+    rpo_s_median: float | None = None
+    rpo_s_max: float | None = None
+    rpo_met: bool | None = None
+    rto_samples: int = 0
+    rto_s_median: float | None = None
+    rto_s_p95: float | None = None
+    down_s_median: float | None = None
+    down_s_p95: float | None = None
+
+
 class Stats(msgspec.Struct, frozen=True):
     """``stats --json``; fields may be added, never removed. ``runs`` and ``recovery``
     count the runs started at or after ``since``; ``tools`` counts tool events by the
@@ -90,6 +123,8 @@ class Stats(msgspec.Struct, frozen=True):
     recovery: RecoveryStats
     agent: str | None = None
     tools_since: str | None = None  # ISO-8601 UTC start of the first hour ``tools`` covers
+    # Per agent with an RPO target or a measured crash, by agent name (Objectives).
+    objectives: list[Objectives] = []
 
 
 class StatsSource(Protocol):

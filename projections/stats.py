@@ -12,6 +12,7 @@ import datetime as dt
 from engine.stats import Stats
 from engine.store import Store
 
+from .objectives import objectives
 from .runner import Runner
 from .views import all_views, recovery, runs, tools
 
@@ -19,16 +20,19 @@ from .views import all_views, recovery, runs, tools
 def stats(store: Store, since: float | None, agent: str | None) -> Stats:
     """The figures of runs started at or after ``since`` (None: all), of ``agent``
     (``module:qualname``; None: every agent). Every view catches up in one pass over the
-    log first (the timeline view too), and the three sections are read at that one
-    position. Tool figures are of whole hours: ``tools_since`` says from when."""
+    log first (the timeline view too), and the sections are read at that one position
+    (``objectives`` also reads the snapshots of unsettled runs with an RPO target). Tool
+    figures are of whole hours: ``tools_since`` says from when."""
     Runner(store, all_views()).catch_up()
+    crashes = recovery.rows(store, since, agent)
     return Stats(
         since=iso_utc(since),
         runs=runs.counts(store, since, agent, catch_up=False),
         tools=tools.summarize(store, since, agent, catch_up=False),
-        recovery=recovery.summarize(store, since, agent, catch_up=False),
+        recovery=recovery.figures(crashes),
         agent=agent,
         tools_since=None if since is None else iso_utc(tools.window_of(since)),
+        objectives=objectives(store, crashes),
     )
 
 

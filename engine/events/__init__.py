@@ -15,6 +15,8 @@ from ..kinds import Asked, Effects, FailureKind, Source
 from .agents import *  # noqa: F403  (the events of many agents, by their __all__)
 from .agents import AnyAgentEvent
 from .base import Event as Event
+from .base import Replayed as Replayed
+from .base import event_data as event_data
 from .base import now as now
 
 # A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
@@ -47,11 +49,15 @@ class AgentStarted(Event, frozen=True, tag="agent_started"):
     # match a stream to its run by it, checked against the stream the id derives. None
     # in logs written before it was kept (and in imports of those).
     run_id: str | None = None
+    rpo_calls: int | None = None  # its agent's rpo= at the start: calls, or seconds (rpo_s)
+    rpo_s: float | None = None
 
 
 class AgentResumed(Event, frozen=True, tag="agent_resumed"):
     owner: str = ""
     reason: str = ""
+    replayed: Replayed | None = None  # the tail past the newest snapshot it folded again
+    recovery_s: float | None = None  # from the resume's start to its first commit
 
 
 class RunQueued(Event, frozen=True, tag="run_queued"):
@@ -388,8 +394,3 @@ class Positioned(Protocol):
 
 def event_type(tag: str) -> type[Event]:
     return EVENT_TYPES[tag]
-
-
-def event_data(event: Event) -> dict[str, Any]:
-    """The event's fields as plain builtins (without ``type`` and ``at``)."""
-    return {f: getattr(event, f) for f in event.__struct_fields__ if f != "at"}

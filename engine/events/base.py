@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -18,3 +18,23 @@ class Event(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
 
     at: float
     SCHEMA: ClassVar[int] = 1
+
+
+class Replayed(msgspec.Struct, frozen=True):
+    """What a recovery folds again past a run's newest snapshot: ``events``, the ``calls``
+    begun after it, and the ``seconds`` of recorded work from the snapshot's last event
+    to the head's (no snapshot: from the run's start). Carried by ``agent_resumed``."""
+
+    events: int = 0
+    calls: int = 0
+    seconds: float = 0.0
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """The event's fields as plain builtins (without ``type`` and ``at``): a nested
+    struct (``agent_resumed.replayed``) as a dict."""
+    return {
+        f: msgspec.to_builtins(v) if isinstance(v := getattr(event, f), msgspec.Struct) else v
+        for f in event.__struct_fields__
+        if f != "at"
+    }

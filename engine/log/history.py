@@ -16,7 +16,7 @@ import itertools
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .. import events as ev
@@ -26,6 +26,7 @@ from ..events import Positioned
 from ..kinds import FINAL
 from ..store import Append, Fence, Recorded, Store, stream_id
 from ..store.base import RunRow
+from .rpo import Cadence, Rpo, replay_tail
 from .runcheck import RunCheck
 from .savetimes import FLUSH_AT, LAST_WRITE, SaveTimes, ms_since
 from .snapshots import save_snapshot, snapshot_at_or_before
@@ -274,7 +275,8 @@ class RunWriter:
     """Appends one run's events; each ``append`` is one commit of the log. After the
     commit it snapshots every ``snapshot_every`` events, and at a checkpoint unless the
     newest snapshot is fewer than ``CHECKPOINT_GAP`` events back. A measured append (the
-    run context's) times its checkpoints and snapshots (engine.log.savetimes).
+    run context's) times its checkpoints and snapshots (engine.log.savetimes). ``rpo``
+    adds snapshots by calls or by time (``clock``), as ``engine.log.rpo.Cadence`` says.
 
     ``fence``: the epoch of the run's lease its owner took (``Leases.fence``); every
     commit carries it, and the store refuses one (``LeaseTaken``, nothing written) once
@@ -288,8 +290,12 @@ class RunWriter:
         *,
         snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
         fence: Fence | None = None,
+        rpo: Rpo | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        began: float | None = None,
     ) -> None:
         self.store = store
+        self.began = began  # when the resume that loaded ``state`` began reading it
         self.state = state
         self.fence = fence
         self.stream = run_stream(state.run_id)
@@ -298,6 +304,7 @@ class RunWriter:
         # near it, so count from the run's start: at worst one extra snapshot.
         self.snapshot_at = 0
         self.timings = SaveTimes()  # measured, not recorded yet
+        self.rpo = None if rpo is None else Cadence(rpo, clock, fresh=state.position == 0)
 
     def append(
         self,
@@ -334,7 +341,9 @@ class RunWriter:
         self.state = state
         if flush:
             self.timings = SaveTimes()
-        cadence = cadence_due(before, state.position, self.snapshot_every)
+        cadence = cadence_due(before, state.position, self.snapshot_every) or (
+            self.rpo is not None and state.position > before and self.rpo.due(state)
+        )
         marked = len(due)  # due[:marked] are checkpoints' states
         if cadence and (not due or due[-1] is not state):  # a checkpoint may end the batch
             due.append(state)
@@ -348,6 +357,8 @@ class RunWriter:
         """Store a snapshot of ``state``; how long it took (ms), None if it was not stored."""
         failpoints.hit("in_snapshot")  # events committed, snapshot not yet written
         began = time.perf_counter()
+        if self.rpo is not None:  # even if it fails: a too large one is not retried each commit
+            self.rpo.taken(state)
         try:
             save_snapshot(self.store, self.stream, state)
         except (PayloadTooLarge, StoreError) as e:
@@ -358,6 +369,16 @@ class RunWriter:
             return None
         self.snapshot_at = state.position
         return ms_since(began)
+
+    def resumed(self, at: float, owner: str) -> ev.AgentResumed:
+        """A resume's marker, measured at its first commit: the tail past the newest
+        snapshot it folded again (None if unreadable), the seconds since it began."""
+        took = None if self.began is None else round(max(0.0, ev.now() - self.began), 6)
+        try:
+            tail = replay_tail(self.store, self.stream, self.state)
+        except StoreError:  # a measure, not a fact of the run: never what stops a resume
+            tail = None
+        return ev.AgentResumed(at=at, owner=owner, replayed=tail, recovery_s=took)
 
     @staticmethod
     def index_row(state: RunState) -> RunRow:

@@ -154,7 +154,7 @@ class Engine(Catalog, Declaring, Working, Scheduling):
     @functools.cached_property
     def _runs(self) -> RunRepository:
         """How this engine finds, leases and loads runs."""
-        return RunRepository(self, self.leases, self.registry)
+        return RunRepository(self, self.leases, self.registry, self.config.clock)
 
     @functools.cached_property
     def _driver(self) -> Driver:
@@ -184,6 +184,8 @@ class Engine(Catalog, Declaring, Working, Scheduling):
                 RunState(run_id=rid),
                 snapshot_every=a.snapshot_every,
                 fence=self.leases.fence(rid),
+                rpo=a.rpo,
+                clock=self.config.clock,
             )
             started = agent_started(a, data, run_id=rid)
             writer.append(started)

@@ -14,7 +14,10 @@ an earlier commit; a read whose intent was to ride with its outcome left no trac
 its redoing is not counted); of those, the ones whose outcome after the resume came from
 running the tool again (not from a verifier, the ledger or a person) are counted as
 re-executed. A fork's or child's copies of its parent's events are history, not work:
-skipped.
+skipped. Each crash's own figures are kept for ``projections.objectives``: its time to
+recover, its resume's from its start to its first commit, and the tail past the newest
+snapshot that resume folded again (``agent_resumed``'s ``recovery_s`` and ``replayed``),
+for its latest ``SAMPLES`` crashes.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ from engine.store.ports import Column, ViewQuery
 
 from ..fold import Envelope, Projection, RowDecoder
 from ..runner import Runner
+
+# Each run keeps its latest crashes' own figures, so a run in a crash loop keeps a row of
+# bounded size (it is rewritten at each of its events).
+SAMPLES = 64
 
 
 class Row(msgspec.Struct, frozen=True):
@@ -61,19 +68,28 @@ class Row(msgspec.Struct, frozen=True):
     snapshot_ms: float = 0.0
     compensations: int = 0
     compensations_failed: int = 0
+    rpo_calls: int | None = None  # its RPO target when it started (agent_started)
+    rpo_s: float | None = None
+    down: list[float] = []  # each crash's time to recover (as recover_s sums), seconds
+    rto: list[float] = []  # each measured crash's resume, from its start to its first commit
+    replayed: list[ev.Replayed] = []  # each measured crash's tail past the newest snapshot
 
 
 def _started(r: Row, e: ev.AgentStarted) -> Row:
-    return replace(r, started_at=e.at)
+    return replace(r, started_at=e.at, rpo_calls=e.rpo_calls, rpo_s=e.rpo_s)
 
 
 def _resumed(r: Row, e: ev.AgentResumed) -> Row:
     if r.status != RunStatus.RUNNING or r.handed_over:
         return replace(r, ended_at=None)
+    took = max(0.0, e.at - r.last_at)
     return replace(
         r,
         crashes=r.crashes + 1,
-        recover_s=r.recover_s + max(0.0, e.at - r.last_at),
+        recover_s=r.recover_s + took,
+        down=[*r.down, took][-SAMPLES:],
+        rto=r.rto if e.recovery_s is None else [*r.rto, e.recovery_s][-SAMPLES:],
+        replayed=r.replayed if e.replayed is None else [*r.replayed, e.replayed][-SAMPLES:],
         lost_calls=r.lost_calls + len(r.in_flight),
         lost=sorted({*r.lost, *r.in_flight}),
     )
@@ -134,7 +150,9 @@ _HANDLERS: dict[type[ev.Event], Callable[[Row, Any], Row]] = {
 
 class View(Projection[Row]):
     name = "recovery"
-    version = "2"  # 2: an adoption hands a run over (its resume is no crash)
+    # 2: an adoption hands a run over (its resume is no crash); 3: RPO targets, each
+    # crash's times to recover and the tail its resume found past the newest snapshot
+    version = "3"
     row = Row
     columns = (Column("agent"), Column("started_at", "real"), Column("status"))
 

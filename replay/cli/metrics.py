@@ -27,7 +27,7 @@ from ..output import printable
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
-    from engine.stats import RecoveryStats, Stats, ToolStats
+    from engine.stats import Objectives, RecoveryStats, Stats, ToolStats
 
 INSTALL = "pip install 'agentlog[metrics]'"
 BREAKER_STATES = ("closed", "open", "half_open")
@@ -102,6 +102,7 @@ def families(stats: Stats) -> Iterator[Any]:
     yield runs
     yield from _tool_families(stats.tools, count)
     yield from _recovery_families(stats.recovery, count)
+    yield from _objective_families(stats.objectives)
 
 
 def _tool_families(tools: list[ToolStats], count: Any) -> Iterator[Any]:
@@ -146,6 +147,44 @@ def _recovery_families(recovery: RecoveryStats, count: Any) -> Iterator[Any]:
         family = GaugeMetricFamily(name, doc)
         if value is not None:
             family.add_metric([], value * scale)
+        yield family
+
+
+# (metric name, help, the figures of Objectives by quantile label)
+_OBJECTIVES = (
+    ("agentlog_rpo_target_calls", "The agent's rpo= target in calls.", {"": "rpo_target_calls"}),
+    ("agentlog_rpo_target_seconds", "The agent's rpo= target in seconds.", {"": "rpo_target_s"}),
+    (
+        "agentlog_rpo_replayed_calls",
+        "Calls a recovery folded again past the newest snapshot (RPO).",
+        {"0.5": "rpo_calls_median", "1": "rpo_calls_max"},
+    ),
+    (
+        "agentlog_rpo_replayed_seconds",
+        "Seconds of recorded work a recovery folded again past the newest snapshot (RPO).",
+        {"0.5": "rpo_s_median", "1": "rpo_s_max"},
+    ),
+    (
+        "agentlog_rto_seconds",
+        "A crash's resume, from its start to its first commit (RTO).",
+        {"0.5": "rto_s_median", "0.95": "rto_s_p95"},
+    ),
+)
+
+
+def _objective_families(objectives: list[Objectives]) -> Iterator[Any]:
+    """Per agent (``Stats.objectives``); a figure with no sample is left out."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    for name, doc, fields in _OBJECTIVES:
+        quantiles = "" not in fields
+        family = GaugeMetricFamily(name, doc, labels=["agent", "quantile"][: 1 + quantiles])
+        for o in objectives:
+            for quantile, field in fields.items():
+                value = getattr(o, field)
+                if value is not None:
+                    labels = [printable(o.agent), quantile][: 1 + quantiles]
+                    family.add_metric(labels, float(value))
         yield family
 
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.table import Table
 
-    from engine.stats import RecoveryStats, RunCounts, Stats, ToolStats
+    from engine.stats import Objectives, RecoveryStats, RunCounts, Stats, ToolStats
 
 BAR = 12  # the latency bar's width, in characters
 FULL, PART, EMPTY = "█", "▒", "·"
@@ -126,6 +126,40 @@ def recovery_table(r: RecoveryStats) -> Table:
     return table
 
 
+def _spread(middle: float | None, top: float | None, timed: bool = False) -> str:
+    """``median / max`` (or p95; ``timed``: as durations), "-" with no sample."""
+    if middle is None or top is None:
+        return "-"
+    if timed:
+        return f"{seconds(middle)} / {seconds(top)}"
+    return f"{middle:g} / {top:g}"
+
+
+def objectives_table(objectives: list[Objectives]) -> Table:
+    """Per agent: its RPO target, the work recoveries folded again past the newest
+    snapshot (at crashes and unsettled heads: median / max), its crashes' RTO (resume
+    start to first commit) and down time (last event before the crash to the resume)."""
+    table = _table(
+        "recovery objectives (median / max; rto and down: median / p95)",
+        *("agent", "rpo target", "met", "samples", "calls", "events", "work", "rto", "down"),
+    )
+    table.columns[0].overflow = "fold"  # a long agent name wraps, never cut
+    for o in objectives:
+        met = "-" if o.rpo_met is None else ("yes" if o.rpo_met else "NO")
+        table.add_row(
+            _text(o.agent, "bold"),
+            _text(o.rpo_target or "-", "" if o.rpo_target else "dim"),
+            _text(met, {"yes": "green", "NO": "bold red"}.get(met, "dim")),
+            str(o.rpo_samples),
+            _spread(o.rpo_calls_median, o.rpo_calls_max),
+            _spread(o.rpo_events_median, o.rpo_events_max),
+            _spread(o.rpo_s_median, o.rpo_s_max, timed=True),
+            _spread(o.rto_s_median, o.rto_s_p95, timed=True),
+            _spread(o.down_s_median, o.down_s_p95, timed=True),
+        )
+    return table
+
+
 def heading(stats: Stats, store: str) -> RenderableType:
     period = f"since {stats.since}" if stats.since else "all time"
     who = f"agent {stats.agent}" if stats.agent else "all agents"
@@ -133,11 +167,13 @@ def heading(stats: Stats, store: str) -> RenderableType:
 
 
 def render(stats: Stats, store: str) -> list[RenderableType]:
-    """The heading and the three tables (a line in place of an empty tools table)."""
+    """The heading and the three tables (a line in place of an empty tools table), then
+    the recovery objectives of the agents that have any."""
     period = tools_period(stats)
     tools: RenderableType = (
         tools_table(stats.tools, period)
         if stats.tools
         else _text(f"no tool calls {period or 'in the period'}", "dim")
     )
-    return [heading(stats, store), runs_table(stats.runs), tools, recovery_table(stats.recovery)]
+    parts = [heading(stats, store), runs_table(stats.runs), tools, recovery_table(stats.recovery)]
+    return parts + ([objectives_table(stats.objectives)] if stats.objectives else [])

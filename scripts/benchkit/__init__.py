@@ -34,6 +34,18 @@ def write_table(path: str, title: str, doc: str | None, lines: list[str]) -> Non
         f.write(head + "\n".join(lines) + "\n")
 
 
+def write_block(path: str, name: str, body: str) -> None:
+    """Replace the text between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in the
+    Markdown file ``path`` with ``body`` (the rest of the page is kept as written)."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    head, _, rest = text.partition(begin)
+    _, _, tail = rest.partition(end)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"{head}{begin}\n{body}{end}{tail}")
+
+
 def drop_schemas(pg_base: str, schemas: Sequence[str]) -> None:
     """Drop the benchmark's throw-away PostgreSQL schemas (and all they hold)."""
     import psycopg

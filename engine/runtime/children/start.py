@@ -55,4 +55,6 @@ def agent_started(
         key_check=key_check(replay_key()),
         reuses=reuses,
         run_id=run_id,
+        rpo_calls=None if agent.rpo is None else agent.rpo.calls,
+        rpo_s=None if agent.rpo is None else agent.rpo.seconds,
     )

@@ -8,6 +8,7 @@ from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from ... import codec
 from ...log.history import DEFAULT_SNAPSHOT_EVERY
+from ...log.rpo import RpoSpec
 from ...policy.budget import Budget
 from ...policy.supervision import Supervisor
 from ..defs.definitions import AgentDef
@@ -56,6 +57,7 @@ class Declaring:
         supervise: Supervisor | None = ...,
         budget: Budget | None = ...,
         resume: Resume = ...,
+        rpo: RpoSpec = ...,
     ) -> AgentDef[P, R]: ...
     @overload
     def agent(
@@ -67,6 +69,7 @@ class Declaring:
         supervise: Supervisor | None = ...,
         budget: Budget | None = ...,
         resume: Resume = ...,
+        rpo: RpoSpec = ...,
     ) -> Callable[[Callable[P, R]], AgentDef[P, R]]: ...
 
     def agent(
@@ -78,11 +81,13 @@ class Declaring:
         supervise: Supervisor | None = None,
         budget: Budget | None = None,
         resume: Resume = "auto",
+        rpo: RpoSpec = None,
     ) -> Any:
         """Register ``fn(run, **input)`` as an agent of this engine (``name`` replaces the
         recorded ``module:qualname``; ``supervise`` restarts its children that fail;
         ``budget`` bounds what its model calls spend; ``resume="approve"``, or a
-        predicate of the run's state, holds a crashed run for ``approve``)."""
+        predicate of the run's state, holds a crashed run for ``approve``; ``rpo=20``
+        calls or ``rpo="30s"`` of work at most past the newest snapshot on recovery)."""
         if fn is None:
             return lambda f: self.agent(
                 f,
@@ -91,6 +96,7 @@ class Declaring:
                 supervise=supervise,
                 budget=budget,
                 resume=resume,
+                rpo=rpo,
             )
         return declare.agent(
             self.registry,
@@ -100,6 +106,7 @@ class Declaring:
             supervise=supervise,
             budget=budget,
             resume=resume,
+            rpo=rpo,
         )
 
     @overload

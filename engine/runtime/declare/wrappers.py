@@ -18,6 +18,7 @@ from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 from ... import codec, observe
 from ...errors import UsageError
 from ...log.history import DEFAULT_SNAPSHOT_EVERY
+from ...log.rpo import RpoSpec, parse_rpo
 from ...policy.budget import Budget
 from ...policy.failure import CircuitBreaker, Classifier, RetryPolicy
 from ...policy.supervision import Supervisor
@@ -175,13 +176,16 @@ def agent(
     supervise: Supervisor | None = None,
     budget: Budget | None = None,
     resume: str | Callable[[Any], object] = "auto",
+    rpo: RpoSpec = None,
 ) -> AgentDef[P, R]:
-    """``fn(run, **input)`` as an agent defined in ``registry`` (whose tools it uses)."""
+    """``fn(run, **input)`` as an agent defined in ``registry`` (whose tools it uses);
+    ``rpo`` is checked here, at declaration (``engine.log.rpo.parse_rpo``)."""
     if supervise is not None and not isinstance(supervise, Supervisor):
         raise UsageError(f"supervise= takes a Supervisor, not {type(supervise).__name__}")
     if budget is not None and not isinstance(budget, Budget):
         raise UsageError(f"budget= takes a Budget, not {type(budget).__name__}")
     qual, path = qualified(fn)
+    objective = parse_rpo(rpo, f"agent {name or qual}")
     definition = AgentDef(
         fn,
         name or qual,
@@ -191,6 +195,7 @@ def agent(
         supervise=supervise,
         budget=budget,
         resume=resume,
+        rpo=objective,
     )
     registry.add_agent(definition)
     return definition

@@ -21,6 +21,7 @@ import msgspec
 
 from ... import codec
 from ...errors import UsageError
+from ...log.rpo import Rpo
 from ...policy.budget import Budget
 from ...policy.failure import CircuitBreaker, Classifier, RetryPolicy
 from ...policy.supervision import Supervisor
@@ -187,6 +188,8 @@ class AgentDef(Generic[P, R]):
     # After a crash: "auto" (recovery resumes it), "approve" (it waits for a person's
     # approve), or a predicate of its RunState, true when it must wait (lifecycle.approval).
     resume: str | Callable[[Any], object] = "auto"
+    # How much recorded work a recovery may fold past the newest snapshot (engine.log.rpo).
+    rpo: Rpo | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.resume) and self.resume not in RESUME_MODES:

@@ -62,7 +62,14 @@ def rewind(
     with runs.held(fork_id):
         fork = RunState(run_id=fork_id)
         fence = runs.leases.fence(fork_id)
-        writer = RunWriter(runs.store, fork, snapshot_every=agent.snapshot_every, fence=fence)
+        writer = RunWriter(
+            runs.store,
+            fork,
+            snapshot_every=agent.snapshot_every,
+            fence=fence,
+            rpo=agent.rpo,
+            clock=runs.clock,
+        )
         writer.append(head, *inherited)
         journal = Journal.from_events(read_events(runs.store, fork_id))
         result = driver.drive(agent, writer, journal, head.input, check=head.key_check)
@@ -90,6 +97,8 @@ def _fork_head(
         effects=effects,
         key_check=started.key_check,
         run_id=fork_id,
+        rpo_calls=started.rpo_calls,
+        rpo_s=started.rpo_s,
     )
 
 

@@ -204,7 +204,7 @@ class RunContext:
             marker = self._resume_marker
             batch = tuple(map(self.seen.scrub, (*self.deferred, *events)))
             if marker:
-                batch = (ev.AgentResumed(at=self._resumed_at, owner=self.host.owner), *batch)
+                batch = (self.writer.resumed(self._resumed_at, self.host.owner), *batch)
             try:
                 self.writer.append(*batch, extra=extra, measure=True, rows=rows)
             except StoreError as err:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
+from collections.abc import Callable
 
 from ... import events as ev
 from ...log.history import RunLog, RunWriter, read_run
@@ -35,8 +37,12 @@ class LoadedRun:
         act: str,
         known: registry.Registry | None = None,
         leases: Leases | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        began: float | None = None,
     ) -> None:
         self.store = store
+        self.clock = clock  # the engine's (EngineConfig.clock): an rpo="30s" cadence reads it
+        self.began = began  # when loading it began (epoch s): a resume's RTO counts from it
         self._leases = leases  # whose hold of the run, if any, fences the writer
         self._known = known  # the running engine's definitions, looked up first
         self.run_id: str = log.run_id
@@ -59,11 +65,19 @@ class LoadedRun:
 
     @functools.cached_property
     def writer(self) -> RunWriter:
-        """The writer that appends to the run, at its agent's snapshot cadence, fenced by
-        the run's lease if this engine holds it (built under the hold: see ``held``)."""
+        """The writer that appends to the run, at its agent's snapshot cadence and RPO,
+        fenced by the run's lease if this engine holds it (built under the hold: ``held``)."""
         fence = self._leases.fence(self.run_id) if self._leases is not None else None
-        every = self.agent.snapshot_every
-        return RunWriter(self.store, self.state, snapshot_every=every, fence=fence)
+        a = self.agent
+        return RunWriter(
+            self.store,
+            self.state,
+            snapshot_every=a.snapshot_every,
+            fence=fence,
+            rpo=a.rpo,
+            clock=self.clock,
+            began=self.began,
+        )
 
 
 def result_of(state: RunState) -> RunResult:
@@ -82,11 +96,16 @@ class RunRepository:
     """The runs of one store: which run an id names, its owner lease, loading it."""
 
     def __init__(
-        self, catalog: Catalog, leases: Leases, known: registry.Registry | None = None
+        self,
+        catalog: Catalog,
+        leases: Leases,
+        known: registry.Registry | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._catalog = catalog
         self.leases = leases
         self.known = known  # the running engine's tools and agents
+        self.clock = clock  # the engine's monotonic clock, for its writers' RPO cadence
 
     @property
     def store(self) -> Store:
@@ -103,4 +122,6 @@ class RunRepository:
     def load(self, run_id: str, act: str) -> LoadedRun:
         """The run ``run_id`` (a full id), read and checked; refuses an imported run nobody
         adopted, saying it cannot ``act`` ("be resumed", "be answered", ...)."""
-        return LoadedRun(self.store, read_run(self.store, run_id), act, self.known, self.leases)
+        began = ev.now()
+        log = read_run(self.store, run_id)
+        return LoadedRun(self.store, log, act, self.known, self.leases, self.clock, began)

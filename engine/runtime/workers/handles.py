@@ -76,7 +76,8 @@ def enqueue(
     queued = ev.RunQueued(
         at=started.at, queue=row.queue, priority=row.priority, partition=row.partition
     )
-    writer = RunWriter(store, RunState(run_id=rid), snapshot_every=agent.snapshot_every)
+    every = agent.snapshot_every
+    writer = RunWriter(store, RunState(run_id=rid), snapshot_every=every, rpo=agent.rpo)
     try:
         writer.append(started, queued)
     except ConcurrencyError:
