@@ -41,6 +41,7 @@ from benchkit.model_calls import (
     model_table,
     timed_run,
 )
+from benchkit.raw_commits import raw_systems
 
 Runner = Callable[[int], float]  # steps -> seconds
 
@@ -188,6 +189,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also measure recorded model calls (decision, stream) against bare calls",
     )
     p.add_argument("--models-only", action="store_true", help="measure only the model-call rows")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="only the breakdown of one keyed call's time (benchkit.call_profile)",
+    )
     return p.parse_args(argv)
 
 
@@ -214,6 +220,7 @@ def systems_of(args: argparse.Namespace, tmp: str, pg_url: str) -> dict[str, Run
             pg_url, True, keyed=True
         )
         systems["langgraph PostgresSaver"] = langgraph_runner("postgres", pg_base)
+    systems.update(raw_systems(stores, tmp, pg_url))
     dbos_url = f"sqlite:///{tmp}/dbos.db" if args.dbos == "sqlite" else pg_base
     systems[f"dbos {args.dbos}"] = dbos_runner(dbos_url)
     return systems
@@ -230,26 +237,47 @@ def sample(live: dict[str, Runner], repeat: int, steps: int) -> dict[str, list[f
     return samples
 
 
+RAW_ONE = "raw {} one-row commit"
+RAW_ROWS = "raw {} keyed-call rows"
+LANGGRAPH = {"sqlite": "langgraph SqliteSaver", "postgres": "langgraph PostgresSaver"}
+
+
 def table(
     systems: dict[str, Runner | None], samples: dict[str, list[float]], repeat: int, steps: int
 ) -> list[str]:
+    """The per-step table; each agentlog row also as a ratio over the raw commits and
+    LangGraph's step of its store, measured in the same run."""
     lines = [
         f"Per durable step, ms (median of {repeat} runs x {steps} steps; "
         "2 cores, noisy). Command: `python scripts/bench_steps.py "
         f"--repeat {repeat} --steps {steps}`",
         "",
-        "| system | ms/step | vs agentlog side-effect step (same store) |",
-        "|---|---:|---:|",
+        "| system | ms/step | vs agentlog side-effect step (same store) "
+        "| vs raw one-row commit | vs raw keyed-call rows | vs langgraph |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
+    med = {k: statistics.median(v) for k, v in samples.items()}
+
+    def over(value: float, base: str) -> str:
+        return f"{value / med[base]:.2f}x" if base in med else ""
+
     for name in systems:
         if name not in samples:
-            lines.append(f"| {name} | not installed | |")
+            lines.append(f"| {name} | not installed | | | | |")
             continue
-        med = statistics.median(samples[name])
         store = "postgres" if "postgres" in name.lower() else "sqlite"
-        base = statistics.median(samples.get(f"agentlog {store} (side-effect step)", [med]))
-        ratio = "" if name.startswith("agentlog") else f"{med / base:.2f}x"
-        lines.append(f"| {name} | {med:.3f} | {ratio} |")
+        ratios = ["", "", "", ""]
+        if name.startswith("agentlog"):
+            ratios[1:] = [
+                over(med[name], RAW_ONE.format(store)),
+                over(med[name], RAW_ROWS.format(store)),
+                over(med[name], LANGGRAPH[store]),
+            ]
+        elif name.startswith("raw") and name != RAW_ONE.format(store):
+            ratios[1] = over(med[name], RAW_ONE.format(store))
+        elif not name.startswith("raw"):
+            ratios[0] = over(med[name], f"agentlog {store} (side-effect step)")
+        lines.append(f"| {name} | {med[name]:.3f} | " + " | ".join(ratios) + " |")
     return lines
 
 
@@ -259,6 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     schema = f"bench_steps_{uuid.uuid4().hex[:8]}"
     pg_base = args.pg_url.split("?")[0]
     pg_url = f"{pg_base}?schema={schema}"
+    if args.profile:
+        from benchkit.call_profile import profile_table
+
+        lines = profile_table(pg_url, args.stores.split(","), args.steps, args.repeat)
+        print("\n" + "\n".join(lines))
+        if "postgres" in args.stores.split(","):
+            drop_schemas(pg_base, [schema])
+        return 0
     systems = {} if args.models_only else systems_of(args, tmp, pg_url)
     models = {}
     if args.models or args.models_only:
