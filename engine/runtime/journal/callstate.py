@@ -388,9 +388,8 @@ def settle(tool: ToolDef, state: CallState, source: str, *, defer: bool) -> Sett
 
 
 def self_resolving(tool: ToolDef, state: CallState, source: str) -> bool:
-    """Whether losing this success in a crash leaves an intent its resume settles without
-    a person: executed by a tool that verifies or takes the key, found by the verifier
-    (asked again), or another run's under the business key (the ledger read again)."""
+    """Whether losing this success in a crash leaves an intent its resume settles without a
+    person: sent by a tool that verifies or takes the key, verified, or the ledger's."""
     executed = source == Source.EXECUTED and (tool.verify is not None or tool.takes_key)
     found = source == Source.LEDGER or (source == Source.VERIFIED and tool.verify is not None)
     return state.intent is not None and tool.side_effect and (executed or found)
