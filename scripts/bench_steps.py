@@ -1,9 +1,10 @@
 """Per durable step: agentlog against LangGraph's checkpointers and DBOS, same machine, same run.
 
 A "step" is one tool call made durable. agentlog records a read-only call in one commit
-and a side-effecting call in two (intent before, outcome after). LangGraph checkpoints
-the whole graph state after every super-step (here: one node per step, its state a
-growing list of small results, as a message history grows). DBOS records each
+and a side-effecting call in two (intent before, outcome after); a keyed one (the tool
+takes the idempotency key) in one: its outcome rides with the next call's intent.
+LangGraph checkpoints the whole graph state after every super-step (here: one node per
+step, its state a growing list of small results, as a message history grows). DBOS records each
 ``@DBOS.step`` after it runs. Every figure is the median over ``--repeat`` runs of
 ``--steps`` steps; systems are measured back to back and in alternating order.
 
@@ -11,6 +12,16 @@ growing list of small results, as a message history grows). DBOS records each
     python scripts/bench_steps.py --repeat 5 --steps 200
 
 Competitors that are not installed are skipped, and the table says so.
+
+The floors are measured in the same run (scripts/benchkit/raw_commits.py): one fsync'd
+one-row ``sqlite3`` commit (WAL, ``synchronous=FULL``, an agentlog file), the rows one
+keyed call commits (two events, the run-index upsert, the lease-epoch check: the engine's
+SQL and payloads, no engine), one autocommit psycopg ``INSERT`` of one row, and the same
+rows through the store's append function, raw. Each agentlog row is also given as a ratio
+over the raw one-row commit, over the raw keyed-call rows and over LangGraph's step of
+the same store.
+
+    python scripts/bench_steps.py --profile --repeat 3 --steps 1000   # where the time goes
 
 Model calls (``--models``, on by default): a recorded decision (``run.decide``) whose
 function returns a 2 KB pydantic model, and a ``run.stream`` of a generator of 200

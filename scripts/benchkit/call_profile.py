@@ -138,7 +138,8 @@ def profile_table(pg_url: str, stores: list[str], steps: int, repeat: int) -> li
         for store in stores:
             url = f"sqlite:///{tmp}/p{r}.db" if store == "sqlite" else pg_url
             found[store].append(breakdown(url, steps))
-    names = list(dict.fromkeys(k for runs in found.values() for k in runs[0]))
+    names = [k for k in dict.fromkeys(k for r in found.values() for k in r[0]) if k != "total"]
+    names.append("total")
     for name in names:
         cells = []
         for store in stores:
