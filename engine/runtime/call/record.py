@@ -18,8 +18,7 @@ from ... import failpoints
 from ...errors import StoreError, UsageError
 from ...kinds import FailureKind, Source
 from ...policy.failure import error_for
-from ...store import Append, Store, stream_id
-from ...store.codec import encode_event
+from ...store import Append, Store, codec, stream_id
 from ..defs.definitions import ToolDef, normalize
 from ..journal.callstate import CallState, Settlement, evolve, releases, settle
 from ..run.context import RunContext
@@ -115,7 +114,7 @@ def succeed(
         duration=duration,
         source=source,
     )
-    size = len(encode_event(done)[1])
+    size = codec.kept(done)  # encoded once: the append takes these bytes
     if size > ctx.store.max_payload:
         _unkeepable(call, state, f"{size} bytes, over the {ctx.store.max_payload}-byte cap")
     # A refreshed read rides with the run's next commit, after the replay (call.refresh).
