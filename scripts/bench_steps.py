@@ -57,14 +57,26 @@ from benchkit.raw_commits import raw_systems
 Runner = Callable[[int], float]  # steps -> seconds
 
 
-def agentlog_runner(url: str, side_effect: bool, keyed: bool = False) -> Runner:
+def agentlog_runner(
+    url: str, side_effect: bool, keyed: bool = False, business: bool = False
+) -> Runner:
     """``keyed``: the tool takes the idempotency key, so its outcome rides along with the
-    next commit (one commit a step); without it, intent and outcome are two commits."""
+    next commit (one commit a step); without it, intent and outcome are two commits.
+    ``business``: a keyed tool with a business key (its claim and commit in the ledger)."""
     from engine import Engine
 
     engine = Engine.open(url)
-    tool: Callable[[int], dict[str, int]]
-    if keyed:
+    tool: Callable[..., dict[str, int]]
+    if business:
+
+        @engine.tool(
+            side_effect=True, name="bench_tool_business", key=lambda i, run: f"b:{run}:{i}"
+        )
+        def business_tool(i: int, run: str, *, idempotency_key: str) -> dict[str, int]:
+            return {"i": i, "v": i * 2}
+
+        tool = business_tool
+    elif keyed:
 
         @engine.tool(side_effect=True, name="bench_tool_keyed")
         def keyed_tool(i: int, *, idempotency_key: str) -> dict[str, int]:
@@ -79,11 +91,12 @@ def agentlog_runner(url: str, side_effect: bool, keyed: bool = False) -> Runner:
 
         tool = plain_tool
 
-    @engine.agent(name=f"bench:steps_{side_effect}_{keyed}")
+    @engine.agent(name=f"bench:steps_{side_effect}_{keyed}_{business}")
     def agent(run: Any, steps: int) -> int:
+        extra = (run.run_id,) if business else ()
         history = []
         for i in range(steps):
-            history.append(tool(i))
+            history.append(tool(i, *extra))
         return len(history)
 
     return timed_run(engine, agent)
@@ -223,12 +236,18 @@ def systems_of(args: argparse.Namespace, tmp: str, pg_url: str) -> dict[str, Run
         systems["agentlog sqlite (side-effect step, keyed)"] = agentlog_runner(
             f"sqlite:///{tmp}/a.db", True, keyed=True
         )
+        systems["agentlog sqlite (side-effect step, keyed, business key)"] = agentlog_runner(
+            f"sqlite:///{tmp}/a.db", True, business=True
+        )
         systems["langgraph SqliteSaver"] = langgraph_runner("sqlite", f"{tmp}/lg.db")
     if "postgres" in stores:
         systems["agentlog postgres (read-only step)"] = agentlog_runner(pg_url, False)
         systems["agentlog postgres (side-effect step)"] = agentlog_runner(pg_url, True)
         systems["agentlog postgres (side-effect step, keyed)"] = agentlog_runner(
             pg_url, True, keyed=True
+        )
+        systems["agentlog postgres (side-effect step, keyed, business key)"] = agentlog_runner(
+            pg_url, True, business=True
         )
         systems["langgraph PostgresSaver"] = langgraph_runner("postgres", pg_base)
     systems.update(raw_systems(stores, tmp, pg_url))
