@@ -1,9 +1,10 @@
 """Per durable step: agentlog against LangGraph's checkpointers and DBOS, same machine, same run.
 
 A "step" is one tool call made durable. agentlog records a read-only call in one commit
-and a side-effecting call in two (intent before, outcome after). LangGraph checkpoints
-the whole graph state after every super-step (here: one node per step, its state a
-growing list of small results, as a message history grows). DBOS records each
+and a side-effecting call in two (intent before, outcome after); a keyed one (the tool
+takes the idempotency key) in one: its outcome rides with the next call's intent.
+LangGraph checkpoints the whole graph state after every super-step (here: one node per
+step, its state a growing list of small results, as a message history grows). DBOS records each
 ``@DBOS.step`` after it runs. Every figure is the median over ``--repeat`` runs of
 ``--steps`` steps; systems are measured back to back and in alternating order.
 
@@ -11,6 +12,16 @@ growing list of small results, as a message history grows). DBOS records each
     python scripts/bench_steps.py --repeat 5 --steps 200
 
 Competitors that are not installed are skipped, and the table says so.
+
+The floors are measured in the same run (scripts/benchkit/raw_commits.py): one fsync'd
+one-row ``sqlite3`` commit (WAL, ``synchronous=FULL``, an agentlog file), the rows one
+keyed call commits (two events, the run-index upsert, the lease-epoch check: the engine's
+SQL and payloads, no engine), one autocommit psycopg ``INSERT`` of one row, and the same
+rows through the store's append function, raw. Each agentlog row is also given as a ratio
+over the raw one-row commit, over the raw keyed-call rows and over LangGraph's step of
+the same store.
+
+    python scripts/bench_steps.py --profile --repeat 3 --steps 1000   # where the time goes
 
 Model calls (``--models``, on by default): a recorded decision (``run.decide``) whose
 function returns a 2 KB pydantic model, and a ``run.stream`` of a generator of 200
@@ -41,18 +52,31 @@ from benchkit.model_calls import (
     model_table,
     timed_run,
 )
+from benchkit.raw_commits import raw_systems
 
 Runner = Callable[[int], float]  # steps -> seconds
 
 
-def agentlog_runner(url: str, side_effect: bool, keyed: bool = False) -> Runner:
+def agentlog_runner(
+    url: str, side_effect: bool, keyed: bool = False, business: bool = False
+) -> Runner:
     """``keyed``: the tool takes the idempotency key, so its outcome rides along with the
-    next commit (one commit a step); without it, intent and outcome are two commits."""
+    next commit (one commit a step); without it, intent and outcome are two commits.
+    ``business``: a keyed tool with a business key (its claim and commit in the ledger)."""
     from engine import Engine
 
     engine = Engine.open(url)
-    tool: Callable[[int], dict[str, int]]
-    if keyed:
+    tool: Callable[..., dict[str, int]]
+    if business:
+
+        @engine.tool(
+            side_effect=True, name="bench_tool_business", key=lambda i, run: f"b:{run}:{i}"
+        )
+        def business_tool(i: int, run: str, *, idempotency_key: str) -> dict[str, int]:
+            return {"i": i, "v": i * 2}
+
+        tool = business_tool
+    elif keyed:
 
         @engine.tool(side_effect=True, name="bench_tool_keyed")
         def keyed_tool(i: int, *, idempotency_key: str) -> dict[str, int]:
@@ -67,11 +91,12 @@ def agentlog_runner(url: str, side_effect: bool, keyed: bool = False) -> Runner:
 
         tool = plain_tool
 
-    @engine.agent(name=f"bench:steps_{side_effect}_{keyed}")
+    @engine.agent(name=f"bench:steps_{side_effect}_{keyed}_{business}")
     def agent(run: Any, steps: int) -> int:
+        extra = (run.run_id,) if business else ()
         history = []
         for i in range(steps):
-            history.append(tool(i))
+            history.append(tool(i, *extra))
         return len(history)
 
     return timed_run(engine, agent)
@@ -188,6 +213,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also measure recorded model calls (decision, stream) against bare calls",
     )
     p.add_argument("--models-only", action="store_true", help="measure only the model-call rows")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="only the breakdown of one keyed call's time (benchkit.call_profile)",
+    )
     return p.parse_args(argv)
 
 
@@ -206,6 +236,9 @@ def systems_of(args: argparse.Namespace, tmp: str, pg_url: str) -> dict[str, Run
         systems["agentlog sqlite (side-effect step, keyed)"] = agentlog_runner(
             f"sqlite:///{tmp}/a.db", True, keyed=True
         )
+        systems["agentlog sqlite (side-effect step, keyed, business key)"] = agentlog_runner(
+            f"sqlite:///{tmp}/a.db", True, business=True
+        )
         systems["langgraph SqliteSaver"] = langgraph_runner("sqlite", f"{tmp}/lg.db")
     if "postgres" in stores:
         systems["agentlog postgres (read-only step)"] = agentlog_runner(pg_url, False)
@@ -213,7 +246,11 @@ def systems_of(args: argparse.Namespace, tmp: str, pg_url: str) -> dict[str, Run
         systems["agentlog postgres (side-effect step, keyed)"] = agentlog_runner(
             pg_url, True, keyed=True
         )
+        systems["agentlog postgres (side-effect step, keyed, business key)"] = agentlog_runner(
+            pg_url, True, business=True
+        )
         systems["langgraph PostgresSaver"] = langgraph_runner("postgres", pg_base)
+    systems.update(raw_systems(stores, tmp, pg_url))
     dbos_url = f"sqlite:///{tmp}/dbos.db" if args.dbos == "sqlite" else pg_base
     systems[f"dbos {args.dbos}"] = dbos_runner(dbos_url)
     return systems
@@ -230,26 +267,47 @@ def sample(live: dict[str, Runner], repeat: int, steps: int) -> dict[str, list[f
     return samples
 
 
+RAW_ONE = "raw {} one-row commit"
+RAW_ROWS = "raw {} keyed-call rows"
+LANGGRAPH = {"sqlite": "langgraph SqliteSaver", "postgres": "langgraph PostgresSaver"}
+
+
 def table(
     systems: dict[str, Runner | None], samples: dict[str, list[float]], repeat: int, steps: int
 ) -> list[str]:
+    """The per-step table; each agentlog row also as a ratio over the raw commits and
+    LangGraph's step of its store, measured in the same run."""
     lines = [
         f"Per durable step, ms (median of {repeat} runs x {steps} steps; "
         "2 cores, noisy). Command: `python scripts/bench_steps.py "
         f"--repeat {repeat} --steps {steps}`",
         "",
-        "| system | ms/step | vs agentlog side-effect step (same store) |",
-        "|---|---:|---:|",
+        "| system | ms/step | vs agentlog side-effect step (same store) "
+        "| vs raw one-row commit | vs raw keyed-call rows | vs langgraph |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
+    med = {k: statistics.median(v) for k, v in samples.items()}
+
+    def over(value: float, base: str) -> str:
+        return f"{value / med[base]:.2f}x" if base in med else ""
+
     for name in systems:
         if name not in samples:
-            lines.append(f"| {name} | not installed | |")
+            lines.append(f"| {name} | not installed | | | | |")
             continue
-        med = statistics.median(samples[name])
         store = "postgres" if "postgres" in name.lower() else "sqlite"
-        base = statistics.median(samples.get(f"agentlog {store} (side-effect step)", [med]))
-        ratio = "" if name.startswith("agentlog") else f"{med / base:.2f}x"
-        lines.append(f"| {name} | {med:.3f} | {ratio} |")
+        ratios = ["", "", "", ""]
+        if name.startswith("agentlog"):
+            ratios[1:] = [
+                over(med[name], RAW_ONE.format(store)),
+                over(med[name], RAW_ROWS.format(store)),
+                over(med[name], LANGGRAPH[store]),
+            ]
+        elif name.startswith("raw") and name != RAW_ONE.format(store):
+            ratios[1] = over(med[name], RAW_ONE.format(store))
+        elif not name.startswith("raw"):
+            ratios[0] = over(med[name], f"agentlog {store} (side-effect step)")
+        lines.append(f"| {name} | {med[name]:.3f} | " + " | ".join(ratios) + " |")
     return lines
 
 
@@ -259,6 +317,14 @@ def main(argv: list[str] | None = None) -> int:
     schema = f"bench_steps_{uuid.uuid4().hex[:8]}"
     pg_base = args.pg_url.split("?")[0]
     pg_url = f"{pg_base}?schema={schema}"
+    if args.profile:
+        from benchkit.call_profile import profile_table
+
+        lines = profile_table(pg_url, args.stores.split(","), args.steps, args.repeat)
+        print("\n" + "\n".join(lines))
+        if "postgres" in args.stores.split(","):
+            drop_schemas(pg_base, [schema])
+        return 0
     systems = {} if args.models_only else systems_of(args, tmp, pg_url)
     models = {}
     if args.models or args.models_only:

@@ -49,6 +49,7 @@ BLOB_CHUNK = 1024 * 1024
 MAX_INLINE_BATCH = 2 * 1024 * 1024
 BLOB_SUFFIX = "@blob"
 _NS = uuid.UUID("6d1f4c1e-8a47-4c39-9a52-6a1f0e0b5a11")
+FOREIGN = (LeaseTaken, IntegrityError, PersistenceError, ConnectionPoolClosedError)  # translated
 __all__ = ["Append", "BlobRef", "Recorded", "RunRow", "Snapshot", "Store", "stream_id"]
 
 
@@ -61,9 +62,8 @@ class Append(msgspec.Struct, frozen=True):
 
 
 class Recorded(msgspec.Struct, frozen=True, gc=False):
-    """A recorded event with its place in its stream and, when known, in the global log.
-    Untracked by the cycle collector (it never holds itself), so reading a long run
-    triggers fewer collections without touching the process's collector settings."""
+    """A recorded event with its place in its stream and, when known, in the global log;
+    untracked by the cycle collector (it never holds itself): fewer collections."""
 
     stream: uuid.UUID
     position: int
@@ -81,8 +81,7 @@ class Snapshot(msgspec.Struct, frozen=True):
 
 
 class BlobRef(msgspec.Struct, frozen=True):
-    """A blob's address (SHA-256 of its content, or a keyed hash in an encrypted store)
-    and size."""
+    """A blob's address (SHA-256 of its content, keyed in an encrypted store) and size."""
 
     sha256: str
     size: int
@@ -155,43 +154,45 @@ class Store(RunIndex, LeaseStore):
     def _translated(self) -> Iterator[None]:
         try:
             yield
-        except LeaseTaken as e:  # a fenced append refused: named with the store
-            raise LeaseTaken(f"{self.name}: {e}") from None
-        except IntegrityError as e:
-            raise ConcurrencyError(
+        except FOREIGN as e:
+            raise self._translation(e) from (None if isinstance(e, LeaseTaken) else e)
+
+    def _translation(self, e: Exception) -> Exception:
+        """A backend's error (:data:`FOREIGN`) as ours, named with the store."""
+        if isinstance(e, LeaseTaken):  # a fenced append refused
+            return LeaseTaken(f"{self.name}: {e}")
+        if isinstance(e, IntegrityError):
+            return ConcurrencyError(
                 f"{self.name}: a conflicting append committed first; nothing was written"
-            ) from e
-        except PersistenceError as e:
-            raise StoreError(f"{self.name}: {_first_line(e)}") from e
-        except ConnectionPoolClosedError as e:  # used after close (eventsourcing's own type)
-            raise StoreError(f"{self.name}: the store is closed") from e
+            )
+        closed = not isinstance(e, PersistenceError)  # eventsourcing's pool, closed
+        return StoreError(f"{self.name}: " + ("the store is closed" if closed else _first_line(e)))
 
     # --- events --------------------------------------------------------------------
 
     def append(
         self, items: Sequence[Append], runs: Sequence[RunRow] = (), fence: Fence | None = None
     ) -> list[int]:
-        """Append events of one or more streams (and run-index rows) in one transaction.
-
-        Returns their global positions. Nothing is written on :class:`ConcurrencyError`
-        (a position is taken) nor on :class:`LeaseTaken` (``fence``'s run lease has a
-        newer epoch: another owner took the run); without a fence, nothing is checked.
-        """
+        """Append events of one or more streams (and run-index rows) in one transaction;
+        their global positions. Nothing is written on :class:`ConcurrencyError` (a position
+        is taken) nor on :class:`LeaseTaken` (``fence``'s run lease has a newer epoch:
+        another owner took the run); without a fence, nothing is checked."""
         self._writable()
-        encoded = [(a, *encode_event(a.event)) for a in items]
-        for a, _topic, payload in encoded:
+        encoded = [encode_event(a.event) for a in items]  # every size checked before a blob
+        for a, (_topic, payload) in zip(items, encoded, strict=True):
             self._check_size(len(payload), a.event)
-        stored = []
-        inline = 0
-        for a, topic, payload in encoded:
-            full = inline + len(payload) > MAX_INLINE_BATCH
-            row_topic, data = self._out_of_line(topic, payload, force=full)
-            inline += len(data)
+        stored, inline, threshold = [], 0, self.blob_threshold
+        for a, (topic, payload) in zip(items, encoded, strict=True):
+            if len(payload) > threshold or inline + len(payload) > MAX_INLINE_BATCH:
+                topic, payload = self._out_of_line(topic, payload, force=True)
+            inline += len(payload)
             if self.rows.encrypted:  # guarded: the hot path in clear builds no Row
-                data = self.rows.seal(Row("events", a.stream, a.position, row_topic), data)
-            stored.append(StoredEvent(a.stream, a.position, row_topic, data))
-        with self._translated():
+                payload = self.rows.seal(Row("events", a.stream, a.position, topic), payload)
+            stored.append(StoredEvent(a.stream, a.position, topic, payload))
+        try:  # not _translated: a context manager less on the hot path
             ids = self._events.insert_events(stored, runs=runs, fence=fence)
+        except FOREIGN as e:
+            raise self._translation(e) from (None if isinstance(e, LeaseTaken) else e)
         return list(ids or [])
 
     def read(self, stream: uuid.UUID, *, after: int = 0, upto: int | None = None) -> list[Recorded]:

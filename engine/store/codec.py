@@ -19,9 +19,28 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(AnyEvent)
 
 
+# Events encoded ahead of their append (an outcome's size is checked when it is made,
+# its commit may come a call later): id -> (the event, held so the id stays its, payload).
+_KEPT_AT_MOST, _KEPT_BYTES = 64, 64 * 1024  # larger payloads are encoded again instead
+_kept: dict[int, tuple[Event, bytes]] = {}
+
+
 def encode_event(event: Event) -> tuple[str, bytes]:
-    """Return ``(topic, payload)`` for ``event``."""
+    """Return ``(topic, payload)`` for ``event`` (encoded once if it was :func:`kept`)."""
+    hit = _kept.pop(id(event), None)
+    if hit is not None and hit[0] is event:
+        return _topic(type(event)), hit[1]
     return _topic(type(event)), _encoder.encode(event)
+
+
+def kept(event: Event) -> int:
+    """Encode ``event`` now and keep its payload for its append; its size in bytes."""
+    payload = _encoder.encode(event)
+    if len(_kept) >= _KEPT_AT_MOST:  # appends that never came (a run stopped): let go
+        _kept.clear()
+    if len(payload) <= _KEPT_BYTES:
+        _kept[id(event)] = (event, payload)
+    return len(payload)
 
 
 @lru_cache(maxsize=256)

@@ -373,6 +373,7 @@ def _key_seen(call: Call, state: CallState, resolving: bool) -> KeySeen:
     intent is written: another effect's key is refused)."""
     key, run_id = state.key, call.ctx.run_id
     assert key is not None
+    call.ctx.flush(ledger.stream_of(key))  # this run's deferred commit of the key
     held = ledger.read(call.ctx.store, key)
     claim = held.claim
     if not resolving:

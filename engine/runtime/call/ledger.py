@@ -13,6 +13,7 @@ returning the undone one. The business key still dedupes across runs.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from ... import events as ev
@@ -36,8 +37,13 @@ class KeyState:
         return self.claim is not None and (self.claim.run_id, self.claim.call) == (run_id, call)
 
 
+def stream_of(key: str) -> uuid.UUID:
+    """The ledger stream of business key ``key``."""
+    return stream_id("effect:" + key)
+
+
 def read(store: Store, key: str) -> KeyState:
-    recs = store.read(stream_id("effect:" + key))
+    recs = store.read(stream_of(key))
     claim: ev.EffectClaimed | None = None
     committed: ev.EffectCommitted | None = None
     undone = 0
@@ -76,19 +82,19 @@ def claim_event(
     e = ev.EffectClaimed(
         at=ev.now(), key=key, run_id=run_id, call=call, args_hash=ahash, sent_key=sent
     )
-    return Append(stream_id("effect:" + key), version + 1, e)
+    return Append(stream_of(key), version + 1, e)
 
 
 def commit_event(key: str, version: int, run_id: str, call: int, result: object) -> Append:
     """Record that the effect under ``key`` happened, with ``result``."""
     e = ev.EffectCommitted(at=ev.now(), key=key, run_id=run_id, call=call, result=result)
-    return Append(stream_id("effect:" + key), version + 1, e)
+    return Append(stream_of(key), version + 1, e)
 
 
 def release_event(key: str, version: int, run_id: str, call: int, reason: str) -> Append:
     """Free ``key``: the effect did not happen (or was undone)."""
     e = ev.EffectReleased(at=ev.now(), key=key, run_id=run_id, call=call, reason=reason)
-    return Append(stream_id("effect:" + key), version + 1, e)
+    return Append(stream_of(key), version + 1, e)
 
 
 def wait_settled(store: Store, key: str, seconds: float, poll: float = 0.05) -> KeyState:

@@ -18,8 +18,7 @@ from ... import failpoints
 from ...errors import StoreError, UsageError
 from ...kinds import FailureKind, Source
 from ...policy.failure import error_for
-from ...store import Append, Store, stream_id
-from ...store.codec import encode_event
+from ...store import Append, Store, codec, stream_id
 from ..defs.definitions import ToolDef, normalize
 from ..journal.callstate import CallState, Settlement, evolve, releases, settle
 from ..run.context import RunContext
@@ -115,7 +114,7 @@ def succeed(
         duration=duration,
         source=source,
     )
-    size = len(encode_event(done)[1])
+    size = codec.kept(done)  # encoded once: the append takes these bytes
     if size > ctx.store.max_payload:
         _unkeepable(call, state, f"{size} bytes, over the {ctx.store.max_payload}-byte cap")
     # A refreshed read rides with the run's next commit, after the replay (call.refresh).
@@ -125,21 +124,29 @@ def succeed(
         if refreshed
         else settle(tool, state, source, defer=ctx.config.defer_outcomes)
     )
-    if how is Settlement.DEFER:
-        ctx.defer(done)  # a crash before the next commit leaves it uncertain: self-resolving
+    extra = _ledger_rows(call, state, how, value, source)
+    if how in (Settlement.DEFER, Settlement.DEFER_COMMIT):
+        # A crash before the next commit leaves the call uncertain: it resolves itself.
+        ctx.defer(done, extra)
     else:
-        extra: list[Append] = []
-        if how is not Settlement.RECORD:
-            assert state.key is not None
-            key, version, run_id = state.key, state.claim, ctx.run_id
-            if how is Settlement.COMMIT:
-                extra.append(ledger.commit_event(key, version, run_id, call.number, value))
-            else:  # the degraded path is not the effect: the key is free again
-                extra.append(ledger.release_event(key, version, run_id, call.number, source))
         _outcome(call, state, done, extra, with_intent or state.intent is None)
     failpoints.hit("after_outcome")
     ctx.log.info("tool_succeeded", call=call.number, tool=tool.name, key=state.key, source=source)
     return value
+
+
+def _ledger_rows(
+    call: Call, state: CallState, how: Settlement, value: Any, source: Source
+) -> list[Append]:
+    """The key's commit (or release: the degraded path is not the effect) that ``how``
+    writes with the outcome; none for an outcome that leaves the ledger as it is."""
+    if how in (Settlement.RECORD, Settlement.DEFER):
+        return []
+    assert state.key is not None
+    key, version, run_id = state.key, state.claim, call.ctx.run_id
+    if how is Settlement.RELEASE:
+        return [ledger.release_event(key, version, run_id, call.number, source)]
+    return [ledger.commit_event(key, version, run_id, call.number, value)]
 
 
 def fail(

@@ -368,28 +368,31 @@ class Settlement(StrEnum):
     COMMIT = "commit"  # write the outcome with the key's commit
     RELEASE = "release"  # write it and free the key (the effect did not happen)
     DEFER = "defer"  # let it ride with the run's next commit
+    DEFER_COMMIT = "defer_commit"  # let it and the key's commit ride with the next commit
     RECORD = "record"  # write it now, the ledger untouched
 
 
 def settle(tool: ToolDef, state: CallState, source: str, *, defer: bool) -> Settlement:
-    """How a success from ``source`` is written. A claimed key is committed, except by a
-    fallback (the degraded path is not the effect), which frees it unless an earlier
-    attempt may have landed. An executed outcome a crash would not make ambiguous (the
-    tool verifies or takes the key) is deferred when ``defer`` allows."""
+    """How a success from ``source`` is written: a claimed key committed (a fallback, not
+    the effect, frees it unless an attempt may have landed); an outcome ``self_resolving``
+    rides with the run's next commit (its key's commit with it) when ``defer`` allows."""
+    resolves = defer and self_resolving(tool, state, source)
     if state.claim and source != Source.LEDGER:
         if source != Source.FALLBACK:
-            return Settlement.COMMIT
+            return Settlement.DEFER_COMMIT if resolves else Settlement.COMMIT
         if not state.maybe_landed:
             return Settlement.RELEASE
-    elif (
-        defer
-        and source == Source.EXECUTED
-        and state.intent is not None
-        and tool.side_effect
-        and (tool.verify is not None or tool.takes_key)
-    ):
+    elif resolves:
         return Settlement.DEFER
     return Settlement.RECORD
+
+
+def self_resolving(tool: ToolDef, state: CallState, source: str) -> bool:
+    """Whether losing this success in a crash leaves an intent its resume settles without a
+    person: sent by a tool that verifies or takes the key, verified, or the ledger's."""
+    executed = source == Source.EXECUTED and (tool.verify is not None or tool.takes_key)
+    found = source == Source.LEDGER or (source == Source.VERIFIED and tool.verify is not None)
+    return state.intent is not None and tool.side_effect and (executed or found)
 
 
 def releases(state: CallState, kind: str) -> bool:

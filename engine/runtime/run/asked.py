@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -33,6 +33,16 @@ class Given(msgspec.Struct, frozen=True):
 class _Unfit(RunInterrupt):
     """The offered answer does not fit the type the question declares (agent code must
     not swallow it: it unwinds the checking replay to :func:`offering`)."""
+
+
+def note(unanswered: dict[int, ev.HumanInputRequested], events: Sequence[ev.Event]) -> None:
+    """Keep ``unanswered`` (call -> the question waiting, newest last) up with ``events``."""
+    for e in events:
+        if isinstance(e, ev.HumanInputRequested):
+            unanswered.pop(e.call, None)
+            unanswered[e.call] = e
+        elif isinstance(e, ev.HumanInputProvided):
+            unanswered.pop(e.call, None)
 
 
 def answered(value: Any, returns: Any, question: str) -> Any:

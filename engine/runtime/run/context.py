@@ -11,6 +11,7 @@ import contextlib
 import contextvars
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
@@ -28,6 +29,7 @@ from ..host.port import Host
 from ..journal.callstate import CallState
 from ..journal.recorded import Journal
 from . import asked
+from .deferred import Deferred
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
     "agentlog_run", default=None
@@ -114,9 +116,8 @@ class RunContext:
         # not its first write's (which may come after re-running a call in flight at the
         # crash), so a crash's time to recover is not stretched by the work redone.
         self._resumed_at = ev.now()
-        # Outcomes whose loss a crash would not make ambiguous (the tool has a verifier
-        # or takes the idempotency key) ride along with the next commit: one commit a step.
-        self.deferred: list[ev.Event] = []
+        # Self-resolving outcomes ride with the next commit: one commit a step (deferred).
+        self.pending = Deferred()
         # Questions waiting for a person (the journal's, then this execution's).
         self.unanswered: dict[int, ev.HumanInputRequested] = dict(journal.unanswered)
         # Async tool calls not finished yet: an async agent's run ends only after them.
@@ -168,6 +169,15 @@ class RunContext:
 
     # --- recording ---------------------------------------------------------------
 
+    @property
+    def deferred(self) -> list[ev.Event]:
+        """The outcomes waiting for the next commit (set to ``[]``: dropped, rows and all)."""
+        return self.pending.events
+
+    @deferred.setter
+    def deferred(self, events: list[ev.Event]) -> None:
+        self.pending.clear()
+
     def leave_streams(self, everyone: bool = False) -> None:
         """Record the streams this caller (``everyone``: any caller) stopped reading."""
         me = caller()
@@ -202,30 +212,24 @@ class RunContext:
         self.host.leases.check(self.run_id)
         with self._lock:
             marker = self._resume_marker
-            batch = tuple(map(self.seen.scrub, (*self.deferred, *events)))
+            pending = self.pending
+            batch = tuple(map(self.seen.scrub, (*pending.events, *events)))
+            if pending.rows:
+                extra = (*pending.rows, *extra)
             if marker:
                 batch = (self.writer.resumed(self._resumed_at, self.host.owner), *batch)
             try:
                 self.writer.append(*batch, extra=extra, measure=True, rows=rows)
             except StoreError as err:
                 self.host.leases.refused(self.run_id, err)  # another owner took the run
-                if not self.deferred:
+                if not pending.events:
                     raise  # nothing a tool did was lost: an ordinary store error
-                lost = ", ".join(f"{e.tool} (call {e.call})" for e in _outcomes(self.deferred))
+                lost = pending.lost()
                 raise self.stop(f"the outcome of {lost} was not recorded: {err}") from err
             self._resume_marker = False
-            self.deferred = []
-            for e in batch:
-                if isinstance(e, ev.HumanInputRequested):
-                    self.unanswered.pop(e.call, None)
-                    self.unanswered[e.call] = e
-                elif isinstance(e, ev.HumanInputProvided):
-                    self.unanswered.pop(e.call, None)
-            self.log.debug(
-                "recorded",
-                position=self.writer.state.position,
-                types=[e.__struct_config__.tag for e in batch],
-            )
+            pending.clear()
+            asked.note(self.unanswered, batch)
+            self.log.debug("recorded", position=self.writer.state.position, events=len(batch))
 
     def check_stopped(self) -> None:
         if self.stopped is not None:
@@ -239,7 +243,7 @@ class RunContext:
                 f"run {self.run_id} stopped: {message}; it stays running and its resume "
                 "resolves the call as uncertain"
             )
-            self.deferred = []
+            self.pending.clear()
             return self.stopped
 
     def end(self) -> None:
@@ -267,14 +271,16 @@ class RunContext:
             self.record(event)
             return True
 
-    def defer(self, event: ev.Event) -> None:
-        """Record ``event`` with the run's next commit (a self-resolving outcome)."""
+    def defer(self, event: ev.Event, extra: Sequence[Append] = ()) -> None:
+        """Record ``event`` (and ``extra``: its key's commit) with the next commit."""
         with self._lock:
-            self.deferred.append(event)
+            self.pending.add(event, extra)
 
-    def flush(self) -> None:
-        """Commit deferred outcomes now, if there are any."""
-        if self.deferred and not self.verify and self.stopped is None:
+    def flush(self, stream: uuid.UUID | None = None) -> None:
+        """Commit the deferred outcomes now (``stream``: if a row of theirs is in it)."""
+        pending = self.pending
+        due = pending.events and (stream is None or pending.touches(stream))
+        if due and not self.verify and self.stopped is None:
             self.record()
 
     def recorded(self, call: int, kind: str, name: str, ahash: str = "") -> CallState | None:
@@ -392,7 +398,3 @@ class RunContext:
                     )
                 )
             return waiting.question
-
-
-def _outcomes(events: Sequence[ev.Event]) -> list[ev.ToolSucceeded]:
-    return [e for e in events if isinstance(e, ev.ToolSucceeded)]

@@ -142,6 +142,29 @@ def test_a_claimed_key_is_committed_and_a_selfresolving_outcome_deferred() -> No
     assert settle(tool(), state(intent=intent), Source.EXECUTED, defer=True) is Settlement.RECORD
 
 
+def test_every_selfresolving_outcome_is_deferred_with_its_keys_commit() -> None:
+    """A business-keyed effect a crash leaves resolvable (the tool takes the key or
+    verifies) rides with the next commit, its key's commit too; so does one the verifier
+    found or the ledger gave; a person's word, a fallback and an unverifiable send do not."""
+    intent = ev.ToolInvoked(at=0.0, call=1, tool="send")
+    claimed = state(claim=3, intent=intent)
+    verified = tool(verify=lambda key: None)
+    for t in (tool(send_keyed), verified):
+        assert settle(t, claimed, Source.EXECUTED, defer=True) is Settlement.DEFER_COMMIT
+        assert settle(t, claimed, Source.EXECUTED, defer=False) is Settlement.COMMIT
+    assert settle(tool(), claimed, Source.EXECUTED, defer=True) is Settlement.COMMIT
+    assert settle(verified, claimed, Source.VERIFIED, defer=True) is Settlement.DEFER_COMMIT
+    assert settle(verified, state(intent=intent), Source.VERIFIED, defer=True) is Settlement.DEFER
+    assert settle(tool(), claimed, Source.LEDGER, defer=True) is Settlement.DEFER
+    assert settle(tool(), state(claim=3), Source.LEDGER, defer=True) is Settlement.RECORD
+    assert settle(verified, claimed, Source.HUMAN, defer=True) is Settlement.COMMIT
+    assert settle(verified, claimed, Source.FALLBACK, defer=True) is Settlement.RELEASE
+    read_only = ToolDef(send, "read", side_effect=False)
+    assert settle(read_only, state(intent=intent), Source.EXECUTED, defer=True) is (
+        Settlement.RECORD
+    )
+
+
 def test_a_final_failure_frees_the_key_only_if_the_effect_cannot_have_happened() -> None:
     assert releases(state(claim=2), "transient")
     assert not releases(state(claim=2), "indeterminate")

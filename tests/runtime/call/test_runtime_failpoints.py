@@ -20,6 +20,7 @@ from conftest import backends
 from engine import Engine
 from engine.failpoints import _load
 from engine.log.snapshots import snapshot_at_or_before
+from engine.runtime.call import ledger
 
 PROCESS_BACKENDS = backends("sqlite", "postgres")
 MODULE = "tests.agents.runtime_agents"
@@ -65,7 +66,10 @@ def test_failpoint_spec_parses_names_and_counts() -> None:
         "after_tool:1",  # the read-only quote ran, its outcome not recorded: runs again
         "after_tool:2",  # a charge sent, its outcome not recorded: re-sent, same key
         "after_tool:5",  # notify sent, outcome lost: the verifier finds it
-        "after_outcome:2",  # an outcome committed, nothing after it
+        "after_outcome:2",  # a charge's outcome deferred (it takes the key): re-sent, same key
+        # notify sent, its outcome and its key's commit deferred to the next commit and
+        # lost with the process: the verifier finds it, the key is committed on resume
+        "after_outcome:5",
         "in_snapshot:1",  # events committed, the snapshot not written
     ],
 )
@@ -94,6 +98,10 @@ def test_killed_at_a_failpoint_resumes_in_a_new_process_without_duplicated_effec
         keys.setdefault(f"{tool}:{op}", set()).add(key)
     assert all(len(k) == 1 for k in keys.values()), keys
     assert keys["charge:o1-0"] == {"fp-run:2"}
+    e = Engine.open(store_url)
+    held = ledger.read(e.store, "notify:o1")  # the business key's effect committed
+    e.close()
+    assert held.claim is not None and held.committed is not None
 
     again = engine_call(store_url, "resume", "fp-run", env={"AGENTLOG_TEST_SERVICE": svc})
     assert (again["status"], again["output"]) == ("completed", r["output"])
@@ -109,11 +117,13 @@ def test_in_snapshot_failpoint_is_reached_between_commit_and_snapshot(
     svc = str(tmp_path / "service.db")
     service.reset(svc)
     # durable_flow snapshots every 4 events (a checkpoint takes none): the 3rd snapshot is
-    # the one of the commit that reaches position 12, notify's outcome.
+    # the one of the commit that passes position 12, the last: notify's outcome (deferred:
+    # its verifier settles it) rides with agent_finished.
     assert _start(store_url, "snap-run", svc, "in_snapshot:3", order="o2", n=3) == -9
     e = Engine.open(store_url)
     types = [x.type for x in e.events("snap-run")]
-    assert len(types) >= 12 and types[-1] == "tool_succeeded" and "checkpoint" in types
+    assert len(types) >= 12 and types[-1] == "agent_finished" and "checkpoint" in types
+    assert types.count("tool_succeeded") == 5
     from engine.log.history import run_stream
 
     snap = snapshot_at_or_before(e.store, run_stream("snap-run"), None)

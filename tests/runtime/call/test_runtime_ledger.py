@@ -57,6 +57,43 @@ def test_business_key_executes_once_across_runs(eng: Engine) -> None:
 
 
 @all_backends
+def test_a_keyed_business_effect_commits_once_and_its_key_is_settled_for_its_own_run(
+    eng: Engine,
+) -> None:
+    """A business-keyed tool that takes the idempotency key: its outcome and the key's
+    commit ride with the run's next commit; the same key called again in the same run
+    reads it committed (the ledger's outcome, the tool not run again) instead of waiting
+    on its own run's claim and re-sending."""
+    count: Counter[str] = Counter()
+
+    @eng.tool(side_effect=True, key=lambda order: f"pay:{order}", timeout=30.0)
+    def pay(order: str, *, idempotency_key: str) -> dict[str, str]:
+        count[order] += 1
+        return {"receipt": f"P-{order}", "key": idempotency_key}
+
+    @eng.agent
+    def payer(run: Any) -> list[Any]:
+        first = pay("o1")
+        again = pay("o1")  # the same business key: the ledger's committed outcome
+        return [first, again, pay("o2")]
+
+    r = eng.run(payer)
+    assert r.status == "completed", r.error
+    assert r.output == [{"receipt": "P-o1", "key": "pay:o1"}] * 2 + [
+        {"receipt": "P-o2", "key": "pay:o2"}
+    ]
+    assert count == {"o1": 1, "o2": 1}
+    assert [_outcome(eng, r.run_id, c)["source"] for c in (1, 2, 3)] == [
+        "executed",
+        "ledger",
+        "executed",
+    ]
+    for order in ("o1", "o2"):  # every key's effect committed in the ledger
+        events = eng.store.read(stream_id("effect:pay:" + order))
+        assert [type(e.event).__name__ for e in events] == ["EffectClaimed", "EffectCommitted"]
+
+
+@all_backends
 def test_a_ledger_outcome_of_none_is_returned_without_running_the_tool(eng: Engine) -> None:
     """The ledger's outcome is the call's even when it is None (a tool with no result):
     the second run records it (source 'ledger') and never sends the effect again."""
