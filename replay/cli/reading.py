@@ -14,7 +14,7 @@ from engine.kinds import RunStatus
 
 from ..output import board_doc, checkpoint_docs, plural, run_doc, state_doc
 from . import args, views
-from .app import STATUSES, Run, Session, app, session
+from .app import STATUSES, Run, Session, app, run_id_param, session
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -28,8 +28,8 @@ def _beside(s: Session, state: RunState) -> tuple[list[CheckpointRef], dict[str,
     """What the log keeps beside a state: the checkpoints up to it, and the run's input."""
     from engine.log.history import started
 
-    marks = s.engine.checkpoints(state.run_id, state.position)
-    return marks, started(s.engine.store, state.run_id).input
+    marks = s.catalog.checkpoints(state.run_id, state.position)
+    return marks, started(s.catalog.store, state.run_id).input
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def runs(
         typer.Option(
             metavar="RUN",
             help="Only child runs and forks of this run (an id or a unique prefix).",
-            callback=args.run_id_param,
+            callback=run_id_param,
         ),
     ] = None,
     limit: Annotated[str | None, typer.Option(metavar="N", help="At most N runs.")] = None,
@@ -112,12 +112,12 @@ def _parent(s: Session, given: str) -> str:
 def show(ctx: typer.Context, run: Run) -> int:
     """A run's summary and current state."""
     s = session(ctx)
-    state = s.engine.state(run)
+    state = s.catalog.state(run)
     children = s.forks(state.run_id)
     owner = s.owner(state.run_id) if state.status == RunStatus.RUNNING else None
     from engine.log.subtree import fork_effects
 
-    stands = fork_effects(s.engine.store, state.run_id)[0] if state.parent_run_id else []
+    stands = fork_effects(s.catalog.store, state.run_id)[0] if state.parent_run_id else []
     marks, given = _beside(s, state)
     if s.as_json:
         doc = state_doc(state, marks, given)
@@ -137,7 +137,7 @@ def show(ctx: typer.Context, run: Run) -> int:
 def timeline(ctx: typer.Context, run: Run) -> int:
     """Every event with its time, duration, attempts, failures, checkpoints and lineage."""
     s = session(ctx)
-    write_timeline(s, s.engine.resolve(run))
+    write_timeline(s, s.catalog.resolve(run))
     return 0
 
 
@@ -146,7 +146,7 @@ def write_timeline(s: Session, run_id: str) -> None:
     (:func:`replay.timeline.events`)."""
     from .. import timeline as timeline_mod
 
-    render_timeline(s, run_id, timeline_mod.events(s.engine, run_id))
+    render_timeline(s, run_id, timeline_mod.events(s.catalog, run_id))
 
 
 def render_timeline(s: Session, run_id: str, found: Iterable[ev.Positioned]) -> None:
@@ -156,7 +156,7 @@ def render_timeline(s: Session, run_id: str, found: Iterable[ev.Positioned]) -> 
     written: a refusal prints only the error."""
     from .. import timeline as timeline_mod
 
-    state = s.engine.state(run_id)
+    state = s.catalog.state(run_id)
     if s.as_json:
         s.out.json_stream(iter(list(timeline_mod.json_rows(found))))
         return
@@ -167,8 +167,8 @@ def render_timeline(s: Session, run_id: str, found: Iterable[ev.Positioned]) -> 
 def checkpoints(ctx: typer.Context, run: Run) -> int:
     """A run's named checkpoints."""
     s = session(ctx)
-    rid = s.engine.resolve(run)
-    marks = s.engine.checkpoints(rid)
+    rid = s.catalog.resolve(run)
+    marks = s.catalog.checkpoints(rid)
     if s.as_json:
         s.out.json(checkpoint_docs(marks))
     else:
@@ -186,7 +186,7 @@ def state(
 ) -> int:
     """The folded state of a run at a position, a checkpoint, or now."""
     s = session(ctx)
-    folded = s.engine.state(run, at=args.position(at, "--at"))
+    folded = s.catalog.state(run, at=args.position(at, "--at"))
     marks, given = _beside(s, folded)
     if s.as_json:
         s.out.json(state_doc(folded, marks, given))
@@ -202,9 +202,9 @@ def context(ctx: typer.Context, run: Run) -> int:
     from .. import timeline as timeline_mod
 
     s = session(ctx)
-    rid = s.engine.resolve(run)
-    folded = s.engine.state(rid)
-    text = context_mod.recovery_context(folded, timeline_mod.views(s.engine, rid))
+    rid = s.catalog.resolve(run)
+    folded = s.catalog.state(rid)
+    text = context_mod.recovery_context(folded, timeline_mod.views(s.catalog, rid))
     if s.as_json:
         s.out.json({"run_id": rid, "status": folded.status, "context": text})
     else:
@@ -226,7 +226,7 @@ def diff(
         args.run_id(run)
         args.position(at, "AT")
     s = session(ctx)
-    doc = diff_mod.compare(diff_mod.side(s.engine, left), diff_mod.side(s.engine, right))
+    doc = diff_mod.compare(diff_mod.side(s.catalog, left), diff_mod.side(s.catalog, right))
     if s.as_json:
         s.out.json(doc)
     else:
@@ -268,7 +268,7 @@ def export_cmd(
     from .. import transfer
 
     s = session(ctx)
-    lines = transfer.export_lines(s.engine, run, sign=sign)
+    lines = transfer.export_lines(s.catalog, run, sign=sign)
     if output is None:
         s.out.raw(lines)
     else:
@@ -276,11 +276,11 @@ def export_cmd(
 
         replace_atomically(output, lines, "-o")
     try:
-        descendants = transfer.left_out(s.engine, run)
+        descendants = transfer.left_out(s.catalog, run)
     except CorruptData as e:  # the run exported whole; only its tree is damaged
         sys.stderr.write(f"note: the run's child runs could not be listed: {e}\n")
         return 0
-    _say_children_left_out(s.engine.resolve(run), descendants)
+    _say_children_left_out(s.catalog.resolve(run), descendants)
     return 0
 
 

@@ -113,8 +113,10 @@ def schedule_cmd(
 @app.command("schedules")
 def schedules_cmd(ctx: typer.Context) -> int:
     """The schedules: name, cadence, next tick, the last tick's run and the agent."""
+    from engine.runtime.schedules.define import listed
+
     s = session(ctx)
-    found = s.engine.schedules()
+    found = listed(s.catalog.store)  # no engine: listing loads none of the runtime
     now = time.time()
     if s.as_json:
         s.out.json([schedule_doc(x, now) for x in found])
