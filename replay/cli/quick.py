@@ -1,10 +1,10 @@
-"""The quick path: the reading commands run without loading Typer (``agentlog runs`` and
-``show`` start in about half the time). It takes only a command line it can read exactly
-as the Typer app would: known command, known long options each given once, the right
-count of arguments, no value that looks like an option. Anything else (``--help``, a
-short option, a typo, a missing argument) is not its to judge: ``plan`` returns None and
-the Typer app (``full``) answers, with its own messages. The work itself is the same
-function either way (``reads``)."""
+"""The quick path: the reading commands (and the locks and schedules listings) run without
+loading Typer, which costs a reading command about as much as a bare interpreter start.
+It takes only a command line it can read exactly as the Typer app would: a known command,
+known long options each given once, the right count of arguments, no value that looks like
+an option. Anything else (``--help``, a short option, a typo, a missing argument) is not
+its to judge: ``plan`` returns None and the Typer app (``full``) answers, with its own
+messages. The work itself is the same function either way (``reads``, ``listing``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import args, reads
+from . import args, listing, reads
 from .session import Session
 
 
@@ -36,6 +36,8 @@ SHAPES = {
     "context": Shape(reads.context, ("run",)),
     "diff": Shape(reads.diff, ("left", "right")),
     "export": Shape(reads.export, ("run",), {"--output": "output"}),
+    "locks": Shape(listing.locks),
+    "schedules": Shape(listing.schedules),
 }
 # Values the Typer app checks as run ids as it parses them (the RUN callback), by the
 # name its error gives them.

@@ -64,6 +64,10 @@ def _lines(ids: dict[str, str], url: str) -> list[list[str]]:
         ["diff", a, f"{a}@greeted"],
         ["diff", ids["booker"], fork, "--json"],
         ["export", a],
+        ["locks"],
+        ["locks", "--json"],
+        ["schedules"],
+        ["--json", "schedules"],
     ]
     return [[*line, "--url", url] for line in lines]
 
