@@ -14,12 +14,15 @@ Usage::
 
     python scripts/bench_cli.py                 # 15 repeats, prints, rewrites docs/bench_cli.md
     python scripts/bench_cli.py --repeat 5 --no-write
+    git archive fix-fast engine projections replay | tar -x -C /tmp/before
+    python -m compileall -q /tmp/before && python scripts/bench_cli.py --before /tmp/before
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import compileall
 import datetime as dt
 import json
 import os
@@ -35,6 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DOC = ROOT / "docs" / "bench_cli.md"
 BEGIN, END = "<!-- bench_cli:begin -->", "<!-- bench_cli:end -->"
 BARE, MSGSPEC = "python -c pass", "python -c 'import msgspec'"
+IMPORT_ES, IMPORT_STORE = "import eventsourcing.sqlite", "import engine.store.sqlite"
+IMPORT_QUICK = "import replay.cli.entry"  # what the console script imports first
+BEFORE = "before: "  # the figures of --before's code
 RUNS_EMPTY = "agentlog runs (empty store)"
 OPEN = "open (in-process, first in a process)"
 # Times, in a fresh interpreter, the first open of the store: what a CLI process pays.
@@ -117,6 +123,10 @@ def commands(empty: str, small: str, ids: dict[str, str]) -> dict[str, list[str]
     found = {
         BARE: [sys.executable, "-c", "pass"],
         MSGSPEC: [sys.executable, "-c", "import msgspec"],
+        # Where a reading command's time goes: the store's imports, then the CLI's.
+        "python -c 'import eventsourcing.sqlite'": [sys.executable, "-c", IMPORT_ES],
+        "python -c 'import engine.store.sqlite'": [sys.executable, "-c", IMPORT_STORE],
+        "python -c 'import replay.cli.entry'": [sys.executable, "-c", IMPORT_QUICK],
         "agentlog --help": [*agentlog, "--help"],
     }
     for words in STORE_WIDE:
@@ -130,21 +140,30 @@ def commands(empty: str, small: str, ids: dict[str, str]) -> dict[str, list[str]
     return found
 
 
-def measure(repeat: int, empty: str, small: str, where: str) -> dict[str, float]:
-    """Median seconds per figure; process figures are interleaved round-robin."""
+def measure(
+    repeat: int, empty: str, small: str, where: str, before: str | None = None
+) -> dict[str, float]:
+    """Median seconds per figure; process figures are interleaved round-robin. With
+    ``before`` (a source tree: ``git archive REV engine projections replay``, compiled),
+    every agentlog figure is measured on that code too, in the same rounds."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("AGENTLOG_URL", None)
     ids = json.loads(Path(where, "ids.json").read_text())
     argvs = commands(empty, small, ids)
+    envs = dict.fromkeys(argvs, env)
+    if before is not None:
+        old = {**env, "PYTHONPATH": before}
+        for name in [n for n in argvs if n.startswith("agentlog ")]:
+            argvs[f"{BEFORE}{name}"], envs[f"{BEFORE}{name}"] = argvs[name], old
     samples: dict[str, list[float]] = {name: [] for name in argvs}
     opens: list[float] = []
     warm: list[float] = []
-    for argv in argvs.values():
-        timed(argv, env, where)  # warm the page cache and the bytecode caches once
+    for name, argv in argvs.items():
+        timed(argv, envs[name], where)  # warm the page cache once
     for r in range(repeat):
         names = list(argvs) if r % 2 == 0 else list(reversed(argvs))
         for name in names:
-            samples[name].append(timed(argvs[name], env, where))
+            samples[name].append(timed(argvs[name], envs[name], where))
         probe = subprocess.run(
             [sys.executable, "-c", OPEN_PROBE, empty], env=env, capture_output=True, check=True
         )
@@ -174,6 +193,15 @@ def read_only(result: dict[str, float]) -> dict[str, float]:
     }
 
 
+def speedups(result: dict[str, float]) -> list[float]:
+    """Per command, before / now (with ``--before``)."""
+    return [
+        result[f"{BEFORE}{name}"] / result[name]
+        for name in read_only(result)
+        if f"{BEFORE}{name}" in result
+    ]
+
+
 def table(result: dict[str, float]) -> str:
     base = result[BARE]
     rows = ["| figure | ms (median) | x python -c pass |", "|---|---:|---:|"]
@@ -192,6 +220,13 @@ def table(result: dict[str, float]) -> str:
         f", best {min(ratios.values()):.2f}, worst {max(ratios.values()):.2f}; "
         f"{within} of {len(ratios)} within 2.00 (issue 24 target)"
     )
+    gains = speedups(result)
+    if gains:
+        rows[-1] += "  "
+        rows.append(
+            f"before / now per read-only command: median **{statistics.median(gains):.2f}**, "
+            f"least {min(gains):.2f}, most {max(gains):.2f}"
+        )
     return "\n".join(rows)
 
 
@@ -231,23 +266,36 @@ def make_stores(where: str) -> tuple[str, str]:
     return empty, small
 
 
+def compiled(before: str | None) -> None:
+    """Bytecode for every source measured, written once before the clock: the processes run
+    with PYTHONDONTWRITEBYTECODE=1 (as this machine's shells do), so without it each would
+    compile the whole engine again (an installed package has its bytecode from pip)."""
+    for tree in [ROOT, *([Path(before)] if before else [])]:
+        for package in ("engine", "projections", "replay"):
+            compileall.compile_dir(tree / package, quiet=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--repeat", type=int, default=15, help="runs per figure (default 15)")
     p.add_argument("--out", type=Path, default=DEFAULT_DOC, help="Markdown page to update")
     p.add_argument("--no-write", action="store_true", help="print only")
+    p.add_argument("--before", metavar="DIR", help="also time the code in DIR (PYTHONPATH)")
     args = p.parse_args(argv)
     started = time.perf_counter()
+    compiled(args.before)
     with tempfile.TemporaryDirectory(prefix="agentlog-bench-cli-") as tmp:
         empty, small = make_stores(tmp)
-        result = measure(args.repeat, empty, small, tmp)
+        result = measure(args.repeat, empty, small, tmp, args.before)
     report = table(result)
     print(report)
     _, ok = verdict(result)
     if not args.no_write:
         block = "\n".join(
             [
-                f"Command: `python scripts/bench_cli.py --repeat {args.repeat}`  ",
+                f"Command: `python scripts/bench_cli.py --repeat {args.repeat}"
+                + (f" --before {args.before}" if args.before else "")
+                + "`  ",
                 f"Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC  ",
                 f"Machine: {os.cpu_count()} cores, shared (other work running); "
                 f"{platform.system()} {platform.machine()}, Python {platform.python_version()}  ",

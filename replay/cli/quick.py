@@ -1,5 +1,5 @@
 """The quick path: the reading commands (and the locks and schedules listings) run without
-loading Typer, which costs a reading command about as much as a bare interpreter start.
+loading Typer and the other commands' modules (some 50 ms of a 140 ms ``agentlog runs``).
 It takes only a command line it can read exactly as the Typer app would: a known command,
 known long options each given once, the right count of arguments, no value that looks like
 an option. Anything else (``--help``, a short option, a typo, a missing argument) is not
