@@ -41,6 +41,10 @@ ASKING = frozenset({RunStatus.PAUSED, RunStatus.HELD})
 LIVE = frozenset({RunStatus.NEW, RunStatus.QUEUED, RunStatus.RUNNING})
 
 
+# The decision name ``run.now()`` records its readings under (a timeline shows it as a clock).
+NOW = "run.now"
+
+
 class FailureKind(StrEnum):
     """How a failure is handled (``tool_failed.kind``, ``agent_failed.kind``)."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import importlib.metadata
 import re
 from typing import Protocol
 
@@ -174,7 +173,10 @@ def _parse_since(text: str, now: float) -> float:
 @functools.cache
 def source() -> StatsSource:
     """The installed provider of the figures (the ``agentlog.views`` entry point), looked
-    up once per process (a metrics scrape does not rescan the installed packages)."""
+    up once per process (a metrics scrape does not rescan the installed packages).
+    importlib.metadata loads here, not at import: the reading commands never pay for it."""
+    import importlib.metadata
+
     found = importlib.metadata.entry_points(group=ENTRY_GROUP, name="stats")
     for entry in found:
         provider: StatsSource = entry.load()

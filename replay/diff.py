@@ -18,7 +18,7 @@ from .output import Piece, brief
 from .timeline import views
 
 if TYPE_CHECKING:
-    from engine import Engine
+    from engine.runtime.run.catalog import Catalog
 
 _SKIP = {"run_id", "started_at", "updated_at", "position"}
 
@@ -43,7 +43,7 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     return run, at
 
 
-def side(engine: Engine, spec: str) -> Side:
+def side(engine: Catalog, spec: str) -> Side:
     run, at = parse_spec(spec)
     state = engine.state(run, at=at)
     events = [r for r in views(engine, state.run_id) if r.position <= state.position]

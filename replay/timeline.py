@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from engine import RunState
 from engine import events as ev
-from engine.kinds import Asked, RunStatus, Source
+from engine.kinds import NOW, Asked, RunStatus, Source
 from engine.log.effects import answered
 from engine.log.history import PAGE, iter_run
 from engine.log.state import ChildOf, ForkOf, lineage_of
-from engine.runtime.model.decisions import NOW
 from engine.showing import shown, shown_event, utc
 from projections.views import timeline as timeline_view
 from projections.views.timeline import Figures, tally_at
@@ -28,17 +27,17 @@ from .output import Piece, brief, clock, seconds, short
 from .timeline_agents import RENDER as AGENT_LINES
 
 if TYPE_CHECKING:
-    from engine import Engine
+    from engine.runtime.run.catalog import Catalog
     from engine.store import Recorded
 
 
-def views(engine: Engine, run_id: str, page: int = PAGE) -> Iterator[Recorded]:
+def views(engine: Catalog, run_id: str, page: int = PAGE) -> Iterator[Recorded]:
     """The run's typed events in order as users may see them (``shown``), read ``page``
     at a time and checked (``CorruptData`` at the first damaged position)."""
     return (shown(r) for r in iter_run(engine.store, run_id, page=page))
 
 
-def events(engine: Engine, run_id: str) -> Iterable[ev.Positioned]:
+def events(engine: Catalog, run_id: str) -> Iterable[ev.Positioned]:
     """The run's events as :func:`views` gives them: from the timeline view when it holds
     the whole run (see :func:`projections.views.timeline.read`), else from the log."""
     found = timeline_view.read(engine.store, run_id)

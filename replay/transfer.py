@@ -43,6 +43,7 @@ from .lines import FORMAT, decode_line, event_json, first_line, line_event
 
 if TYPE_CHECKING:
     from engine import Engine
+    from engine.runtime.run.catalog import Catalog
 
 KEY_ENV = "AGENTLOG_EXPORT_KEY"
 _HASH_KEY = b',"hash":"'
@@ -64,7 +65,7 @@ def _sign(key: bytes, previous: str, body: bytes) -> str:
     return hmac.new(key, previous.encode() + body, hashlib.sha256).hexdigest()
 
 
-def export_lines(engine: Engine, run_id: str, *, sign: bool = False) -> Iterator[bytes]:
+def export_lines(engine: Catalog, run_id: str, *, sign: bool = False) -> Iterator[bytes]:
     """The run's events as hash-chained JSON lines (each ends with a newline); with
     ``sign``, each also carries the HMAC chain under ``$AGENTLOG_EXPORT_KEY``."""
     key = export_key()
@@ -85,7 +86,7 @@ def export_lines(engine: Engine, run_id: str, *, sign: bool = False) -> Iterator
         yield body[:-1] + sig + _HASH_KEY + previous.encode() + b'"}\n'
 
 
-def left_out(engine: Engine, run_id: str) -> list[str]:
+def left_out(engine: Catalog, run_id: str) -> list[str]:
     """The descendants of ``run_id`` (child runs, their children, ...; not forks), which
     an export of the run alone does not hold, parents before their children."""
     return [node.run_id for node in engine.tree(run_id).walk()[1:]]

@@ -22,13 +22,10 @@ from ..kinds import SUSPENDED, Effects, RunStatus
 from ..log.history import (
     RunWriter,
     check_run_id,
-    checkpoints,
-    read_events,
     rebuild,
     run_stream,
-    state_at,
 )
-from ..log.state import CheckpointRef, RunState
+from ..log.state import RunState
 from ..policy.failure import describe
 from ..secrets import refuse_secret_input
 from ..store import Store, cipher_configured
@@ -56,7 +53,7 @@ from .run import adoption
 from .run.catalog import Catalog
 from .run.context import current
 from .run.repository import RunRepository
-from .run.results import EventView, RunResult
+from .run.results import RunResult
 from .schedules.scheduling import Scheduling
 from .undo.saga import abandon as abandon_run
 from .waits import locks, wakeups
@@ -367,18 +364,3 @@ class Engine(Catalog, Declaring, Working, Scheduling):
         (``module:qualname`` or a definition; None keeps the one it names). Until then
         resume, answer, abandon, rewind and verify refuse it and recover skips it."""
         return adoption.adopt(self, self.leases, run_id, agent)
-
-    # --- reading ---------------------------------------------------------------------
-
-    def state(self, run_id: str, at: int | str | None = None) -> RunState:
-        """The folded state at a position, a checkpoint name, or the latest."""
-        return state_at(self.store, self.resolve(run_id), at)
-
-    def checkpoints(self, run_id: str, upto: int | None = None) -> list[CheckpointRef]:
-        """The run's named checkpoints (up to position ``upto``) in log order, each
-        occurrence of a repeated name included; read from the log, not kept in state."""
-        return checkpoints(self.store, self.resolve(run_id), upto)
-
-    def events(self, run_id: str) -> list[EventView]:
-        """The run's recorded events, in order."""
-        return [EventView.of(r) for r in read_events(self.store, self.resolve(run_id))]

@@ -2,7 +2,8 @@
 
 Each check raises :class:`UsageError` (exit 2, one line) naming the argument: bytes that are
 not UTF-8, absurd run ids, JSON nested too deeply or holding integers beyond 64 bits, and
-positions no run can have. Imported by the CLI at start-up, so it stays light.
+positions no run can have. Imported by the CLI at start-up, so it stays light (no Typer:
+the quick path, ``replay.cli.quick``, checks arguments with it too).
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
-
-import typer
 
 from engine.errors import UsageError
 
@@ -77,12 +76,6 @@ def agent_name(value: str | None, option: str = "--agent") -> str | None:
     if not (sep and module.strip() and qualname.strip()):
         raise UsageError(f"{option} {shown(value)} is not an agent's name (module:qualname)")
     return value
-
-
-def run_id_param(param: typer.CallbackParam, value: str | None) -> str | None:
-    """:func:`run_id` as the callback of a ``RUN`` argument or a ``--run-id`` option."""
-    name = param.opts[0] if param.param_type_name == "option" else "RUN"
-    return run_id(value, name)
 
 
 def position(value: str | None, option: str) -> str | None:

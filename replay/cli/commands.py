@@ -13,7 +13,7 @@ from engine.kinds import Effects, RunStatus
 
 from ..output import exit_status, result_doc
 from . import args, views
-from .app import Run, app, session
+from .app import Run, app, run_id_param, session
 from .watching import recovered_doc, recovered_lines
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def run_cmd(
         typer.Option(
             "--run-id",
             help="Use this run id (an existing run continues).",
-            callback=args.run_id_param,
+            callback=run_id_param,
         ),
     ] = None,
 ) -> int:

@@ -10,56 +10,17 @@ tick a worker enqueued (null before the first).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
 from engine.errors import UsageError
-from engine.secrets import redact
 
-from ..output import Piece, clock, when
-from . import args
+from ..output import clock
+from . import args, listing
 from .app import app, session
 from .commands import _json_object, load_target
-
-if TYPE_CHECKING:
-    from engine.runtime.schedules.define import Schedule
-
-
-def schedule_doc(s: Schedule, now: float) -> dict[str, Any]:
-    """A schedule as ``schedules --json`` (and ``schedule --json``) writes it."""
-    return {
-        "name": s.name,
-        "agent": s.agent,
-        "cron": s.cadence.cron,
-        "every": s.cadence.every,
-        "queue": s.queue,
-        "catch_up": s.catch_up,
-        "input": redact(s.input),
-        "next_tick": when(s.next_tick(now)),
-        "last_run": s.last_run,
-        "created_at": when(s.created_at),
-    }
-
-
-def schedule_rows(found: list[Schedule], now: float, store: str) -> list[list[Piece]]:
-    """The text lines of ``schedules``: a header, then one line a schedule."""
-    if not found:
-        return [[(f"no schedules in {store}", "dim")]]
-    header = f"{'NAME':<24}  {'CADENCE':<18}  {'NEXT TICK (UTC)':<19}  {'LAST RUN':<45}  AGENT"
-    rows: list[list[Piece]] = [[(header, "bold")]]
-    for s in found:
-        cadence = s.cadence.cron if s.cadence.cron is not None else f"every {s.cadence.every}s"
-        rows.append(
-            [
-                (f"{s.name:<24}  ", "bold"),
-                f"{cadence:<18}  ",
-                (f"{clock(s.next_tick(now), date=True):<19}  ", "cyan"),
-                f"{s.last_run or '-':<45}  ",
-                s.agent,
-            ]
-        )
-    return rows
+from .listing import schedule_doc
 
 
 def _every(value: str | None) -> int | None:
@@ -113,14 +74,7 @@ def schedule_cmd(
 @app.command("schedules")
 def schedules_cmd(ctx: typer.Context) -> int:
     """The schedules: name, cadence, next tick, the last tick's run and the agent."""
-    s = session(ctx)
-    found = s.engine.schedules()
-    now = time.time()
-    if s.as_json:
-        s.out.json([schedule_doc(x, now) for x in found])
-    else:
-        s.out.lines(schedule_rows(found, now, s.store_name))
-    return 0
+    return listing.schedules(session(ctx))
 
 
 @app.command("unschedule")

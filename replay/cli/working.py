@@ -15,7 +15,7 @@ from engine.errors import UsageError
 
 from ..output import when
 from . import args
-from .app import Run, app, session
+from .app import Run, app, run_id_param, session
 from .commands import cwd_first, load_target
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def enqueue(
         typer.Option(
             "--run-id",
             help="Use this run id (enqueued before: that run, nothing new).",
-            callback=args.run_id_param,
+            callback=run_id_param,
         ),
     ] = None,
 ) -> int:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from ... import codec
 from ... import events as ev
 from ...errors import UsageError
+from ...kinds import NOW
 from ...policy import budget
 from ...policy.failure import CircuitBreaker, Classifier, RetryPolicy, error_for
 from ...secrets import redact
@@ -223,9 +224,6 @@ def usage_call(ctx: RunContext, used: budget.Usage) -> None:
     ctx.record(event)
     if used:
         budget.check(ctx.agent.budget, spent(ctx), ctx.run_id, starting=False)
-
-
-NOW = "run.now"  # the name ``run.now()`` records its readings under
 
 
 def now(ctx: RunContext) -> float:

@@ -1,7 +1,8 @@
 """A store opened on first use, and its run index: which runs exist, which run an id names.
 
 ``Engine`` extends it with running. On its own it loads none of the runtime, which keeps
-the CLI's reading commands quick to start; ``create=False`` opens only a store that
+the CLI's reading commands quick to start (the reads of one run, ``state``, ``checkpoints``
+and ``events``, are here for that); ``create=False`` opens only a store that
 already exists (a missing SQLite file is refused, nothing is created).
 """
 
@@ -13,9 +14,10 @@ import time
 
 from ... import stats as figures
 from ...errors import RunNotFound
-from ...log.history import check_run_id
+from ...log.history import check_run_id, checkpoints, read_events, state_at
+from ...log.state import CheckpointRef, RunState
 from ...store import Store, open_store
-from .results import RunSummary
+from .results import EventView, RunSummary
 from .tree import MAX_DEPTH, RunNode
 from .tree import tree as run_tree
 
@@ -62,6 +64,19 @@ class Catalog:
     def runs(self, status: str | None = None) -> list[RunSummary]:
         """Summaries of runs, newest first (a damaged index row as an unreadable one)."""
         return [RunSummary.of(r) for r in self.store.runs(status)]
+
+    def state(self, run_id: str, at: int | str | None = None) -> RunState:
+        """The folded state at a position, a checkpoint name, or the latest."""
+        return state_at(self.store, self.resolve(run_id), at)
+
+    def checkpoints(self, run_id: str, upto: int | None = None) -> list[CheckpointRef]:
+        """The run's named checkpoints (up to position ``upto``) in log order, each
+        occurrence of a repeated name included; read from the log, not kept in state."""
+        return checkpoints(self.store, self.resolve(run_id), upto)
+
+    def events(self, run_id: str) -> list[EventView]:
+        """The run's recorded events, in order."""
+        return [EventView.of(r) for r in read_events(self.store, self.resolve(run_id))]
 
     def tree(self, run_id: str, depth: int = MAX_DEPTH) -> RunNode:
         """The run tree of ``run_id`` (an id or a unique prefix): the run and the child

@@ -10,7 +10,7 @@ secret-named fields are refused unless the store encrypts what it stores.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -20,6 +20,9 @@ from ...store.queueing import check_queue
 from ...store.schedules import ScheduleRow
 from ..defs.definitions import AgentDef, normalize
 from .cadence import Cadence, cadence, next_tick, tick_id
+
+if TYPE_CHECKING:
+    from ...store import Store
 
 # A run id is at most 128 characters; a tick's ``@2026-12-03T02:00:00Z`` takes 21.
 MAX_NAME = 100
@@ -116,6 +119,11 @@ def define(
         catch_up=catch_up,
         created_at=now,
     )
+
+
+def listed(store: Store) -> list[Schedule]:
+    """Every schedule in ``store``, by name (``engine.schedules()``, ``agentlog schedules``)."""
+    return [decode(r) for r in store.schedules.all()]
 
 
 def decode(row: ScheduleRow) -> Schedule:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import UsageError
 from ..declare import wrappers as declare
 from ..defs.definitions import AgentDef
-from .define import Schedule, check_name, decode, define
+from .define import Schedule, check_name, decode, define, listed
 
 if TYPE_CHECKING:
     from ...store import Store
@@ -73,4 +73,4 @@ class Scheduling:
 
     def schedules(self) -> list[Schedule]:
         """Every schedule, by name."""
-        return [decode(r) for r in self.store.schedules.all()]
+        return listed(self.store)
