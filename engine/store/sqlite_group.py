@@ -95,7 +95,10 @@ class GroupCommit:
 
     def _take(self) -> list[_Request]:
         with self._mutex:
-            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            if len(self._queue) <= MAX_BATCH:
+                batch, self._queue = self._queue, []
+            else:
+                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
         return batch
 
     def _lead(self, own: _Request) -> None:
@@ -142,7 +145,7 @@ class GroupCommit:
             r.result, r.error = result, error
         if committed:
             self.commits += 1
-            self.appends += sum(1 for _, error in outcomes if error is None)
+            self.appends += len(batch) - sum(error is not None for _, error in outcomes)
 
 
 def _each(c: sqlite3.Cursor, batch: list[_Request]) -> list[tuple[Any, Exception | None]]:

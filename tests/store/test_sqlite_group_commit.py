@@ -70,7 +70,7 @@ def _gathered(group: GroupCommit, path: Path, calls: list[Callable[[], Any]]) ->
     return out
 
 
-def _alive(t: threading.Thread) -> bool:
+def _alive(t: threading.Thread) -> bool:  # a thread that ended early stops the wait
     return t.is_alive()
 
 
