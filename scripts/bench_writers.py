@@ -9,7 +9,11 @@ SQLite file. Beside each, the same count of writers making raw one-row commits: 
 (WAL, synchronous=FULL, one fsync'd commit each) and psycopg (autocommit INSERTs).
 Writers are started and warmed up once per configuration; each round every writer of it
 loops for ``--seconds``; a row's figure is the median over ``--rounds`` rounds, agentlog
-and raw in alternating order within the same run.
+and raw in alternating order within the same run. Columns: "agentlog / raw" is over the
+same count of raw writers; "vs 1 agentlog writer" and "vs 1 raw writer" are over one writer
+of each kind, kept running and measured again in the same rounds as the row; "appends per
+COMMIT" is SQLite's group commit counting (engine writers; 1.0: no batching). The row
+"group commit off" is the same 16 threads with the batch held to one append.
 
     python scripts/bench_writers.py --rounds 5 --seconds 3 --out docs/bench_writers.md
     python scripts/bench_writers.py --rounds 5 --seconds 1 --writers 1,8 --stores postgres
@@ -21,6 +25,7 @@ SQLite file at least 5x the raw one-fsync-per-commit rate (one raw sqlite3 write
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -93,9 +98,11 @@ def measure(c: Config, procs: list[subprocess.Popen[str]], seconds: float) -> No
         c.per_commit.append(appends / commits)
 
 
-def pair(store: str, procs: int, threads: int, tmp: str, pg_base: str) -> tuple[Config, Config]:
+def pair(
+    store: str, procs: int, threads: int, tmp: str, pg_base: str, tag: str
+) -> tuple[Config, Config]:
     """agentlog's writers and the raw ones, each on a fresh file or schema."""
-    name = f"w{procs}x{threads}"
+    name = f"{tag}{procs}x{threads}"
     if store == "sqlite":
         raw = f"{tmp}/{name}-raw.db"
         create_raw_table("sqlite", raw)
@@ -111,17 +118,18 @@ def pair(store: str, procs: int, threads: int, tmp: str, pg_base: str) -> tuple[
     )
 
 
-def row(store: str, e: Config, r: Config, base: dict[str, float]) -> str:
-    """One table row; ``base`` keeps each store's one-writer figures (its first row)."""
+def row(e: Config, r: Config, one: tuple[Config, Config], note: str = "") -> str:
+    """One table row; ``one`` is the store's one-writer pair, measured in the same rounds."""
     em, rm = statistics.median(e.rates), statistics.median(r.rates)
-    if e.procs == 1 and e.threads == 1:
-        base[store], base[store + " raw"] = em, rm
+    one_e, one_r = statistics.median(one[0].rates), statistics.median(one[1].rates)
+    store = "sqlite" if e.where.startswith("sqlite") else "postgres"
     who = f"{e.procs} process(es)" if e.threads == 1 else f"{e.threads} threads, 1 process"
+    who += f", {note}" if note else ""
     batch = f"{statistics.median(e.per_commit):.1f}" if e.per_commit else ""
-    one, raw_one = base.get(store, em), base.get(store + " raw", rm)
+    spread = f"{min(e.rates):.0f}-{max(e.rates):.0f}"
     return (
-        f"| {store} | {who} | {em:.0f} | {rm:.0f} | {em / rm:.2f}x | {em / one:.2f}x | "
-        f"{em / raw_one:.2f}x | {batch} |"
+        f"| {store} | {who} | {em:.0f} | {spread} | {rm:.0f} | {em / rm:.2f}x | "
+        f"{em / one_e:.2f}x | {em / one_r:.2f}x | {batch} |"
     )
 
 
@@ -139,6 +147,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def store_rows(store: str, args: argparse.Namespace, tmp: str, schemas: list[str]) -> list[str]:
+    """The rows of one store. Beside each row's pair, the one-writer pair (kept running)
+    is measured again in the same rounds, so each ratio compares figures of one moment."""
+    pg_base = args.pg_url.split("?")[0]
+    shapes = [(n, 1) for n in map(int, args.writers.split(","))]
+    if store == "sqlite" and args.threads > 1:
+        shapes.append((1, args.threads))
+    one = pair(store, 1, 1, tmp, pg_base, "one")
+    schemas += [c.schema for c in one if c.schema]
+    lines = []
+    with pool(one[0], args.run_calls) as p1, pool(one[1], args.run_calls) as p2:
+        for procs, threads in shapes:
+            e, r = pair(store, procs, threads, tmp, pg_base, "row")
+            schemas += [c.schema for c in (e, r) if c.schema]
+            alone = (procs, threads) == (1, 1)  # this row is the one-writer pair itself
+            # many runs in one process: the same again with one append per COMMIT
+            off = Config("engine-alone", f"sqlite:///{tmp}/off.db", 1, threads)
+            own = [e, r] + ([off] if threads > 1 else [])
+            for c in one:
+                c.rates.clear()
+            with contextlib.ExitStack() as stack:
+                sides = [(c, stack.enter_context(pool(c, args.run_calls))) for c in own]
+                sides += [] if alone else [(one[0], p1), (one[1], p2)]
+                for k in range(args.rounds):
+                    for c, ps in alternating(sides, k):
+                        measure(c, ps, args.seconds)
+            lines.append(row(e, r, (e, r) if alone else one))
+            if threads > 1:
+                lines.append(row(off, r, one, "one append per COMMIT (group commit off)"))
+            print("\n".join(lines[-1 - (threads > 1) :]), flush=True)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.serve:
@@ -146,36 +187,29 @@ def main(argv: list[str] | None = None) -> int:
         serve(kind, where, int(threads), int(run_calls), schema)
         return 0
     tmp = tempfile.mkdtemp(prefix="agentlog-bench-writers-")
-    pg_base = args.pg_url.split("?")[0]
-    shapes = [(n, 1) for n in map(int, args.writers.split(","))]
-    plan = [(s, n, t) for s in args.stores.split(",") for n, t in shapes]
-    if "sqlite" in args.stores.split(",") and args.threads > 1:
-        plan.append(("sqlite", 1, args.threads))
+    load = os.getloadavg()[0]
     lines = [
         f"Aggregate durable calls per second (medians of {args.rounds} rounds x "
         f"{args.seconds:g} s; {args.run_calls} keyed calls per run). Command: `python "
         f"scripts/bench_writers.py --rounds {args.rounds} --seconds {args.seconds:g} "
         f"--writers {args.writers} --stores {args.stores}`",
         "",
-        "| store | writers | agentlog calls/s | raw commits/s | agentlog / raw | "
-        "vs 1 agentlog writer | vs 1 raw writer | appends per COMMIT |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| store | writers | agentlog calls/s | its rounds' range | raw commits/s | "
+        "agentlog / raw | vs 1 agentlog writer | vs 1 raw writer | appends per COMMIT |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    base: dict[str, float] = {}
     schemas: list[str] = []
     try:
-        for store, procs, threads in plan:
-            e, r = pair(store, procs, threads, tmp, pg_base)
-            schemas += [c.schema for c in (e, r) if c.schema]
-            with pool(e, args.run_calls) as ep, pool(r, args.run_calls) as rp:
-                for k in range(args.rounds):
-                    for c, ps in alternating([(e, ep), (r, rp)], k):
-                        measure(c, ps, args.seconds)
-            lines.append(row(store, e, r, base))
-            print(lines[-1], flush=True)
+        for store in args.stores.split(","):
+            lines += store_rows(store, args, tmp, schemas)
     finally:
         if schemas:
-            drop_schemas(pg_base, schemas)
+            drop_schemas(args.pg_url.split("?")[0], schemas)
+    lines += [
+        "",
+        f"Machine: {os.cpu_count()} cores shared with other jobs; load average "
+        f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end: the figures are noisy.",
+    ]
     print("\n" + "\n".join(lines))
     if args.out:
         write_table(args.out, "Writers benchmark", __doc__, lines)

@@ -2,7 +2,8 @@
 START SECONDS`` on stdin -> ``CALLS END [APPENDS COMMITS]`` on stdout), its threads
 looping one kind of durable write until the round's end, set up and warmed once.
 
-Kinds: ``engine`` (runs of keyed side-effecting calls through the real engine), ``sqlite``
+Kinds: ``engine`` (runs of keyed side-effecting calls through the real engine;
+``engine-alone``: the same with SQLite's group commit held to one append per COMMIT), ``sqlite``
 (raw sqlite3 one-row commits, WAL, synchronous=FULL) and ``pg`` (raw psycopg one-row
 autocommit inserts)."""
 
@@ -110,7 +111,11 @@ def create_raw_table(kind: str, where: str, schema: str = "") -> None:
 def serve(kind: str, where: str, threads: int, run_calls: int, schema: str) -> None:
     """The worker's main loop (see the module's docstring)."""
     batches: Callable[[], str] = str
-    if kind == "engine":
+    if kind == "engine-alone":  # the same engine, one append per COMMIT: no group commit
+        from engine.store import sqlite_group
+
+        sqlite_group.MAX_BATCH = 1
+    if kind.startswith("engine"):
         loops, batches = engine_loops(where, threads, run_calls)
     elif kind == "sqlite":
         loops = sqlite_loops(where, threads)
