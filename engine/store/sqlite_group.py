@@ -86,7 +86,11 @@ class GroupCommit:
             else:
                 self._leading = True
         if req.wake is not None:
-            req.wake.acquire()  # the leader released it: done, or this one leads now
+            try:
+                req.wake.acquire()  # the leader released it: done, or this one leads now
+            except BaseException:  # Ctrl-C in the main thread: never leave the queue leaderless
+                self._abandon(req)
+                raise
         if req.wake is None or req.lead:
             self._lead(req)
         if req.error is not None:
@@ -115,14 +119,26 @@ class GroupCommit:
                 raise
         finally:
             with self._mutex:
-                if self._queue:
-                    self._queue[0].lead = True
-                    _release(self._queue[0])
-                else:
-                    self._leading = False
+                self._pass_lead()
             for r in batch:
                 if r is not own:
                     _release(r)
+
+    def _pass_lead(self) -> None:  # under the mutex
+        if self._queue:
+            self._queue[0].lead = True
+            _release(self._queue[0])
+        else:
+            self._leading = False
+
+    def _abandon(self, req: _Request) -> None:
+        """An interrupted follower leaves the queue if no batch took it yet (then nothing of
+        it is written), passing the lead on if it had just been given to it."""
+        with self._mutex:
+            if req in self._queue:
+                self._queue.remove(req)
+                if req.lead:
+                    self._pass_lead()
 
     def _commit(self, batch: list[_Request]) -> None:
         with self._datastore.get_connection(commit=True) as conn, conn.cursor() as c:

@@ -240,6 +240,34 @@ def _caught(group: GroupCommit, sql: str) -> Exception | int:
         return e
 
 
+def test_a_follower_interrupted_while_waiting_leaves_the_queue_and_the_group_works(
+    path: Path,
+) -> None:
+    """Ctrl-C reaches the main thread while its append waits behind a leader that waits for
+    the write lock: the append leaves the queue unwritten, the leader's commits, and the
+    group serves the next append (no queue left without a leader)."""
+    ds = _datastore(path)
+    group = GroupCommit(ds)
+    leader = threading.Thread(target=group.run, args=(_insert("INSERT INTO parent VALUES (1)"),))
+
+    def interrupt() -> None:
+        poll_until(lambda: group.waiting == 2, None)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    with _write_locked(path):
+        leader.start()
+        poll_until(lambda: group.waiting == 1, None)
+        threading.Thread(target=interrupt).start()
+        with pytest.raises(KeyboardInterrupt):
+            group.run(_insert("INSERT INTO parent VALUES (2)"))
+        assert group.waiting == 1  # the leader's own, still waiting for the lock
+    leader.join()
+    assert group.run(_insert("INSERT INTO parent VALUES (3)")) == 3
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert [r[0] for r in db.execute("SELECT id FROM parent ORDER BY id")] == [1, 3]
+    ds.close()
+
+
 def test_leases_and_locks_keep_working_beside_group_commits(store: Store) -> None:
     """The store's other writers share the file's one write lock with the batches."""
     stop = threading.Event()
@@ -266,7 +294,7 @@ def test_leases_and_locks_keep_working_beside_group_commits(store: Store) -> Non
 
 
 CHILD = """
-import sys, threading
+import os, sys, threading
 from engine import events as ev
 from engine.store import Append, RunRow, open_store, stream_id
 url, threads, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -279,11 +307,11 @@ def writer(t):
         row = RunRow(f"run-{t}", "kill", "running", 1.0, 1.0, None, i)
         store.append([Append(a, i, e), Append(b, i, e)], [row])
         with out:
-            print(t, i, flush=True)
+            os.write(1, f"{t} {i}\\n".encode())  # one write: a kill never splits a line
 ws = [threading.Thread(target=writer, args=(t,)) for t in range(threads)]
 [w.start() for w in ws]
 [w.join() for w in ws]
-print("done", flush=True)
+os.write(1, b"done\\n")
 """
 
 
@@ -306,6 +334,7 @@ def test_a_sigkill_amid_group_commits_leaves_each_append_whole_or_absent(
     for line in proc.stdout:
         if line.strip() == "done":
             break
+        assert line.endswith("\n"), repr(line)
         t, i = map(int, line.split())
         acked.append((t, i))
         if kill == "signal" and len(acked) == 60:
