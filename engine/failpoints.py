@@ -6,7 +6,8 @@ outcome not committed), ``after_decision`` (a model call returned, its decision 
 recorded), ``in_snapshot`` (events committed, snapshot being written),
 ``after_outcome`` (outcome committed), ``in_compensation`` (an undo ran, not recorded),
 ``in_view_batch`` (a projection's batch folded, not committed), ``in_view_commit`` (its
-tracking row moved inside the transaction, its rows not yet written).
+tracking row moved inside the transaction, its rows not yet written), ``in_group_commit``
+(a SQLite group commit's batch written, not committed).
 """
 
 from __future__ import annotations

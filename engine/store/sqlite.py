@@ -29,6 +29,7 @@ from ..errors import StoreUnavailable
 from .base import Store
 from .opening import open_tables
 from .ports import Fence, LeaseStore, LockRow, LockStore, RunRecorder, RunRow, lease_taken
+from .sqlite_group import GroupCommit
 from .sqlite_queues import SQLiteQueues
 from .sqlite_schedules import SQLiteSchedules
 from .sqlite_views import SQLiteViews
@@ -110,7 +111,12 @@ class _Pool(SQLiteConnectionPool):
 
 
 class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
-    """Events recorder whose inserts upsert the run index in the same transaction."""
+    """Events recorder whose inserts upsert the run index in the same transaction; the
+    appends of this store object's threads commit together (``sqlite_group``)."""
+
+    def __init__(self, datastore: SQLiteDatastore, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        self.group = GroupCommit(datastore)
 
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), *RUNS_DDL]
@@ -123,22 +129,29 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
         fence: Fence | None = None,
         **kwargs: Any,
     ) -> Sequence[int] | None:
-        ids = []
-        with self.datastore.transaction(commit=True) as c:
+        rows = []
+        for s in stored_events:
+            stream = s.originator_id
+            stream = stream.hex if isinstance(stream, UUID) else stream
+            rows.append((stream, s.originator_version, s.topic, s.state))
+        params = [r.params() for r in runs]
+        sql = self.insert_events_statement
+
+        def work(c: sqlite3.Cursor) -> list[int | None]:
+            ids = []
             try:
-                for s in stored_events:
-                    stream = s.originator_id
-                    stream = stream.hex if isinstance(stream, UUID) else stream
-                    row = (stream, s.originator_version, s.topic, s.state)
-                    c.execute(self.insert_events_statement, row)
+                for row in rows:
+                    c.execute(sql, row)
                     ids.append(c.lastrowid)
-                for r in runs:
-                    c.execute(UPSERT_RUN, r.params())
+                for p in params:
+                    c.execute(UPSERT_RUN, p)
             except sqlite3.IntegrityError:  # a stale owner's conflict is named as such
                 _check_fence(c, fence)
                 raise
-            _check_fence(c, fence)  # raising here rolls the transaction back
-        return ids
+            _check_fence(c, fence)  # under the write lock, in this append's savepoint
+            return ids
+
+        return self.group.run(work)  # type: ignore[no-any-return]
 
     def stream_length(self, stream: UUID) -> int:
         sql = f"SELECT COUNT(*) FROM {self.events_table_name} WHERE originator_id=?"
