@@ -22,7 +22,8 @@ from eventsourcing.sqlite import SQLiteAggregateRecorder
 from engine.store import Store, open_store
 from engine.store.memory import MemoryAggregateRecorder, MemoryEventRecorder
 from engine.store.postgres import PostgresEventRecorder
-from engine.store.sqlite import SQLiteEventRecorder, _Pool
+from engine.store.sqlite import SQLiteEventRecorder
+from engine.store.sqlite_pool import Pool
 
 
 class _StoreBacked:
@@ -80,7 +81,7 @@ class _SQLite(_StoreBacked):
 
     def create_recorder(self) -> Any:
         recorder = super().create_recorder()
-        assert type(recorder.datastore.pool) is _Pool
+        assert type(recorder.datastore.pool) is Pool
         return recorder
 
 

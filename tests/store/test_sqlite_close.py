@@ -23,7 +23,7 @@ def test_a_store_closed_mid_transaction_lets_the_transaction_finish(tmp_path: Pa
                 closed.wait(30)
                 c.execute("SELECT COUNT(*) FROM agentlog_runs")
                 seen.append(c.fetchone()[0])
-        except Exception as e:  # noqa: BLE001 - the assertion names it
+        except Exception as e:  # the assertion names it
             seen.append(e)
 
     t = threading.Thread(target=reader)
