@@ -47,7 +47,6 @@ LEDGER_WAIT_DEFAULT = 10.0
 UNKNOWN = "the outcome of a sent request is unknown"
 Opened = tuple[CallState, "Step"]
 
-
 # --- observations: what the journal, a fork's parent and the ledger said ---------------
 
 
@@ -94,10 +93,11 @@ class ClaimedByUs(msgspec.Struct, frozen=True, gc=False):
 
 
 class ClaimedElsewhere(msgspec.Struct, frozen=True, gc=False):
-    """Run ``holder`` holds the key with no outcome (still, once ``waited`` for it)."""
+    """Run ``holder`` holds the key, no outcome (still, once ``waited``), sent as ``sent_key``."""
 
     holder: str
     waited: bool = False
+    sent_key: str | None = None
 
 
 class Released(msgspec.Struct, frozen=True, gc=False):
@@ -185,8 +185,7 @@ PREPARED = (Live, Intend, Reclaim)  # steps whose I/O comes before their ``then`
 
 
 def open_call(tool: ToolDef, state: CallState, seen: Seen) -> Opened:
-    """What the opening of ``state``, a call of ``tool``, does after ``seen``, and the
-    state it does it with. Pure."""
+    """What the opening of ``state`` (a call of ``tool``) does after ``seen``, with what state."""
     match seen:
         case Recorded():
             return _recorded(tool, state, seen)
@@ -244,8 +243,9 @@ def _ledger(tool: ToolDef, state: CallState, seen: KeySeen) -> Opened:
         case ClaimedElsewhere(waited=False):
             wait = tool.timeout if isinstance(tool.timeout, int | float) else LEDGER_WAIT_DEFAULT
             return state, Wait(float(wait))
-        case ClaimedElsewhere():
+        case ClaimedElsewhere():  # a re-send (a verifier's look) goes as the holder's did
             reason = f"key {state.key!r} is held by run {seen.holder}, whose outcome is unknown"
+            state = replace(state, sent_key=seen.sent_key)
             return state, Intend(Begin(decide(tool, state, Held(reason))))
         case Released() | LostRace():  # the key moved: look again (claim it if free)
             return state, READ
@@ -394,7 +394,7 @@ def _settled(held: ledger.KeyState) -> LedgerCommitted | Released | ClaimedElsew
         return LedgerCommitted(held.committed.result)
     if held.claim is None:
         return Released()
-    return ClaimedElsewhere(held.claim.run_id, waited=True)
+    return ClaimedElsewhere(held.claim.run_id, waited=True, sent_key=held.claim.sent_key)
 
 
 __all__ = ["call_tool", "open_call"]
