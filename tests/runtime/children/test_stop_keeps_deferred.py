@@ -1,8 +1,8 @@
 """A run this engine stops itself (the abandon of its parent, a supervisor replacing it)
 stops at its next durable call; an outcome it holds deferred (a business-keyed effect
 whose tool takes the key: its key's commit rides with the next commit) is written first,
-fenced, so the abandon finds the effect committed and undoes it: it is not left as an
-effect of unknown outcome for a person to check."""
+fenced: the effect stands committed, in its log and its key's ledger, not left of unknown
+outcome for whoever takes the key next to wait on. A stale owner's stays refused."""
 
 from __future__ import annotations
 
@@ -24,10 +24,7 @@ from engine.runtime.call import ledger
 def test_an_abandon_stopping_a_child_keeps_its_deferred_keyed_outcome(eng: Engine) -> None:
     books, gate, sent = Books(), threading.Event(), threading.Event()
 
-    def undo(result: str, idempotency_key: str | None = None) -> str:
-        return books.add("undo", result)
-
-    @eng.tool(side_effect=True, key=lambda what: f"book:{what}", compensate=undo)
+    @eng.tool(side_effect=True, key=lambda what: f"book:{what}")
     def book(what: str, *, idempotency_key: str) -> str:
         return books.add("do", what, idempotency_key)
 
@@ -56,7 +53,11 @@ def test_an_abandon_stopping_a_child_keeps_its_deferred_keyed_outcome(eng: Engin
         abandon.join(120)
     assert done and done[0].status == RunStatus.ABANDONED, done
     assert eng.state(kid).status == RunStatus.ABANDONED
-    assert books.log == [("do", "C.1"), ("undo", "C.1")]
+    assert books.log == [("do", "C.1")]
+    done_at = [e.data for e in eng.events(kid) if e.type == "tool_succeeded"]
+    assert [(d["call"], d["source"]) for d in done_at] == [(1, "executed")]
+    held = ledger.read(eng.store, "book:C.1")
+    assert held.committed is not None and held.committed.run_id == kid
 
 
 @backends("sqlite", "postgres")
