@@ -13,6 +13,7 @@ answers what the journal, a fork's parent and the ledger said; ``_open`` does th
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import msgspec
@@ -281,8 +282,7 @@ def call_tool(
 
 
 def _args_hash(ctx: RunContext, tool: ToolDef, number: int, bound: Any, named: Any) -> str:
-    """The call's argument hash, fences left out; a call recorded when fences were still
-    hashed keeps the hash it was recorded (and its key claimed) with."""
+    """The call's argument hash, fences left out (as recorded, if recorded with them)."""
     hashed = hashed_args(bound, named)
     ahash = args_hash(tool.name, hashed, ctx.hash_key)
     if hashed is not named and (entry := ctx.journal.calls.get(number)) is not None:
@@ -318,9 +318,10 @@ def _open(call: Call, state: CallState, seen: Seen) -> Any:
                 seen = _parent(call)
             case ReadKey():
                 seen = _key_seen(call, state, step.resolving)
-            case Wait():
-                assert state.key is not None
-                seen = _settled(ledger.wait_settled(call.ctx.store, state.key, step.seconds))
+            case Wait():  # the run's own deferred commit of the key is written meanwhile
+                key, ctx = str(state.key), call.ctx
+                mine = functools.partial(ctx.flush, ledger.stream_of(key))
+                seen = _settled(ledger.wait_settled(ctx.store, key, step.seconds, first=mine))
 
 
 def _prepare(call: Call, state: CallState, step: Live | Intend | Reclaim) -> Opened:
@@ -369,8 +370,7 @@ def _parent(call: Call) -> NoParent | Parent:
 
 
 def _key_seen(call: Call, state: CallState, resolving: bool) -> KeySeen:
-    """What the ledger says of the call's key (a claim's arguments checked before the
-    intent is written: another effect's key is refused)."""
+    """What the ledger says of the call's key (another effect's is refused: Permanent)."""
     key, run_id = state.key, call.ctx.run_id
     assert key is not None
     call.ctx.flush(ledger.stream_of(key))  # this run's deferred commit of the key
