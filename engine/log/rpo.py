@@ -28,6 +28,7 @@ _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([smh])")  # ASCII digits only
 _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0}
 # What ``rpo=`` is declared with: calls (an int), a duration ("30s"), or none.
 RpoSpec = int | str | dt.timedelta | None
+MAX_CALLS = 2**63 - 1  # what every start records (agent_started.rpo_calls) must encode
 
 
 class Rpo(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -52,12 +53,12 @@ def parse_rpo(value: object, owner: str = "rpo") -> Rpo | None:
     if isinstance(value, bool) or not isinstance(value, int | str | dt.timedelta):
         raise _refused(owner, value, "an int of calls, a duration such as '30s', or a timedelta")
     if isinstance(value, int):
-        if value < 1:
-            raise _refused(owner, value, "at least 1 call")
+        if not 1 <= value <= MAX_CALLS:
+            raise _refused(owner, value, f"from 1 to {MAX_CALLS} calls")
         return Rpo(calls=value)
     seconds = value.total_seconds() if isinstance(value, dt.timedelta) else _seconds(value, owner)
     if not (math.isfinite(seconds) and seconds > 0):
-        raise _refused(owner, value, "a duration above zero")
+        raise _refused(owner, value, "a finite duration above zero")
     return Rpo(seconds=seconds)
 
 

@@ -23,24 +23,37 @@ _decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(AnyEvent)
 # its commit may come a call later): id -> (the event, held so the id stays its, payload).
 _KEPT_AT_MOST, _KEPT_BYTES = 64, 64 * 1024  # larger payloads are encoded again instead
 _kept: dict[int, tuple[Event, bytes]] = {}
+# Deferred outcomes' payloads, whatever their size, until appended or let go: the agent
+# holds the result's objects meanwhile, and what it does to them is not what the tool gave.
+_held: dict[int, tuple[Event, bytes]] = {}
 
 
 def encode_event(event: Event) -> tuple[str, bytes]:
     """Return ``(topic, payload)`` for ``event`` (encoded once if it was :func:`kept`)."""
-    hit = _kept.pop(id(event), None)
+    hit = _kept.pop(id(event), None) or _held.pop(id(event), None)
     if hit is not None and hit[0] is event:
         return _topic(type(event)), hit[1]
     return _topic(type(event)), _encoder.encode(event)
 
 
-def kept(event: Event) -> int:
-    """Encode ``event`` now and keep its payload for its append; its size in bytes."""
+def kept(event: Event, held: bool = False) -> int:
+    """Encode ``event`` now and keep its payload for its append (``held``: until it or
+    :func:`let_go`, however large; else a small one, while few wait); its size in bytes."""
     payload = _encoder.encode(event)
+    if held:
+        _held[id(event)] = (event, payload)
+        return len(payload)
     if len(_kept) >= _KEPT_AT_MOST:  # appends that never came (a run stopped): let go
         _kept.clear()
     if len(payload) <= _KEPT_BYTES:
         _kept[id(event)] = (event, payload)
     return len(payload)
+
+
+def let_go(events: list[Event]) -> None:
+    """Forget the held payloads of ``events`` that were not appended (a run stopped)."""
+    for e in events:
+        _held.pop(id(e), None)
 
 
 @lru_cache(maxsize=256)

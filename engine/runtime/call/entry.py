@@ -13,6 +13,7 @@ answers what the journal, a fork's parent and the ledger said; ``_open`` does th
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import msgspec
@@ -46,7 +47,6 @@ from .record import Call, record
 LEDGER_WAIT_DEFAULT = 10.0
 UNKNOWN = "the outcome of a sent request is unknown"
 Opened = tuple[CallState, "Step"]
-
 
 # --- observations: what the journal, a fork's parent and the ledger said ---------------
 
@@ -94,10 +94,11 @@ class ClaimedByUs(msgspec.Struct, frozen=True, gc=False):
 
 
 class ClaimedElsewhere(msgspec.Struct, frozen=True, gc=False):
-    """Run ``holder`` holds the key with no outcome (still, once ``waited`` for it)."""
+    """Run ``holder`` holds the key, no outcome (still, once ``waited``), sent as ``sent_key``."""
 
     holder: str
     waited: bool = False
+    sent_key: str | None = None
 
 
 class Released(msgspec.Struct, frozen=True, gc=False):
@@ -185,8 +186,7 @@ PREPARED = (Live, Intend, Reclaim)  # steps whose I/O comes before their ``then`
 
 
 def open_call(tool: ToolDef, state: CallState, seen: Seen) -> Opened:
-    """What the opening of ``state``, a call of ``tool``, does after ``seen``, and the
-    state it does it with. Pure."""
+    """What the opening of ``state`` (a call of ``tool``) does after ``seen``, with what state."""
     match seen:
         case Recorded():
             return _recorded(tool, state, seen)
@@ -244,8 +244,9 @@ def _ledger(tool: ToolDef, state: CallState, seen: KeySeen) -> Opened:
         case ClaimedElsewhere(waited=False):
             wait = tool.timeout if isinstance(tool.timeout, int | float) else LEDGER_WAIT_DEFAULT
             return state, Wait(float(wait))
-        case ClaimedElsewhere():
+        case ClaimedElsewhere():  # a re-send (a verifier's look) goes as the holder's did
             reason = f"key {state.key!r} is held by run {seen.holder}, whose outcome is unknown"
+            state = replace(state, sent_key=seen.sent_key)
             return state, Intend(Begin(decide(tool, state, Held(reason))))
         case Released() | LostRace():  # the key moved: look again (claim it if free)
             return state, READ
@@ -281,8 +282,7 @@ def call_tool(
 
 
 def _args_hash(ctx: RunContext, tool: ToolDef, number: int, bound: Any, named: Any) -> str:
-    """The call's argument hash, fences left out; a call recorded when fences were still
-    hashed keeps the hash it was recorded (and its key claimed) with."""
+    """The call's argument hash, fences left out (as recorded, if recorded with them)."""
     hashed = hashed_args(bound, named)
     ahash = args_hash(tool.name, hashed, ctx.hash_key)
     if hashed is not named and (entry := ctx.journal.calls.get(number)) is not None:
@@ -318,9 +318,10 @@ def _open(call: Call, state: CallState, seen: Seen) -> Any:
                 seen = _parent(call)
             case ReadKey():
                 seen = _key_seen(call, state, step.resolving)
-            case Wait():
-                assert state.key is not None
-                seen = _settled(ledger.wait_settled(call.ctx.store, state.key, step.seconds))
+            case Wait():  # the run's own deferred commit of the key is written meanwhile
+                key, ctx = str(state.key), call.ctx
+                mine = functools.partial(ctx.flush, ledger.stream_of(key))
+                seen = _settled(ledger.wait_settled(ctx.store, key, step.seconds, first=mine))
 
 
 def _prepare(call: Call, state: CallState, step: Live | Intend | Reclaim) -> Opened:
@@ -369,8 +370,7 @@ def _parent(call: Call) -> NoParent | Parent:
 
 
 def _key_seen(call: Call, state: CallState, resolving: bool) -> KeySeen:
-    """What the ledger says of the call's key (a claim's arguments checked before the
-    intent is written: another effect's key is refused)."""
+    """What the ledger says of the call's key (another effect's is refused: Permanent)."""
     key, run_id = state.key, call.ctx.run_id
     assert key is not None
     call.ctx.flush(ledger.stream_of(key))  # this run's deferred commit of the key
@@ -394,7 +394,7 @@ def _settled(held: ledger.KeyState) -> LedgerCommitted | Released | ClaimedElsew
         return LedgerCommitted(held.committed.result)
     if held.claim is None:
         return Released()
-    return ClaimedElsewhere(held.claim.run_id, waited=True)
+    return ClaimedElsewhere(held.claim.run_id, waited=True, sent_key=held.claim.sent_key)
 
 
 __all__ = ["call_tool", "open_call"]

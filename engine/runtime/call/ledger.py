@@ -14,6 +14,7 @@ returning the undone one. The business key still dedupes across runs.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ... import events as ev
@@ -35,6 +36,10 @@ class KeyState:
 
     def owned_by(self, run_id: str, call: int) -> bool:
         return self.claim is not None and (self.claim.run_id, self.claim.call) == (run_id, call)
+
+
+def _none() -> None:
+    return None
 
 
 def stream_of(key: str) -> uuid.UUID:
@@ -97,10 +102,15 @@ def release_event(key: str, version: int, run_id: str, call: int, reason: str) -
     return Append(stream_of(key), version + 1, e)
 
 
-def wait_settled(store: Store, key: str, seconds: float, poll: float = 0.05) -> KeyState:
-    """Wait (at most ``seconds``) for another claimer's effect to commit or be released."""
+def wait_settled(
+    store: Store, key: str, seconds: float, poll: float = 0.05, first: Callable[[], None] = _none
+) -> KeyState:
+    """Wait (at most ``seconds``) for another claimer's effect to commit or be released;
+    ``first`` before each look (the waiting run's own deferred commit of the key, if any:
+    another call of an async agent's holds it)."""
 
     def settled() -> KeyState | None:
+        first()
         state = read(store, key)
         return state if state.claim is None or state.committed is not None else None
 

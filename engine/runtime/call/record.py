@@ -114,9 +114,6 @@ def succeed(
         duration=duration,
         source=source,
     )
-    size = codec.kept(done)  # encoded once: the append takes these bytes
-    if size > ctx.store.max_payload:
-        _unkeepable(call, state, f"{size} bytes, over the {ctx.store.max_payload}-byte cap")
     # A refreshed read rides with the run's next commit, after the replay (call.refresh).
     refreshed = source == Source.REFRESHED
     how = (
@@ -124,8 +121,13 @@ def succeed(
         if refreshed
         else settle(tool, state, source, defer=ctx.config.defer_outcomes)
     )
+    deferred = how in (Settlement.DEFER, Settlement.DEFER_COMMIT)
+    size = codec.kept(done, held=deferred)  # encoded once: the append takes these bytes
+    if size > ctx.store.max_payload:
+        codec.let_go([done])
+        _unkeepable(call, state, f"{size} bytes, over the {ctx.store.max_payload}-byte cap")
     extra = _ledger_rows(call, state, how, value, source)
-    if how in (Settlement.DEFER, Settlement.DEFER_COMMIT):
+    if deferred:
         # A crash before the next commit leaves the call uncertain: it resolves itself.
         ctx.defer(done, extra)
     else:

@@ -73,7 +73,8 @@ def diverged(ctx: RunContext, error: NonDeterminismError, written_before: int) -
     refreshed reads and wrote nothing (its refreshes are dropped), else ``error``."""
     if not ctx.refresh or ctx.writer.state.position != written_before:
         return error
-    calls, ctx.deferred = list(ctx.refresh), []
+    calls = list(ctx.refresh)
+    ctx.pending.clear()
     return RefreshDiverged(str(error), calls)
 
 

@@ -51,9 +51,12 @@ class EngineConfig:
     run_retry_budget: int = 50  # retries one run may make, all tools together
     tool_retry_capacity: float = 100.0  # a tool's global retry budget (token bucket)...
     tool_retry_rate: float = 10.0  # ...refilled at this many retries a second
-    # A self-resolving side effect's outcome (its tool verifies or takes the key) rides
-    # with the run's next commit: one commit a step; a crash leaves it uncertain, and
-    # it resolves itself on resume.
+    # A self-resolving side effect's outcome (its tool verifies or takes the key, or the
+    # verifier or the ledger gave it; not a tool with a compensation and no verifier,
+    # which an abandon could not settle) rides with the run's next commit, a business
+    # key's commit with it: one commit a step; a crash leaves it uncertain, and it
+    # resolves itself on resume. A later call of the same business key in the run
+    # commits it first.
     defer_outcomes: bool = True
     # Threads one tool's timed sync attempts may occupy at once: one abandoned at its
     # timeout keeps its thread, and past this many a new attempt fails with ToolBusy.

@@ -367,15 +367,13 @@ def _unsure(tool: ToolDef, state: CallState, reason: str) -> Decision:
 class Settlement(StrEnum):
     COMMIT = "commit"  # write the outcome with the key's commit
     RELEASE = "release"  # write it and free the key (the effect did not happen)
-    DEFER = "defer"  # let it ride with the run's next commit
-    DEFER_COMMIT = "defer_commit"  # let it and the key's commit ride with the next commit
+    DEFER, DEFER_COMMIT = "defer", "defer_commit"  # ride with the next commit (and the key's)
     RECORD = "record"  # write it now, the ledger untouched
 
 
 def settle(tool: ToolDef, state: CallState, source: str, *, defer: bool) -> Settlement:
-    """How a success from ``source`` is written: a claimed key committed (a fallback, not
-    the effect, frees it unless an attempt may have landed); an outcome ``self_resolving``
-    rides with the run's next commit (its key's commit with it) when ``defer`` allows."""
+    """How a success from ``source`` is written: a claimed key committed (a fallback frees
+    it unless an attempt may have landed); ``self_resolving``: with the next commit."""
     resolves = defer and self_resolving(tool, state, source)
     if state.claim and source != Source.LEDGER:
         if source != Source.FALLBACK:
@@ -388,11 +386,13 @@ def settle(tool: ToolDef, state: CallState, source: str, *, defer: bool) -> Sett
 
 
 def self_resolving(tool: ToolDef, state: CallState, source: str) -> bool:
-    """Whether losing this success in a crash leaves an intent its resume settles without a
-    person: sent by a tool that verifies or takes the key, verified, or the ledger's."""
-    executed = source == Source.EXECUTED and (tool.verify is not None or tool.takes_key)
-    found = source == Source.LEDGER or (source == Source.VERIFIED and tool.verify is not None)
-    return state.intent is not None and tool.side_effect and (executed or found)
+    """Whether losing this success in a crash leaves an intent that its resume settles with
+    no person (sent by a tool that verifies or takes the key, verified, the ledger's), and
+    so does an undo (abandon, a rewind's compensate: it asks only a verifier)."""
+    verifies, undo = tool.verify is not None, tool.verify is not None or not tool.compensate
+    executed = source == Source.EXECUTED and (verifies or tool.takes_key)
+    found = source == Source.LEDGER or (source == Source.VERIFIED and verifies)
+    return state.intent is not None and tool.side_effect and undo and (executed or found)
 
 
 def releases(state: CallState, kind: str) -> bool:

@@ -154,7 +154,7 @@ def _executed(ctx: RunContext, input: dict[str, Any]) -> RunResult:
         ctx.log.info("run_stopped", reason=str(drained))
         return RunResult(rid, RunStatus.RUNNING, error=str(drained))
     except LeaseLost as lost:
-        ctx.deferred = []  # the new owner resolves them from the log
+        ctx.keep_deferred()  # refused if a new owner took it: it resolves them from the log
         ctx.log.error("run_stopped", reason=str(lost))
         return RunResult(rid, RunStatus.RUNNING, error=str(lost))
     except StoreError as lost:  # the store failed under the engine: not the agent's failure

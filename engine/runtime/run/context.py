@@ -112,9 +112,8 @@ class RunContext:
         self._resume_marker = resumed
         # Continuing the run (not verifying): the reads it refreshed (runtime.call.refresh).
         self.refresh: list[int] | None = [] if resumed and not verify else None
-        # When this execution took the run up again: the resume marker carries this time,
-        # not its first write's (which may come after re-running a call in flight at the
-        # crash), so a crash's time to recover is not stretched by the work redone.
+        # When this execution took the run up again (the resume marker's time, not its
+        # first write's: a crash's time to recover is not stretched by the work redone).
         self._resumed_at = ev.now()
         # Self-resolving outcomes ride with the next commit: one commit a step (deferred).
         self.pending = Deferred()
@@ -127,15 +126,12 @@ class RunContext:
         self.inheritance_lock = threading.Lock()
         self._calls = 0
         self.failed_call: int | None = None  # the call whose failure is propagating
-        # Once code and log disagree, nothing may run or be written, even if agent code
-        # swallows the error (``except Exception``): every later step raises it again.
+        # Once code and log disagree, every later step raises it again (even if swallowed).
         self.diverged: NonDeterminismError | None = None
-        # Once what a tool did could not be recorded, this execution writes nothing more
-        # (no later commit may record the run completed): every write raises it again.
+        # Once what a tool did could not be recorded, every write raises it again.
         self.stopped: OutcomeNotRecorded | None = None
         self._lock = threading.RLock()
-        # This execution of the run is over: whatever finishes later (a tool abandoned at
-        # its timeout) may no longer write to the run's stream.
+        # This execution is over: what finishes later (a tool timed out) may not write.
         self.ended = False
         self.log = observe.get(run_id=writer.state.run_id, agent=agent.name).masking(self.seen)
         # What ``run.usage`` reported inside a decision not recorded yet.
@@ -169,13 +165,12 @@ class RunContext:
 
     # --- recording ---------------------------------------------------------------
 
-    @property
-    def deferred(self) -> list[ev.Event]:
-        """The outcomes waiting for the next commit (set to ``[]``: dropped, rows and all)."""
-        return self.pending.events
-
-    @deferred.setter
-    def deferred(self, events: list[ev.Event]) -> None:
+    def keep_deferred(self) -> None:
+        """Stopped (``LeaseLost``): the outcomes deferred are written, fenced (refused if
+        another owner took the run; a stop of this engine's is not), then dropped."""
+        with contextlib.suppress(StoreError, RunInterrupt), self._lock:
+            if self.pending.events and self.stopped is None and not self.verify:
+                self._commit((), (), ())
         self.pending.clear()
 
     def leave_streams(self, everyone: bool = False) -> None:
@@ -211,25 +206,29 @@ class RunContext:
         self.check_stopped()
         self.host.leases.check(self.run_id)
         with self._lock:
-            marker = self._resume_marker
-            pending = self.pending
-            batch = tuple(map(self.seen.scrub, (*pending.events, *events)))
-            if pending.rows:
-                extra = (*pending.rows, *extra)
-            if marker:
-                batch = (self.writer.resumed(self._resumed_at, self.host.owner), *batch)
-            try:
-                self.writer.append(*batch, extra=extra, measure=True, rows=rows)
-            except StoreError as err:
-                self.host.leases.refused(self.run_id, err)  # another owner took the run
-                if not pending.events:
-                    raise  # nothing a tool did was lost: an ordinary store error
-                lost = pending.lost()
-                raise self.stop(f"the outcome of {lost} was not recorded: {err}") from err
-            self._resume_marker = False
-            pending.clear()
-            asked.note(self.unanswered, batch)
-            self.log.debug("recorded", position=self.writer.state.position, events=len(batch))
+            self._commit(events, extra, rows)
+
+    def _commit(self, events: Sequence[ev.Event], extra: Sequence[Append], rows: Any) -> None:
+        """``record``'s commit, under the run's lock: the deferred outcomes, then ``events``."""
+        marker = self._resume_marker
+        pending = self.pending
+        batch = tuple(map(self.seen.scrub, (*pending.events, *events)))
+        if pending.rows:
+            extra = (*pending.rows, *extra)
+        if marker:
+            batch = (self.writer.resumed(self._resumed_at, self.host.owner), *batch)
+        try:
+            self.writer.append(*batch, extra=extra, measure=True, rows=rows)
+        except StoreError as err:
+            self.host.leases.refused(self.run_id, err)  # another owner took the run
+            if not pending.events:
+                raise  # nothing a tool did was lost: an ordinary store error
+            lost = pending.lost()
+            raise self.stop(f"the outcome of {lost} was not recorded: {err}") from err
+        self._resume_marker = False
+        pending.clear()
+        asked.note(self.unanswered, batch)
+        self.log.debug("recorded", position=self.writer.state.position, events=len(batch))
 
     def check_stopped(self) -> None:
         if self.stopped is not None:

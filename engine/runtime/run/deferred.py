@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 
 from ... import events as ev
-from ...store import Append
+from ...store import Append, codec
 
 
 class Deferred:
@@ -24,6 +24,7 @@ class Deferred:
         self.rows.extend(rows)
 
     def clear(self) -> None:
+        codec.let_go(self.events)  # the payloads not appended (held: ``codec.kept``)
         self.events, self.rows = [], []
 
     def touches(self, stream: uuid.UUID) -> bool:

@@ -165,6 +165,22 @@ def test_every_selfresolving_outcome_is_deferred_with_its_keys_commit() -> None:
     )
 
 
+def test_an_outcome_only_a_person_could_settle_for_an_undo_is_not_deferred() -> None:
+    """A compensation and no verifier: lost with a crash, the effect's resume would settle
+    it (a re-send, the ledger) but an abandon or a rewind's compensate could not without
+    a person, so it is written at once; with a verifier, the undo asks it: deferred."""
+    intent = ev.ToolInvoked(at=0.0, call=1, tool="send")
+    claimed = state(claim=3, intent=intent)
+    undo = lambda result: None  # noqa: E731
+    undone = tool(send_keyed, compensate=undo)
+    assert settle(undone, claimed, Source.EXECUTED, defer=True) is Settlement.COMMIT
+    assert settle(undone, state(intent=intent), Source.EXECUTED, defer=True) is Settlement.RECORD
+    assert settle(undone, claimed, Source.LEDGER, defer=True) is Settlement.RECORD
+    checked = tool(send_keyed, compensate=undo, verify=lambda key: None)
+    assert settle(checked, claimed, Source.EXECUTED, defer=True) is Settlement.DEFER_COMMIT
+    assert settle(checked, claimed, Source.LEDGER, defer=True) is Settlement.DEFER
+
+
 def test_a_final_failure_frees_the_key_only_if_the_effect_cannot_have_happened() -> None:
     assert releases(state(claim=2), "transient")
     assert not releases(state(claim=2), "indeterminate")

@@ -180,7 +180,7 @@ def test_rpo_values_accepted(value: Any, wanted: Rpo | None) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [0, -3, "abc", "30x", "0s", "-5s", "", "20", True, False, 1.5, 20.0, [5]]
+    "bad", [0, -3, "abc", "30x", "0s", "-5s", "", "20", True, False, 1.5, 20.0, [5], 2**64]
 )
 def test_a_bad_rpo_is_refused_once_at_declaration(bad: Any) -> None:
     """Refused when the agent is declared, naming the agent and the value."""
@@ -194,6 +194,21 @@ def test_a_bad_rpo_is_refused_once_at_declaration(bad: Any) -> None:
         assert eng.registry.agent("bad_rpo") is None
     finally:
         eng.close()
+
+
+@backends("sqlite", "postgres")
+def test_the_largest_rpo_accepted_starts_runs_and_is_reported(eng: Engine) -> None:
+    """An rpo= accepted at declaration is one every run of the agent can record: its
+    start (agent_started.rpo_calls) and stats keep it (2**64 calls was accepted, then
+    every start failed encoding it, with no error of ours)."""
+
+    @eng.agent(rpo=2**63 - 1, name="huge_rpo")
+    def huge(run: Any) -> int:
+        return 1
+
+    assert eng.run(huge).status == "completed"
+    (figures,) = eng.stats().objectives
+    assert figures.rpo_target_calls == 2**63 - 1
 
 
 @backends("sqlite")
