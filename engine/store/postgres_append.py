@@ -45,6 +45,7 @@ from eventsourcing.persistence import Notification
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL, Composed, Identifier
 
+HINT_SPACING = 0.005  # seconds at least between two hints: a NOTIFY is a commit of its own
 FENCED = "ALF01"  # the SQLSTATE agentlog_append raises when a fenced append is refused
 
 # One statement, one round trip: the barrier's shared side, the fence check (FOR SHARE:
@@ -179,6 +180,7 @@ class BurstNotifier:
         self._datastore = datastore
         self._channel = channel
         self._wake = threading.Event()
+        self._stopping = threading.Event()
         self._start = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pending = False
@@ -207,6 +209,7 @@ class BurstNotifier:
         with self._start:
             self._closed = True
             thread = self._thread
+        self._stopping.set()
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join()
@@ -218,6 +221,8 @@ class BurstNotifier:
             if self._pending:
                 self._pending = False
                 self._send()
+                if not self._closed:  # the appends of the next moments share one hint
+                    self._stopping.wait(HINT_SPACING)
             if self._closed:
                 return
 
