@@ -94,7 +94,7 @@ def _tail(store: Store, seen: list[int], writers_done: threading.Event) -> None:
 
 WRITERS = 16
 SIZES = [  # (commits per writer, events per commit, the runner's batch)
-    pytest.param(40, 3, 25, id="ci"),
+    pytest.param(60, 5, 50, id="ci"),  # 4,800 events
     pytest.param(700, 10, 500, id="full", marks=pytest.mark.slow),  # 112,000 events
 ]
 
