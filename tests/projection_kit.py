@@ -135,15 +135,16 @@ def append_steps(store: Store, streams: Sequence[uuid.UUID], per_stream: int) ->
             store.append(batch)
 
 
-def write(url: str, seed: int, commits: int) -> None:
-    """One writer process: ``commits`` commits on streams of its own; every fifth also
-    tries a position already taken (the whole transaction rolls back, a gap in the
-    global positions on PostgreSQL)."""
+def write(url: str, seed: int, commits: int, per: int = 1) -> None:
+    """One writer process: ``commits`` commits of ``per`` events on streams of its own;
+    every fifth also tries a position already taken (the whole transaction rolls back, a
+    gap in the global positions on PostgreSQL)."""
     store = open_store(url)
     streams = [uuid.uuid5(uuid.NAMESPACE_OID, f"w{seed}.{k}") for k in range(3)]
     for i in range(1, commits + 1):
         a, b = streams[i % 3], streams[(i + 1) % 3]
-        batch = [Append(a, store.last_position(a) + 1, step(i))]
+        last = store.last_position(a)
+        batch = [Append(a, last + k, step(i)) for k in range(1, per + 1)]
         if i % 5 == 0:
             taken = store.last_position(b)
             try:  # b's first event goes in only if it is new; a taken one fails the lot
@@ -165,6 +166,6 @@ def project(url: str, batch: int) -> None:
 if __name__ == "__main__":
     what, url, *rest = sys.argv[1:]
     if what == "write":
-        write(url, int(rest[0]), int(rest[1]))
+        write(url, *map(int, rest))
     else:
         project(url, int(rest[0]))

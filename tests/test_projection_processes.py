@@ -1,10 +1,11 @@
 """The projection runner against other processes: a follower sees what another process
-appends (LISTEN/NOTIFY on PostgreSQL, polling on SQLite), eight writer processes with
-rolled-back transactions race a follower on PostgreSQL, and a projection process killed
+appends (LISTEN/NOTIFY on PostgreSQL, polling on SQLite), sixteen writer processes with
+rolled-back transactions race followers on PostgreSQL, and a projection process killed
 with SIGKILL in the middle of a batch resumes without loss or duplication."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -75,29 +76,71 @@ def test_a_following_runner_sees_every_event_another_process_appends(
     assert not follower.is_alive()
 
 
+def _tail(store: Store, seen: list[int], writers_done: threading.Event) -> None:
+    """Read the global order as a follower does, from a cursor, until a look that began
+    after every writer ended finds nothing more; every position read goes to ``seen``."""
+    cursor = 0
+    while True:
+        finished = writers_done.is_set()
+        batch = store.read_all(after=cursor, limit=500)
+        seen.extend(r.global_position or 0 for r in batch)
+        if batch:
+            cursor = seen[-1]
+        elif finished:
+            return
+        else:
+            store.views.wait_for_events(cursor, 0.5)
+
+
+WRITERS = 16
+SIZES = [  # (commits per writer, events per commit, the runner's batch)
+    pytest.param(60, 5, 50, id="ci"),  # 4,800 events
+    pytest.param(700, 10, 500, id="full", marks=pytest.mark.slow),  # 112,000 events
+]
+
+
 @pytest.mark.postgres
-def test_eight_writer_processes_and_a_follower_on_postgres(pg_url: str) -> None:
-    """Eight processes append at once, some of their transactions rolling back (gaps in
-    the global positions), while a runner follows: the view equals the fold of the whole
-    log read in one pass, and its rebuild equals it too."""
-    store = open_store(pg_url)
-    stop = threading.Event()
-    follower = threading.Thread(target=Runner(store, test_views(), batch=25).follow, args=(stop,))
+@pytest.mark.parametrize(("commits", "per", "batch"), SIZES)
+def test_sixteen_writer_processes_and_followers_on_postgres(
+    pg_url: str, commits: int, per: int, batch: int
+) -> None:
+    """Sixteen processes append at once, one in five of their transactions rolling back
+    (gaps in the global positions), while a runner and a raw reader follow: the reader
+    saw every position once, in strictly increasing order (none skipped and found later),
+    the view equals the fold of the whole log read in one pass, and its rebuild too."""
+    store, tail_store = open_store(pg_url), open_store(pg_url)
+    stop, writers_done = threading.Event(), threading.Event()
+    seen: list[int] = []
+    follower = threading.Thread(
+        target=Runner(store, test_views(), batch=batch).follow, args=(stop,)
+    )
+    tail = threading.Thread(target=_tail, args=(tail_store, seen, writers_done))
     follower.start()
+    tail.start()
     try:
-        writers = [_kit("write", pg_url, n, 60) for n in range(8)]
-        assert [w.wait() for w in writers] == [0] * 8
+        writers = [_kit("write", pg_url, n, commits, per) for n in range(WRITERS)]
+        assert [w.wait() for w in writers] == [0] * WRITERS
+        writers_done.set()
+        tail.join(PATIENCE)
         _until(_caught_up(store, "t_count"))
         _until(_caught_up(store, "t_steps"))
     finally:
+        writers_done.set()
         stop.set()
         follower.join(PATIENCE)
+        tail.join(PATIENCE)
+    assert not follower.is_alive() and not tail.is_alive()
+    everything = [r.global_position for r in store.read_all(after=0, limit=10**9)]
+    assert len(everything) == WRITERS * commits * per
+    assert all(a < b for a, b in itertools.pairwise(seen))  # once each, in order
+    assert seen == everything  # none missed
     want = expected(store)
     assert counted(store) == want
     assert want[ALL][0] < store.max_global_position()  # rolled back: gaps were skipped
     steps = rows(store, Steps())
     Runner(store, test_views()).rebuild("t_steps")
     assert rows(store, Steps()) == steps
+    tail_store.close()
     store.close()
 
 

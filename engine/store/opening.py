@@ -43,7 +43,13 @@ def open_tables(
         queue_tables = queues(datastore, leases)
         for r in (*recorders, leases, view_store, locks, queue_tables, schedules):
             cast(_Tables, r).create_table()
-        close = datastore.close
+
+        def close() -> None:
+            try:
+                recorders[0].release()
+            finally:
+                datastore.close()
+
         return Store(
             name,
             *recorders,

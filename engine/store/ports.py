@@ -189,6 +189,9 @@ class RunRecorder(ApplicationRecorder, RunIndex):
         """How many events ``stream`` holds (a count over its rows, on the primary key's
         index): equal to its last position unless an event was lost."""
 
+    def release(self) -> None:  # optional: most recorders hold nothing
+        """Stop what the recorder runs in the background (before its connections close)."""
+
 
 # --- views: tables of projections, beside the log ----------------------------------------
 

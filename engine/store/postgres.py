@@ -1,8 +1,8 @@
 """The production store: PostgreSQL through psycopg 3 and a pool, on eventsourcing's recorders.
 
-eventsourcing's insert path takes a table lock so global positions are assigned in
-commit order (a projection's cursor never skips an event). We keep that lock and add
-the run-index upsert to the same pipelined transaction.
+Appends run in parallel (no table lock); readers of the global order read only below a
+horizon that a writers' barrier proves final, so a projection's cursor never skips an
+event (:mod:`.postgres_append`). The run-index upsert rides in the append's transaction.
 """
 
 from __future__ import annotations
@@ -15,63 +15,29 @@ import psycopg
 from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
-    PostgresApplicationRecorder,
     PostgresDatastore,
     PostgresRecorder,
 )
 from psycopg.conninfo import make_conninfo
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composable, Identifier
 
 from ..errors import StoreUnavailable
 from .base import Store
 from .opening import open_tables
 from .ports import Fence, LeaseStore, RunRecorder, RunRow, lease_taken
+from .postgres_append import FENCED, BurstNotifier, OrderedReads, function_statements
 from .postgres_locks import PostgresLocks
 from .postgres_queues import PostgresQueues
 from .postgres_schedules import PostgresSchedules
 from .postgres_views import PostgresViews
 
-FENCED = "ALF01"  # the SQLSTATE agentlog_append raises when a fenced append is refused
 _RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position"
 
-# Keeps eventsourcing's ordering guarantee (the EXCLUSIVE table lock before the insert
-# draws notification ids) in a single statement, so an append is one round trip.
-_APPEND_FUNCTION = """
-CREATE OR REPLACE FUNCTION {schema}.agentlog_append(
-    ids {idtype}[], versions bigint[], topics text[], states bytea[],
-    run_ids text[], agents text[], statuses text[], started float8[], updated float8[],
-    parents text[], positions bigint[], fence_run text, fence_epoch bigint
-) RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
-DECLARE
-    newer bigint;
-BEGIN
-    LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE;
-    IF fence_run IS NOT NULL THEN
-        -- FOR SHARE: no lease changes hands between this look and the commit.
-        SELECT l.epoch INTO newer FROM {schema}.agentlog_leases l
-            WHERE l.run_id = fence_run FOR SHARE;
-        IF newer > fence_epoch THEN
-            RAISE EXCEPTION 'the run''s lease is at a newer epoch'
-                USING ERRCODE = '{fenced}', DETAIL = newer::text;
-        END IF;
-    END IF;
-    INSERT INTO {schema}.agentlog_runs AS r
-        (run_id, agent, status, started_at, updated_at, parent_run_id, position)
-        SELECT * FROM unnest(run_ids, agents, statuses, started, updated, parents, positions)
-        ON CONFLICT (run_id) DO UPDATE SET agent = excluded.agent, status = excluded.status,
-            updated_at = excluded.updated_at, position = excluded.position;
-    PERFORM pg_notify({channel}, '');
-    RETURN QUERY INSERT INTO {schema}.{table}
-        (originator_id, originator_version, topic, state)
-        SELECT * FROM unnest(ids, versions, topics, states)
-        RETURNING notification_id;
-END
-$fn$
-"""
 
-
-class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
-    """Events recorder whose inserts upsert the run index in the same transaction."""
+class PostgresEventRecorder(OrderedReads, RunRecorder):
+    """Events recorder whose inserts upsert the run index in the same transaction, without
+    a table lock; its readers never see a global position out of commit order
+    (:mod:`.postgres_append`)."""
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str) -> None:
         super().__init__(datastore, events_table_name=events_table_name)
@@ -102,15 +68,8 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
         self._select_position = SQL(
             "SELECT position FROM {0}.agentlog_runs WHERE run_id = %s"
         ).format(schema)
-        self.sql_create_statements.append(
-            SQL(_APPEND_FUNCTION).format(
-                schema=schema,
-                table=Identifier(events_table_name),
-                idtype=Identifier(datastore.originator_id_type),
-                channel=self.channel_name,
-                fenced=SQL(FENCED),
-            )
-        )
+        self.sql_create_statements.extend(function_statements(datastore, events_table_name))
+        self.notifier = BurstNotifier(datastore, self.channel_name)
         self._append_call = SQL(
             "SELECT * FROM {0}.agentlog_append(%s::{1}[], %s::bigint[], %s::text[], "
             "%s::bytea[], %s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[], "
@@ -125,22 +84,13 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
         fence: Fence | None = None,
         **kwargs: Any,
     ) -> Sequence[int] | None:
-        """One round trip: a server-side function takes eventsourcing's table lock (so
-        global positions follow commit order), checks ``fence`` against the run's lease,
-        upserts the run index, notifies and inserts, as one statement in one transaction.
+        """One round trip: a server-side function takes the writers' barrier (shared),
+        checks ``fence`` against the run's lease, upserts the run index and inserts, as
+        one statement in one transaction; the notifier sends the followers' hint after.
         No retry: a lost reply would make a committed append look like a conflict."""
         if not stored_events and not runs:
             return []
-        columns = list(zip(*(r.params() for r in runs), strict=True)) if runs else [()] * 7
-        params = (
-            [s.originator_id for s in stored_events],
-            [s.originator_version for s in stored_events],
-            [s.topic for s in stored_events],
-            [s.state for s in stored_events],
-            *(list(c) for c in columns),
-            None if fence is None else fence.run_id,
-            None if fence is None else fence.epoch,
-        )
+        params = self.append_params(stored_events, runs, fence)
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             try:
                 curs.execute(self._append_call, params, prepare=True)
@@ -149,7 +99,32 @@ class PostgresEventRecorder(PostgresApplicationRecorder, RunRecorder):
                     raise
                 detail = e.diag.message_detail or ""
                 raise lease_taken(fence, int(detail) if detail.isdigit() else None) from None
-            return [row["agentlog_append"] for row in curs.fetchall()]
+            ids = [row["agentlog_append"] for row in curs.fetchall()]
+        self.notifier.poke()
+        return ids
+
+    def append_params(
+        self, stored_events: Sequence[StoredEvent], runs: Sequence[RunRow], fence: Fence | None
+    ) -> tuple[Any, ...]:
+        """The parameters of ``append_call``, the call of ``agentlog_append``."""
+        columns = list(zip(*(r.params() for r in runs), strict=True)) if runs else [()] * 7
+        return (
+            [s.originator_id for s in stored_events],
+            [s.originator_version for s in stored_events],
+            [s.topic for s in stored_events],
+            [s.state for s in stored_events],
+            *(list(c) for c in columns),
+            None if fence is None else fence.run_id,
+            None if fence is None else fence.epoch,
+        )
+
+    @property
+    def append_call(self) -> Composable:
+        return self._append_call
+
+    def release(self) -> None:
+        """Stop the notifier's thread (after its last pending hint)."""
+        self.notifier.close()
 
     def stream_length(self, stream: UUID) -> int:
         with self.datastore.get_connection() as conn, conn.cursor() as curs:

@@ -1,5 +1,7 @@
 """Views' tables in the store's PostgreSQL schema, beside the log; followers wake on the
-NOTIFY every append sends (LISTEN/NOTIFY), not on a timer."""
+NOTIFY sent after each burst of appends (LISTEN/NOTIFY), and look again every
+``RECHECK`` seconds without one (the NOTIFY is a hint: a writer killed before sending it
+loses it)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from psycopg.sql import SQL, Identifier
 from .. import failpoints
 from .ports import Tracking, ViewBatch, ViewQuery, ViewStore, ViewTable
 from .viewsql import TRACKING, ViewSQL, chunks, move_params, row_params, tracking_row
+
+RECHECK = 1.0  # seconds a follower waits on the hint before it looks again
 
 
 class PostgresViews(ViewStore):
@@ -102,7 +106,7 @@ class PostgresViews(ViewStore):
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return False
-                    for _ in conn.notifies(timeout=left, stop_after=1):
+                    for _ in conn.notifies(timeout=min(left, RECHECK), stop_after=1):
                         pass
             finally:
                 conn.execute(SQL("UNLISTEN {0}").format(channel))

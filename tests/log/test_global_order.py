@@ -181,20 +181,22 @@ _APPEND = (
     " %s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[], %s::text[], %s::bigint[],"
     " %s::text, %s::bigint)"  # no fence
 )
-_WAITING = (
-    "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-    " JOIN pg_namespace n ON n.oid = c.relnamespace"
-    " WHERE NOT l.granted AND n.nspname = %s AND c.relname = 'agentlog_events'"
+_WAITING = (  # a lock on the events table, or an advisory one (the writers' barrier)
+    "SELECT count(*) FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation"
+    " LEFT JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT l.granted"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND (l.locktype = 'advisory' OR (n.nspname = %s AND c.relname = 'agentlog_events'))"
 )
 
 
 @pytest.mark.postgres
 def test_a_later_append_never_commits_ahead_of_an_open_earlier_one(pg_url: str) -> None:
     """A writer draws its global position through the append function and keeps its
-    transaction open; another writer's append waits for it (the table lock), so a reader
-    sees no later position while the earlier one is uncommitted, and after the commit a
-    tailing reader gets both, in order. Deterministic: the test waits until the second
-    writer has either committed or queued on the lock, never on a clock."""
+    transaction open; another writer's append commits meanwhile (no table lock), yet a
+    reader returns no later position while the earlier one is uncommitted (it waits on
+    the writers' barrier), and after the commit it gets both, in order. Deterministic: the
+    test waits until the second writer has committed or queued on a lock, and the reader
+    has returned or queued on one, never on a clock."""
     store, reader = open_store(pg_url), open_store(pg_url)
     schema, base = schema_of(pg_url), pg_url.split("?")[0]
     held_stream, later_stream = uuid.uuid4(), uuid.uuid4()
@@ -213,10 +215,20 @@ def test_a_later_append_never_commits_ahead_of_an_open_earlier_one(pg_url: str) 
             writer.start()
             while writer.is_alive() and not watch.execute(_WAITING, (schema,)).fetchone()[0]:
                 writer.join(0.01)  # committed already (no lock), or queued behind ours
-            during = [(r.stream, r.global_position) for r in reader.read_all()]
+            during: list[tuple[uuid.UUID, int | None]] = []
+            reading = threading.Thread(
+                target=lambda: during.extend(
+                    (r.stream, r.global_position) for r in reader.read_all()
+                )
+            )
+            reading.start()
+            while reading.is_alive() and not watch.execute(_WAITING, (schema,)).fetchone()[0]:
+                reading.join(0.01)  # returned (the bug), or queued on the writers' barrier
+            early = list(during)
             held.commit()
+            reading.join()
         writer.join()
-        assert during == [], "a later position became visible before an earlier commit"
+        assert early == [], "a later position became visible before an earlier commit"
         seen = [(r.stream, r.global_position) for r in reader.read_all(after=0)]
         assert seen == [(held_stream, row[0]), (later_stream, later["ids"][0])]
         assert row[0] < later["ids"][0]
