@@ -25,6 +25,16 @@ __all__ = [
     "working",
 ]
 
+# The commands in this order (the help, the reference), whichever of these modules a
+# process happened to import first (registration follows import order).
+_ORDER = {
+    m.__name__: n
+    for n, m in enumerate(
+        (commands, locking, projecting, reading, scheduling, stats, tree, working)
+    )
+}
+app.registered_commands.sort(key=lambda c: _ORDER.get(getattr(c.callback, "__module__", ""), 99))
+
 # Commands whose output has one form only: --json changes nothing there.
 NO_JSON = frozenset({"demo", "export", "metrics"})
 _ClickException: type[Exception] = next(
