@@ -151,10 +151,11 @@ class OrderedReads(PostgresApplicationRecorder):
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
+        proven = self._horizon  # before the read: only a horizon proven earlier vouches
         found: Sequence[Notification] = super().select_notifications(
             start, limit, stop, topics, inclusive_of_start=inclusive_of_start
         )
-        if not found or found[-1].id <= self._horizon:
+        if not found or found[-1].id <= proven:
             return found  # nothing yet, or only final ids, read after their horizon
         horizon, _ = self._barrier()
         stop = horizon if stop is None else min(stop, horizon)

@@ -1,0 +1,43 @@
+"""Hostile cases of the lock-free PostgreSQL appends: a horizon proven by another thread
+between a read and its cheap-path check must not vouch for that read."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from eventsourcing.postgres import PostgresApplicationRecorder
+from projection_kit import step
+from test_postgres_append import _Held, _recorder, pg_store  # noqa: F401
+
+from engine.store import Append, Store
+
+pytestmark = pytest.mark.postgres
+
+
+def test_a_horizon_proven_after_a_read_does_not_vouch_for_it(
+    pg_store: Store,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reader's plain query misses an append still open below a committed one; before
+    it compares with the proven horizon, another thread's barrier (after that append
+    committed) raises the horizon past both. The read was taken before that horizon was
+    proven: it must not be returned as final (it would skip the open append's position)."""
+    recorder = _recorder(pg_store)
+    held = _Held(pg_store, uuid.uuid4())
+    later = pg_store.append([Append(uuid.uuid4(), 1, step(2))])[0]
+    plain = PostgresApplicationRecorder.select_notifications
+    raced: list[int] = []
+
+    def racing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        found = plain(self, *args, **kwargs)
+        if not raced:  # between this read and its check: a commit, another's barrier
+            raced.append(1)
+            held.commit()
+            recorder._barrier()
+        return found
+
+    monkeypatch.setattr(PostgresApplicationRecorder, "select_notifications", racing)
+    ids = [n.id for n in recorder.select_notifications(held.id, 10)]
+    assert ids == [held.id, later]
