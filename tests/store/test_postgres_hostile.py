@@ -6,12 +6,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import psycopg
 import pytest
 from eventsourcing.postgres import PostgresApplicationRecorder
 from projection_kit import step
-from test_postgres_append import _Held, _recorder, pg_store  # noqa: F401
+from psycopg.sql import SQL, Identifier
+from test_postgres_append import _conninfo, _Held, _recorder, pg_store  # noqa: F401
 
-from engine.store import Append, Store
+from engine.errors import StoreUnavailable
+from engine.store import Append, Store, open_store
 
 pytestmark = pytest.mark.postgres
 
@@ -41,3 +44,23 @@ def test_a_horizon_proven_after_a_read_does_not_vouch_for_it(
     monkeypatch.setattr(PostgresApplicationRecorder, "select_notifications", racing)
     ids = [n.id for n in recorder.select_notifications(held.id, 10)]
     assert ids == [held.id, later]
+
+
+def _seq(recorder: Any) -> Any:
+    return SQL("{0}.agentlog_events_notification_id_seq").format(
+        Identifier(recorder.datastore.schema)
+    )
+
+
+def test_a_sequence_that_caches_ids_per_session_is_refused(pg_url: str) -> None:
+    """With CACHE > 1 each writer session draws ids from its own block: a session's next
+    append gets an id below one another session committed earlier, and a reader whose
+    horizon is the sequence's last value has already passed it (a skipped position).
+    The barrier cannot order such ids, so an opener refuses the store, naming the fix."""
+    store = open_store(pg_url)
+    recorder = _recorder(store)
+    with psycopg.connect(_conninfo(recorder), autocommit=True) as admin:
+        admin.execute(SQL("ALTER SEQUENCE {0} CACHE 10").format(_seq(recorder)))
+    store.close()
+    with pytest.raises(StoreUnavailable, match="CACHE 1"):
+        open_store(pg_url).close()
