@@ -3,6 +3,9 @@ between a read and its cheap-path check must not vouch for that read."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -11,7 +14,16 @@ import pytest
 from eventsourcing.postgres import PostgresApplicationRecorder
 from projection_kit import step
 from psycopg.sql import SQL, Identifier
-from test_postgres_append import _conninfo, _Held, _recorder, pg_store  # noqa: F401
+from test_postgres_append import (  # noqa: F401
+    PATIENCE,
+    _conninfo,
+    _Held,
+    _in_thread,
+    _recorder,
+    _until,
+    _waiting_on_a_lock,
+    pg_store,
+)
 
 from engine.errors import StoreUnavailable
 from engine.store import Append, Store, open_store
@@ -64,3 +76,52 @@ def test_a_sequence_that_caches_ids_per_session_is_refused(pg_url: str) -> None:
     store.close()
     with pytest.raises(StoreUnavailable, match="CACHE 1"):
         open_store(pg_url).close()
+
+
+_HOLDER = """
+import sys, uuid, psycopg
+from eventsourcing.persistence import StoredEvent
+from engine.store import open_store
+from engine.store.codec import encode_event
+from engine import events as ev
+store = open_store(sys.argv[1])
+recorder = store._events
+topic, payload = encode_event(ev.Checkpoint(at=1.0, call=1, name="held"))
+params = recorder.append_params([StoredEvent(uuid.uuid4(), 1, topic, payload)], (), None)
+conn = psycopg.connect(sys.argv[2])
+conn.execute("BEGIN")
+print(conn.execute(recorder.append_call, params).fetchone()[0], flush=True)
+sys.stdin.read()  # held open until SIGKILLed
+"""
+
+
+def test_a_writer_sigkilled_mid_transaction_leaves_a_gap_not_a_stuck_reader(
+    pg_url: str,
+) -> None:
+    """A writer process draws its id (the barrier's shared side held) and is SIGKILLed
+    before its commit: a reader waiting on the barrier returns once the server ends that
+    backend, with the later append only (the killed one's id is a gap, never read later)."""
+    store = open_store(pg_url)
+    try:
+        recorder = _recorder(store)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, pg_url, _conninfo(recorder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        held = int(child.stdout.readline())
+        later = store.append([Append(uuid.uuid4(), 1, step(2))])[0]
+        assert later > held
+        reader, read = _in_thread(lambda: store.read_all(after=0))
+        _until(lambda: read or _waiting_on_a_lock(recorder, "agentlog_head"))
+        assert not read, "a reader returned past a writer still in flight"
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        reader.join(PATIENCE)
+        assert [r.global_position for r in read[0]] == [later]
+        again = store.append([Append(uuid.uuid4(), 1, step(3))])[0]
+        assert [r.global_position for r in store.read_all(after=0)] == [later, again]
+    finally:
+        store.close()
