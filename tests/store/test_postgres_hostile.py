@@ -133,22 +133,24 @@ def test_a_writer_in_flight_in_one_schema_holds_no_reader_of_another_back(
 ) -> None:
     """Advisory locks are per database: each schema's barrier has its own key, so an
     append open in one schema's store does not stall the barrier of another's."""
-    first = open_store(pg_url)
     second_url = pg_url.replace("schema=", "schema=other_")
-    second = open_store(second_url)
-    held = _Held(first, uuid.uuid4())
     try:
-        mine = second.append([Append(uuid.uuid4(), 1, step(1))])[0]
-        reader, read = _in_thread(lambda: second.read_all(after=0))
+        _read_beside_a_held_append(open_store(pg_url), open_store(second_url))
+    finally:
+        drop_schema(second_url.rsplit("schema=", 1)[1])
+
+
+def _read_beside_a_held_append(first: Store, second: Store) -> None:
+    held = _Held(first, uuid.uuid4())
+    mine = second.append([Append(uuid.uuid4(), 1, step(1))])[0]
+    reader, read = _in_thread(lambda: second.read_all(after=0))
+    try:
         _until(lambda: read or _waiting_on_a_lock(_recorder(second), "agentlog_head"))
         assert read, "a reader waited for another schema's writer"
-    finally:
-        held.commit()
-    reader.join(PATIENCE)
-    try:
         assert [r.global_position for r in read[0]] == [mine]
         assert second.max_global_position() == mine
     finally:
+        held.commit()
+        reader.join(PATIENCE)
         second.close()
         first.close()
-        drop_schema(second_url.rsplit("schema=", 1)[1])
