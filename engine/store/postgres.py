@@ -292,7 +292,13 @@ def open_postgres(
             try:
                 probe.execute(SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(schema)))
                 pool = {"pool_size": pool_size, "max_overflow": max_overflow}
-                return _open_schema(name, server, schema, pool, libpq, options)
+                store = _open_schema(name, server, schema, pool, libpq, options)
+                try:
+                    _refuse_caching_sequence(probe, name, schema)
+                except BaseException:
+                    store.close()
+                    raise
+                return store
             finally:
                 probe.execute("SELECT pg_advisory_unlock(7245001)")
     except psycopg.Error as e:
@@ -330,6 +336,21 @@ def _open_schema(
         schedules=PostgresSchedules(datastore),
         **options,
     )
+
+
+def _refuse_caching_sequence(conn: psycopg.Connection[Any], name: str, schema: str) -> None:
+    """Ids drawn from per-session caches (CACHE > 1) are not in the order the writers'
+    barrier proves: a reader would pass ids a session still holds (:mod:`.postgres_append`)."""
+    row = conn.execute(
+        "SELECT cache_size FROM pg_sequences WHERE schemaname = %s "
+        "AND sequencename = 'agentlog_events_notification_id_seq'",
+        (schema,),
+    ).fetchone()
+    if row is not None and row[0] > 1:
+        raise StoreUnavailable(
+            f"{name}: the sequence {schema}.agentlog_events_notification_id_seq caches "
+            f"{row[0]} ids per session; ALTER it to CACHE 1 and restart the writers"
+        )
 
 
 def _has_events_table(conn: psycopg.Connection[Any], schema: str) -> bool:

@@ -18,7 +18,7 @@ visible (CommitTransaction: ProcArrayEndTransaction, then ResourceOwnerRelease o
 locks), so a snapshot taken after the lock sees it. Any writer after draws ids > H. So a
 read of ``notification_id <= H`` in a later snapshot is final: nothing below H can appear
 later. Gaps (rolled-back writers) stay gaps, as before. The sequence must not cache
-values per session (bigserial's CACHE 1, as eventsourcing creates it).
+values per session (bigserial's CACHE 1, as eventsourcing creates it; an opener refuses more).
 
 Cheap path: a read whose rows are all at or below a horizon already proven needs no
 barrier; a read that finds nothing returns nothing (there is nothing to skip).
@@ -151,10 +151,11 @@ class OrderedReads(PostgresApplicationRecorder):
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
+        proven = self._horizon  # before the read: only a horizon proven earlier vouches
         found: Sequence[Notification] = super().select_notifications(
             start, limit, stop, topics, inclusive_of_start=inclusive_of_start
         )
-        if not found or found[-1].id <= self._horizon:
+        if not found or found[-1].id <= proven:
             return found  # nothing yet, or only final ids, read after their horizon
         horizon, _ = self._barrier()
         stop = horizon if stop is None else min(stop, horizon)

@@ -45,7 +45,7 @@ def named(e: Exception) -> Exception:
 
 
 class _Request:
-    __slots__ = ("error", "lead", "result", "wake", "work")
+    __slots__ = ("done", "error", "lead", "result", "wake", "work")
 
     def __init__(self, work: Work) -> None:
         self.work = work
@@ -53,6 +53,7 @@ class _Request:
         self.lead = False
         self.result: Any = None
         self.error: Exception | None = None
+        self.done = False  # its outcome is known (its batch committed, or it was refused)
 
 
 class GroupCommit:
@@ -112,7 +113,8 @@ class GroupCommit:
         except BaseException as e:  # nothing of the batch was written: every append is told
             why = e if isinstance(e, Exception) else RuntimeError(type(e).__name__)
             for r in batch:
-                r.result, r.error = None, _batch_failed(len(batch), why)
+                if not r.done:  # an append told its outcome keeps it (Ctrl-C after COMMIT)
+                    r.result, r.error = None, _batch_failed(len(batch), why)
             if own not in batch:  # not taken: it fails with what stopped the leader
                 own.error = _batch_failed(1, why)
             if not isinstance(e, Exception):
@@ -150,6 +152,8 @@ class GroupCommit:
                 committed = c.connection.in_transaction  # not: a lone append refused
                 if committed:
                     c.execute("COMMIT")
+                for r, (result, error) in zip(batch, outcomes, strict=True):
+                    r.result, r.error, r.done = result, error, True
             except BaseException:
                 if c.connection.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
@@ -157,8 +161,6 @@ class GroupCommit:
                 if not batch:  # the write lock never came: the ones waiting for it fail too
                     batch.extend(self._take())
                 raise
-        for r, (result, error) in zip(batch, outcomes, strict=True):
-            r.result, r.error = result, error
         if committed:
             self.commits += 1
             self.appends += len(batch) - sum(error is not None for _, error in outcomes)
