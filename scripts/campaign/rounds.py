@@ -111,7 +111,7 @@ class Campaign:
             estimate = self.estimates.get(self.step_kind(args), 1.0)
             delay = self.rng.uniform(self.launcher.startup, 1.1 * estimate)
             plan = "timer"
-        if self.store_loss and self.rng.random() < self.store_loss:
+        if self.store_loss and (self.rng.random() < self.store_loss or self.must_lose(args)):
             failpoint, delay, plan = self.losing(failpoint, delay, plan)
         started = time.monotonic()
         child = self.launcher.start(args, failpoint)
@@ -154,6 +154,11 @@ class Campaign:
             failpoint, delay, plan, nth = None, None, "none", 1
         lose = f"{storeloss.POINT}:{nth}"
         return (f"{failpoint},{lose}" if failpoint else lose), delay, plan
+
+    def must_lose(self, args: list[str]) -> bool:
+        """Until a loss stopped a run, every round's first step loses the store: it is the
+        one sure to call a tool (a resume or an answer may have none left to call)."""
+        return args[0] == "run" and not self.report.stopped_by_store_loss
 
     def step_kind(self, args: list[str]) -> str:
         """Which steps share an estimate of how long an unkilled one takes (the moment
