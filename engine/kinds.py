@@ -32,6 +32,8 @@ class RunStatus(StrEnum):
 FINAL = frozenset({RunStatus.COMPLETED, RunStatus.ABANDONED})
 # Final or failed: no execution is left that may write to it (resume starts a new one).
 SETTLED = FINAL | {RunStatus.FAILED}
+# What a prune takes unless told otherwise: every settled status, in a stable order.
+PRUNABLE = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED)
 # Paused, waiting or held: it holds no thread until an answer, a timer, a message, a child
 # or (held) a person's approval.
 SUSPENDED = frozenset({RunStatus.PAUSED, RunStatus.WAITING, RunStatus.HELD})

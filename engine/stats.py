@@ -170,6 +170,27 @@ def _parse_since(text: str, now: float) -> float:
         ) from None
 
 
+def span_seconds(span: float | str | dt.timedelta, what: str, *, zero: bool = False) -> float:
+    """A span of time as seconds above 0 (or 0 too, with ``zero``): a number of seconds, a
+    timedelta, or text such as ``"30d"``, ``"12h"``, ``"1h30m"``; anything else is one
+    UsageError naming ``what``."""
+    if isinstance(span, dt.timedelta):
+        span = span.total_seconds()
+    if isinstance(span, int | float) and not isinstance(span, bool):
+        seconds = float(span)
+    else:
+        compact = str(span).strip().lower().replace(" ", "")
+        parts = _SPAN.findall(compact)
+        if not parts or "".join(n + u for n, u in parts) != compact:
+            raise UsageError(f"{what}: {str(span)[:40]!r} is not a span (30d, 12h, 90m, 1h30m)")
+        seconds = sum(float(n) * _UNIT[u] for n, u in parts)
+    low_ok = seconds >= 0 if zero else seconds > 0
+    if not low_ok or not seconds < _LAST - _FIRST:  # False for NaN too
+        least = "0 or more" if zero else "above 0"
+        raise UsageError(f"{what}: {str(span)[:40]!r} is not a span of time {least}")
+    return seconds
+
+
 @functools.cache
 def source() -> StatsSource:
     """The installed provider of the figures (the ``agentlog.views`` entry point), looked

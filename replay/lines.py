@@ -14,12 +14,11 @@ import msgspec
 from engine import events as ev
 from engine.errors import CorruptData, UsageError
 from engine.events import AnyEvent, Event, event_type
+from engine.log.exporting import FORMAT, event_json
 from engine.log.history import check_run_id
 from engine.store.codec import decode_event, encode_event, topic, upcast
 
-FORMAT = 1
 _enc = msgspec.json.Encoder()
-event_json: msgspec.json.Decoder[Any] = msgspec.json.Decoder(AnyEvent)
 # Events of the shared ledger and of tools' own streams: a run's stream never holds one.
 FOREIGN = frozenset(
     t.__struct_config__.tag
@@ -27,6 +26,7 @@ FOREIGN = frozenset(
         ev.EffectClaimed,
         ev.EffectCommitted,
         ev.EffectReleased,
+        ev.KeyExpired,
         ev.CircuitOpened,
         ev.CircuitHalfOpened,
         ev.CircuitClosed,

@@ -19,103 +19,50 @@ nothing runs the run until a person adopts it.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO
-
-import msgspec
+from typing import TYPE_CHECKING, BinaryIO
 
 from engine import events as ev
 from engine.errors import CorruptData, UsageError
 from engine.events import Event
-from engine.log.history import RunWriter, check_tail, iter_run, run_stream, snapshots_along
+from engine.log.exporting import (
+    HASH_KEY,
+    KEY_ENV,
+    SIG_KEY,
+    chain,
+    export_key,
+    line_body,
+    run_lines,
+    sign,
+)
+from engine.log.history import RunWriter, run_stream, snapshots_along
 from engine.log.runcheck import RunCheck
 from engine.log.snapshots import save_snapshot
 from engine.log.state import RunState
 from engine.store import Append
 from engine.store.codec import encode_event
 
-from .lines import FORMAT, decode_line, event_json, first_line, line_event
+from .lines import decode_line, first_line, line_event
 
 if TYPE_CHECKING:
     from engine import Engine
     from engine.runtime.run.catalog import Catalog
 
-KEY_ENV = "AGENTLOG_EXPORT_KEY"
-_HASH_KEY = b',"hash":"'
-_SIG_KEY = b',"sig":"'
-_enc = msgspec.json.Encoder()
-
-
-def export_key() -> bytes | None:
-    """The signing key from ``$AGENTLOG_EXPORT_KEY``, or None when it is unset or empty."""
-    key = os.environ.get(KEY_ENV, "")
-    return key.encode() if key else None
-
-
-def _chain(previous: str, body: bytes) -> str:
-    return hashlib.sha256(previous.encode() + body).hexdigest()
-
-
-def _sign(key: bytes, previous: str, body: bytes) -> str:
-    return hmac.new(key, previous.encode() + body, hashlib.sha256).hexdigest()
+_HASH_KEY, _SIG_KEY, _chain, _sign, _body = HASH_KEY, SIG_KEY, chain, sign, line_body
 
 
 def export_lines(engine: Catalog, run_id: str, *, sign: bool = False) -> Iterator[bytes]:
     """The run's events as hash-chained JSON lines (each ends with a newline); with
     ``sign``, each also carries the HMAC chain under ``$AGENTLOG_EXPORT_KEY``."""
-    key = export_key()
-    if sign and key is None:
-        raise UsageError(f"--sign needs the signing key in ${KEY_ENV}")
-    rid = engine.resolve(run_id)
-    total = engine.store.last_position(run_stream(rid))
-    if total:  # (an empty stream is named as such by iter_run)
-        check_tail(engine.store, rid, total)  # a stream that lost its last events is damaged
-    previous = signed = ""
-    for r in iter_run(engine.store, rid, upto=total):  # a damaged log is not exported
-        body = _body(rid, r.position, total, r.event)
-        previous = _chain(previous, body)
-        sig = b""
-        if sign and key is not None:
-            signed = _sign(key, signed, body)
-            sig = _SIG_KEY + signed.encode() + b'"'
-        yield body[:-1] + sig + _HASH_KEY + previous.encode() + b'"}\n'
+    return run_lines(engine.store, engine.resolve(run_id), signed=sign)
 
 
 def left_out(engine: Catalog, run_id: str) -> list[str]:
     """The descendants of ``run_id`` (child runs, their children, ...; not forks), which
     an export of the run alone does not hold, parents before their children."""
     return [node.run_id for node in engine.tree(run_id).walk()[1:]]
-
-
-def _body(run_id: str, position: int, total: int, event: Event) -> bytes:
-    tag: str = event.__struct_config__.tag  # type: ignore[assignment]
-    as_json = _enc.encode(event)
-    doc: dict[str, Any] = {
-        "v": FORMAT,
-        "index": position,
-        "total": total,
-        "run_id": run_id,
-        "position": position,
-        "type": tag,
-        "schema": type(event).SCHEMA,
-        "event": msgspec.Raw(as_json),
-    }
-    if not _exact(as_json, event):
-        doc["msgpack"] = base64.b64encode(encode_event(event)[1]).decode()
-    return _enc.encode(doc)
-
-
-def _exact(as_json: bytes, event: Event) -> bool:
-    """Whether the JSON form decodes back to an equal event."""
-    try:
-        return bool(event_json.decode(as_json) == event)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return False
 
 
 # --- import ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ LAYERS = [
     "engine.integrations/",
     "engine.runtime engine.runtime.engine",  # the runtime's face: Engine
     "engine.runtime.workers/",  # enqueue, wait, send from outside, the worker
+    "engine.runtime.retention/",  # prune, key expiry, storage
     "engine.runtime.schedules/",
     "engine.runtime.lifecycle/",
     "engine.runtime.waits/",

@@ -18,6 +18,8 @@ from .base import Event as Event
 from .base import Replayed as Replayed
 from .base import event_data as event_data
 from .base import now as now
+from .ledger import *  # noqa: F403  (the ledger's events, by its __all__)
+from .ledger import AnyLedgerEvent
 
 # A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
 # member: msgspec leaves a default out by identity, so a value equal to it is left out
@@ -303,31 +305,6 @@ class CircuitClosed(Event, frozen=True, tag="circuit_closed"):
     tool: str
 
 
-# --- the side-effect ledger (one stream per effect key) --------------------------------
-
-
-class EffectClaimed(Event, frozen=True, tag="effect_claimed"):
-    key: str
-    run_id: str
-    call: int
-    args_hash: str = ""
-    sent_key: str | None = None  # the claim's versioned key, after a compensated effect
-
-
-class EffectCommitted(Event, frozen=True, tag="effect_committed"):
-    key: str
-    run_id: str
-    call: int
-    result: Any = None
-
-
-class EffectReleased(Event, frozen=True, tag="effect_released"):
-    key: str
-    run_id: str
-    call: int
-    reason: str = ""
-
-
 AnyEvent = (
     AgentStarted
     | AgentResumed
@@ -359,9 +336,7 @@ AnyEvent = (
     | CircuitOpened
     | CircuitHalfOpened
     | CircuitClosed
-    | EffectClaimed
-    | EffectCommitted
-    | EffectReleased
+    | AnyLedgerEvent
     | AnyAgentEvent
 )
 

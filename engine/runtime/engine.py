@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import threading
 import time
@@ -28,6 +29,7 @@ from ..log.history import (
 from ..log.state import RunState
 from ..policy.failure import describe
 from ..secrets import refuse_secret_input
+from ..stats import span_seconds
 from ..store import Store, cipher_configured
 from .call import forks
 from .children import spawn as children
@@ -49,6 +51,7 @@ from .lifecycle.driver import resume as resume_run
 from .lifecycle.driver import start as start_run
 from .lifecycle.driver import verify as verify_run
 from .lifecycle.rewind import rewind as rewind_run
+from .retention.pruning import Retention
 from .run import adoption
 from .run.catalog import Catalog
 from .run.context import current
@@ -69,7 +72,7 @@ POOL_THREADS = 256
 CLOSE_PATIENCE = 60.0
 
 
-class Engine(Catalog, Declaring, Working, Scheduling):
+class Engine(Catalog, Declaring, Working, Scheduling, Retention):
     """Registers tools and agents; runs, resumes, rewinds and inspects runs in one store.
 
     Everything an engine uses is its own, given or made when it is built: its settings
@@ -111,8 +114,18 @@ class Engine(Catalog, Declaring, Working, Scheduling):
         return self._signals
 
     @classmethod
-    def open(cls, url: str | None = None, *, config: EngineConfig | None = None) -> Engine:
-        """An engine on ``url`` (default ``$AGENTLOG_URL``, else ``sqlite:///./agentlog.db``)."""
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        config: EngineConfig | None = None,
+        key_ttl: float | str | None = None,
+    ) -> Engine:
+        """An engine on ``url`` (default ``$AGENTLOG_URL``, else ``sqlite:///./agentlog.db``);
+        ``key_ttl`` (``"7d"``, seconds) expires business keys that long after their last use."""
+        if key_ttl is not None:
+            ttl = span_seconds(key_ttl, "key_ttl")
+            config = dataclasses.replace(config or EngineConfig(), key_ttl=ttl)
         return cls(url, config=config)
 
     @contextlib.contextmanager

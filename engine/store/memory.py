@@ -138,10 +138,13 @@ class MemoryEventRecorder(MemoryAggregateRecorder, RunRecorder):
         found: list[Notification] = []
         with self.changed:
             last = len(self._stored_events) if stop is None else min(stop, len(self._stored_events))
+            index = self._stored_events_index
             for i in range(first, last + 1):
                 s = self._stored_events[i - 1]
                 if topics and s.topic not in topics:
                     continue
+                if index.get(str(s.originator_id), {}).get(s.originator_version) != i - 1:
+                    continue  # pruned (engine.store.prune_rows): its slot stays, unread
                 found.append(
                     Notification(
                         originator_id=s.originator_id,

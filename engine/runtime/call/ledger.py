@@ -61,6 +61,8 @@ def read(store: Store, key: str) -> KeyState:
         elif isinstance(e, ev.EffectReleased):
             claim, committed = None, None
             undone += e.reason == COMPENSATED
+        elif isinstance(e, ev.KeyExpired):  # past its TTL: the key names no effect now
+            claim, committed = None, None
     return KeyState(len(recs), claim, committed, undone)
 
 

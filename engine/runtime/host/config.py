@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...errors import UsageError
+from ...stats import span_seconds
 from .leases import LEASE_TTL
 
 
@@ -27,6 +28,12 @@ def lease_ttl_from_env() -> float:
         return check_ttl(float(text))
     except ValueError:
         raise UsageError(f"AGENTLOG_LEASE_TTL is a number of seconds, not {text!r:.40}") from None
+
+
+def key_ttl_from_env() -> float | None:
+    """``$AGENTLOG_KEY_TTL`` (a span: ``7d``, ``12h``) if set, else None: keys never expire."""
+    text = os.environ.get("AGENTLOG_KEY_TTL", "").strip()
+    return span_seconds(text, "AGENTLOG_KEY_TTL") if text else None
 
 
 def check_ttl(ttl: object) -> float:
@@ -66,9 +73,15 @@ class EngineConfig:
     # How long run.sleep and run.recv wait holding their thread; a longer wait suspends
     # the run (status waiting, no thread held) until recover finds it due.
     inline_wait: float = 5.0
+    # How long a business key (the ledger) dedupes after its last claim, commit or
+    # release, in seconds ($AGENTLOG_KEY_TTL; None: forever). Prune records a key past it
+    # as expired (``key_expired``), and may then delete it with the runs that claimed it.
+    key_ttl: float | None = field(default_factory=key_ttl_from_env)
 
     def __post_init__(self) -> None:
         check_ttl(self.lease_ttl)
+        if self.key_ttl is not None:
+            span_seconds(self.key_ttl, "key_ttl")
         threads = self.tool_threads
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise UsageError(f"tool_threads must be a whole number >= 1: {threads!r}")
