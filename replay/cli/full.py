@@ -8,7 +8,17 @@ from typing import Any
 
 import typer
 
-from . import commands, locking, projecting, reading, scheduling, stats, tree, working
+from . import (
+    commands,
+    locking,
+    projecting,
+    reading,
+    retention,
+    scheduling,
+    stats,
+    tree,
+    working,
+)
 from .app import app
 from .exits import fail
 
@@ -19,6 +29,7 @@ __all__ = [
     "locking",
     "projecting",
     "reading",
+    "retention",
     "scheduling",
     "stats",
     "tree",
@@ -30,7 +41,7 @@ __all__ = [
 _ORDER = {
     m.__name__: n
     for n, m in enumerate(
-        (commands, locking, projecting, reading, scheduling, stats, tree, working)
+        (commands, locking, projecting, reading, scheduling, stats, tree, working, retention)
     )
 }
 app.registered_commands.sort(key=lambda c: _ORDER.get(getattr(c.callback, "__module__", ""), 99))

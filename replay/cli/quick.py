@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import args, listing, reads
+from . import args, listing, reads, sizes
 from .session import Session
 
 
@@ -38,6 +38,7 @@ SHAPES = {
     "export": Shape(reads.export, ("run",), {"--output": "output"}),
     "locks": Shape(listing.locks),
     "schedules": Shape(listing.schedules),
+    "storage": Shape(sizes.storage),
 }
 # Values the Typer app checks as run ids as it parses them (the RUN callback), by the
 # name its error gives them.
