@@ -58,6 +58,7 @@ class Shop:
     def __init__(self, eng: Engine) -> None:
         self.sent: list[str] = []
         self.fail = False
+        self.asking = False
 
         @eng.tool(side_effect=True, key=lambda order, big=False: f"order:{order}")
         def charge(order: str, big: bool = False) -> dict[str, Any]:
@@ -76,15 +77,15 @@ class Shop:
 
         @eng.agent(name="tests:parent")
         def parent(run: Any, order: str, wait: bool = False) -> Any:
-            child = ask if wait else buy
-            return run.call(child) if wait else run.call(child, order=order)
+            done = run.call(buy, order=order) if order else None
+            return run.call(ask) if wait else done
 
         @eng.agent(name="tests:flaky")
         def flaky(run: Any) -> str:
             run.checkpoint("start")
             if self.fail:
                 raise ValueError("not today")
-            return "ok"
+            return str(run.ask("more?")) if self.asking else "ok"
 
         self.buy, self.ask, self.parent, self.flaky = buy, ask, parent, flaky
 
@@ -145,10 +146,15 @@ def test_prune_takes_the_old_half_and_every_other_run_reads_resumes_rewinds_and_
 def test_an_unfinished_run_keeps_its_whole_tree_and_a_live_lease_keeps_its_run(
     eng: Engine, clock: Clock
 ) -> None:
-    """A parent waiting on a paused child, a completed run with a paused fork: both
-    trees stay, each chosen run named with why; a run a live owner holds stays too."""
+    """A parent waiting on a paused child keeps its completed child; a completed run
+    with a paused fork stays: each chosen run is named with why; a run a live owner holds
+    stays too."""
     shop = Shop(eng)
-    waiting = eng.run(shop.parent, order="", wait=True)
+    waiting = eng.run(shop.parent, order="kid", wait=True)
+    [done_child, paused_child] = [r.run_id for r in eng.store.children(waiting.run_id)]
+    old = eng.run(shop.flaky).run_id
+    shop.asking = True
+    paused_fork = eng.rewind(old, to="start").run_id
     asked = eng.run(shop.ask)
     done = eng.run(shop.buy, order="o1").run_id
     forked = eng.rewind(asked.run_id, to="start")  # a fork of a paused run: paused too
@@ -160,8 +166,12 @@ def test_an_unfinished_run_keeps_its_whole_tree_and_a_live_lease_keeps_its_run(
     assert report["run_ids"] == [done]
     skipped = {s["run_id"]: s["reason"] for s in report["skipped_runs"]}
     assert held in skipped and "changed" in skipped[held]
+    assert "of its tree is paused" in skipped[done_child]
+    assert "of its tree is paused" in skipped[old]
     assert waiting.run_id not in skipped  # not finished: not chosen, so not skipped either
-    for rid in (waiting.run_id, asked.run_id, forked.run_id, held):
+    for rid in (waiting.run_id, done_child, paused_child, old, paused_fork):
+        assert not _gone(eng.store, rid)
+    for rid in (asked.run_id, forked.run_id, held):
         assert not _gone(eng.store, rid)
     assert eng.state(held).status == "completed"
     assert eng.answer(asked.run_id, "fine").status == "completed"
