@@ -101,6 +101,7 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
         ev.EffectClaimed(at=t + 18, key=k, run_id=r, call=6, args_hash="h2"),
         ev.EffectCommitted(at=t + 19, key=k, run_id=r, call=6, result={"id": "re_1"}),
         ev.EffectReleased(at=t + 20, key=k, run_id=r, call=6, reason="compensated"),
+        ev.KeyExpired(at=t + 20, key=k, ttl=604800.0, last_at=t + 19),
         ev.AgentFailed(at=t + 21, error="boom", kind="logical", call=7),
         ev.AgentAbandoned(at=t + 22, reason="operator"),
         ev.RunImported(at=t + 22.2, source="r.jsonl", events=22, chain="c" * 64, signed=True),

@@ -67,12 +67,13 @@ class Retention:
         """Bytes per run and per agent (events, snapshots, inbox and the blobs they point
         at), the store's total, and what ``prune()`` with its defaults would free."""
         pruner = Pruner(self.store)
-        sizes, blobs, pointers = pruner.sizes(), pruner.blob_sizes(), pruner.pointers()
+        sizes, blobs = pruner.sizes(), pruner.blob_sizes()
+        blobs_of = by_stream(pruner.pointers())
         runs: list[dict[str, Any]] = []
         agents: dict[str, dict[str, Any]] = {}
         for row in self.store.runs():
             own = (run_stream(row.run_id), inbox_stream(row.run_id))
-            pointed = {b for b, at in pointers.items() if not at.isdisjoint(own)}
+            pointed = {b for s in own for b in blobs_of.get(s, ())}
             n = sum(sizes.get(s, 0) for s in own) + sum(blobs.get(b, 0) for b in pointed)
             runs.append(
                 {"run_id": row.run_id, "agent": row.agent, "status": str(row.status), "bytes": n}
@@ -88,6 +89,15 @@ class Retention:
             "agents": sorted(agents.values(), key=lambda a: (-a["bytes"], a["agent"])),
             "prune": {k: would[k] for k in ("older_than", "runs", "bytes_freed", "skipped")},
         }
+
+
+def by_stream(pointers: dict[uuid.UUID, set[uuid.UUID]]) -> dict[uuid.UUID, set[uuid.UUID]]:
+    """Stream -> the blobs it points at, from blob -> the streams that point at it."""
+    found: dict[uuid.UUID, set[uuid.UUID]] = {}
+    for blob, streams in pointers.items():
+        for s in streams:
+            found.setdefault(s, set()).add(blob)
+    return found
 
 
 def _folder(archive: str | os.PathLike[str]) -> Path:
@@ -111,6 +121,7 @@ class _Prune:
         self.sizes = self.pruner.sizes()
         self.blob_sizes = self.pruner.blob_sizes()
         self.pointers = self.pruner.pointers()
+        self.blobs_of = by_stream(self.pointers)
         self.gone: set[uuid.UUID] = set()  # streams deleted (a dry run: would be)
         self.pruned: list[str] = []
         self.skipped: list[dict[str, str]] = []
@@ -174,9 +185,10 @@ class _Prune:
         """Archive (if asked) and delete one run; False if it moved since it was read."""
         rid = row.run_id
         streams = (run_stream(rid), inbox_stream(rid), *keys)
-        left = self.gone | set(streams)
-        blobs = tuple(
-            b for b, at in self.pointers.items() if not at.isdisjoint(streams) and at <= left
+        mine = set(streams)
+        pointed = {b for s in streams for b in self.blobs_of.get(s, ())}
+        blobs = tuple(  # the blobs only this run's streams and those gone point at
+            b for b in pointed if all(s in mine or s in self.gone for s in self.pointers[b])
         )
         position = recorded[-1].position if recorded else 0
         if not self.dry_run:
@@ -185,7 +197,7 @@ class _Prune:
             rows = RunRows(rid, streams[0], position, (row.status,), streams, blobs)
             if not self.pruner.delete(rows, self.now):
                 return False
-        self.gone = left | set(blobs)
+        self.gone.update(mine, blobs)
         self.freed += sum(self.sizes.get(s, 0) for s in streams)
         self.freed += sum(self.blob_sizes.get(b, 0) for b in blobs)
         self.pruned.append(rid)
