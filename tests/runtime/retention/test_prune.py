@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 from conftest import backends
+from eventsourcing.cipher import AESCipher
 
 from engine import Engine, EngineConfig
 from engine.errors import UsageError
 from engine.log.history import run_stream
 from engine.runtime.call import ledger
 from engine.store import Store
+from engine.store.cipher import CIPHER_ENV
 from projections import Runner
 from projections.views import all_views
 from replay.transfer import import_run
@@ -249,3 +251,21 @@ def test_bad_arguments_are_one_usage_error_before_anything_is_read(kwargs: Any) 
     with pytest.raises(UsageError):
         eng.prune(**kwargs)
     eng.close()
+
+
+@backends("sqlite")
+def test_an_encrypted_store_prunes_its_blobs_too(
+    store_url: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sealed blob pointers are opened to find the blobs a run's rows point at."""
+    monkeypatch.setenv(CIPHER_ENV, AESCipher.create_key(32))
+    eng = Engine(store_url, config=EngineConfig(wall=clock))
+    try:
+        assert eng.store.encrypted
+        shop = Shop(eng)
+        rid = eng.run(shop.buy, order="sealed", big=True).run_id
+        clock.at(time.time() + 31 * DAY)
+        report = eng.prune()
+        assert report["run_ids"] == [rid] and report["bytes_freed"] > 400_000
+    finally:
+        eng.close()
