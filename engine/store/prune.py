@@ -9,6 +9,7 @@ from collections import defaultdict
 
 import msgspec
 
+from ..errors import CorruptData
 from .base import BLOB_SUFFIX, BlobRef, Store, stream_id
 from .cipher import SEALED, Row
 from .ports import TABLES
@@ -51,7 +52,13 @@ class Pruner:
             data = payload
             if self.store.encrypted or payload[:2] == SEALED:
                 data = self.store._unseal(Row(_KIND[table], stream, position, topic), payload)
-            ref = msgspec.msgpack.decode(data, type=BlobRef)
+            try:
+                ref = msgspec.msgpack.decode(data, type=BlobRef)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise CorruptData(
+                    f"{self.store.name}: {_KIND[table]} row {position} of stream {stream} "
+                    f"should name a blob but does not read ({e}); nothing was pruned"
+                ) from None
             found[stream_id("blob:" + ref.sha256)].add(stream)
         return dict(found)
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import backends
+from conftest import backends, write_raw_row
 from eventsourcing.cipher import AESCipher
 
 from engine import Engine, EngineConfig
-from engine.errors import UsageError
+from engine.errors import CorruptData, UsageError
 from engine.log.history import run_stream
 from engine.runtime.call import ledger
 from engine.store import Store
@@ -269,3 +270,17 @@ def test_an_encrypted_store_prunes_its_blobs_too(
         assert report["run_ids"] == [rid] and report["bytes_freed"] > 400_000
     finally:
         eng.close()
+
+
+@backends("memory", "sqlite")
+def test_a_blob_pointer_that_does_not_read_is_one_clear_error_and_nothing_goes(
+    eng: Engine, store_url: str, clock: Clock
+) -> None:
+    shop = Shop(eng)
+    rid = eng.run(shop.buy, order="p1").run_id
+    stream = uuid.uuid4()
+    write_raw_row(store_url, eng.store, "events", stream, 1, "tool_succeeded:1@blob", b"\xc1")
+    clock.at(time.time() + 31 * DAY)
+    with pytest.raises(CorruptData, match="should name a blob"):
+        eng.prune()
+    assert not _gone(eng.store, rid)
