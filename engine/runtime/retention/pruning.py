@@ -208,9 +208,15 @@ def _archive(store: Store, run_id: str, folder: Path) -> None:
     """Write the run's export file (``RUN.jsonl``) whole and synced before it is deleted."""
     final = folder / f"{run_id}.jsonl"
     part = folder / f".{run_id}.jsonl.part"
-    with open(part, "wb") as f:
-        for line in run_lines(store, run_id):
-            f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(part, final)
+    try:
+        with open(part, "wb") as f:
+            for line in run_lines(store, run_id):
+                f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, final)
+    except OSError as e:
+        raise UsageError(
+            f"prune: cannot write the archive of run {run_id} in {str(folder)[:80]!r} ({e}); "
+            "it and the runs after it were not pruned"
+        ) from None

@@ -284,3 +284,20 @@ def test_a_blob_pointer_that_does_not_read_is_one_clear_error_and_nothing_goes(
     with pytest.raises(CorruptData, match="should name a blob"):
         eng.prune()
     assert not _gone(eng.store, rid)
+
+
+@backends("sqlite")
+def test_an_archive_that_cannot_be_written_stops_the_prune_before_the_run_goes(
+    eng: Engine, clock: Clock, tmp_path: Path
+) -> None:
+    shop = Shop(eng)
+    rid = eng.run(shop.buy, order="w1").run_id
+    (tmp_path / "file").write_text("not a directory")
+    clock.at(time.time() + 31 * DAY)
+    with pytest.raises(UsageError, match="archive directory"):
+        eng.prune(archive=tmp_path / "file")
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / f".{rid}.jsonl.part").mkdir()  # where the file would be written
+    with pytest.raises(UsageError, match=f"archive of run {rid}"):
+        eng.prune(archive=tmp_path / "ro")
+    assert not _gone(eng.store, rid)
