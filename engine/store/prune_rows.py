@@ -32,6 +32,9 @@ class RunRows(msgspec.Struct, frozen=True):
     statuses: tuple[str, ...]
     streams: tuple[uuid.UUID, ...]
     blobs: tuple[uuid.UUID, ...] = ()
+    # Ledger streams among ``streams`` with their last position when planned: a key
+    # claimed again since then keeps its stream (and this run stays).
+    keys: tuple[tuple[uuid.UUID, int], ...] = ()
 
 
 class PruneRows(ABC):
@@ -109,12 +112,11 @@ class _SQLRows(PruneRows):
         found = self._rows(c)
         if not found or str(found[0][0]) not in rows.statuses:
             raise _Changed
-        c.execute(
-            f"SELECT MAX(originator_version) FROM {q(TABLES[0])} WHERE originator_id = {m}",
-            (self.key(rows.stream),),
-        )
-        if int(self._rows(c)[0][0] or 0) != rows.position:
-            raise _Changed
+        last = f"SELECT MAX(originator_version) FROM {q(TABLES[0])} WHERE originator_id = {m}"
+        for stream, position in ((rows.stream, rows.position), *rows.keys):
+            c.execute(last, (self.key(stream),))
+            if int(self._rows(c)[0][0] or 0) != position:
+                raise _Changed
         c.execute(
             f"SELECT owner, expires_at FROM {q('agentlog_leases')} WHERE run_id = {m}",
             (rows.run_id,),
@@ -195,8 +197,9 @@ class _MemoryPrune(PruneRows):
             row = events._runs.get(rows.run_id)
             if row is None or row.status not in rows.statuses:
                 return False
-            if (events._positions.get(str(rows.stream)) or [0])[-1] != rows.position:
-                return False
+            for stream, position in ((rows.stream, rows.position), *rows.keys):
+                if (events._positions.get(str(stream)) or [0])[-1] != position:
+                    return False
             owner, until, epoch = leases.held.get(rows.run_id, ("", 0.0, 0))
             if owner and until >= now:
                 return False

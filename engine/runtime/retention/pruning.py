@@ -157,7 +157,7 @@ class _Prune:
             return self._skip(tree, f"business key {busy[0].key!r} has an effect in flight")
         ids = {r.run_id for r in tree}
         doomed = [  # the expired keys no run left claims: their streams go with the root
-            f.stream
+            (f.stream, self.store.last_position(f.stream))
             for f in fates.values()
             if f.fate == "expired" and all(c in ids or c not in self.present for c in f.claimers)
         ]
@@ -181,10 +181,13 @@ class _Prune:
                 fates[key] = fate
         return fates
 
-    def _one(self, row: RunRow, recorded: list[Recorded], keys: list[uuid.UUID]) -> bool:
-        """Archive (if asked) and delete one run; False if it moved since it was read."""
+    def _one(
+        self, row: RunRow, recorded: list[Recorded], keys: list[tuple[uuid.UUID, int]]
+    ) -> bool:
+        """Archive (if asked) and delete one run (and ``keys``, ledger streams at their
+        last positions); False if it or a key moved since it was read."""
         rid = row.run_id
-        streams = (run_stream(rid), inbox_stream(rid), *keys)
+        streams = (run_stream(rid), inbox_stream(rid), *(k for k, _ in keys))
         mine = set(streams)
         pointed = {b for s in streams for b in self.blobs_of.get(s, ())}
         blobs = tuple(  # the blobs only this run's streams and those gone point at
@@ -194,7 +197,7 @@ class _Prune:
         if not self.dry_run:
             if self.folder is not None and position:
                 _archive(self.store, rid, self.folder)
-            rows = RunRows(rid, streams[0], position, (row.status,), streams, blobs)
+            rows = RunRows(rid, streams[0], position, (row.status,), streams, blobs, tuple(keys))
             if not self.pruner.delete(rows, self.now):
                 return False
         self.gone.update(mine, blobs)

@@ -17,11 +17,13 @@ from conftest import backends, write_raw_row
 from eventsourcing.cipher import AESCipher
 
 from engine import Engine, EngineConfig
+from engine import events as ev
 from engine.errors import CorruptData, UsageError
 from engine.log.history import run_stream
 from engine.runtime.call import ledger
-from engine.store import Store
+from engine.store import Append, Store
 from engine.store.cipher import CIPHER_ENV
+from engine.store.prune import Pruner, RunRows
 from projections import Runner
 from projections.views import all_views
 from replay.transfer import import_run
@@ -301,3 +303,24 @@ def test_an_archive_that_cannot_be_written_stops_the_prune_before_the_run_goes(
     with pytest.raises(UsageError, match=f"archive of run {rid}"):
         eng.prune(archive=tmp_path / "ro")
     assert not _gone(eng.store, rid)
+
+
+@backends("memory", "sqlite", "postgres")
+def test_a_run_or_a_key_that_moved_since_the_plan_is_left_whole(eng: Engine) -> None:
+    """The transaction checks the run's last position and each expired key's: a key
+    claimed again since (or a run appended to) keeps everything, nothing is written."""
+    shop = Shop(eng)
+    rid = eng.run(shop.buy, order="m1").run_id
+    key = ledger.stream_of("order:m1")
+    at = eng.store.last_position(key)
+    stream, end = run_stream(rid), eng.store.last_position(run_stream(rid))
+    pruner = Pruner(eng.store)
+    plan = RunRows(rid, stream, end, ("completed",), (stream, key), (), ((key, at),))
+    claim = ev.EffectClaimed(at=time.time(), key="order:m1", run_id="other", call=1)
+    eng.store.append([Append(key, at + 1, claim)])
+    assert not pruner.delete(plan, time.time())
+    assert len(eng.store.read(key)) == at + 1 and not _gone(eng.store, rid)
+    moved = RunRows(rid, stream, end - 1, ("completed",), (stream,))
+    assert not pruner.delete(moved, time.time()) and not _gone(eng.store, rid)
+    assert pruner.delete(RunRows(rid, stream, end, ("completed",), (stream,)), time.time())
+    assert _gone(eng.store, rid) and len(eng.store.read(key)) == at + 1
