@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from engine.stats import span_seconds
+
 from . import sizes
 from .app import app, session
 
@@ -42,6 +44,7 @@ def prune(
 ) -> int:
     """Delete finished runs older than SPAN (whole trees, each run in one transaction);
     never a run still running, paused, queued or waiting, nor one of its tree."""
+    span_seconds(older_than, "--older-than", zero=True)  # named as the option, before anything
     s = session(ctx)
     kwargs = {"status": tuple(status)} if status else {}
     report = s.engine.prune(older_than, archive=archive, dry_run=dry_run, **kwargs)

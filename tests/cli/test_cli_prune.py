@@ -48,7 +48,7 @@ def test_prune_and_storage_from_the_command_line(store_url: str, tmp_path: Path)
     assert doc["prune"]["runs"] == 0  # nothing is 30 days old
     assert sorted(dry.json()["run_ids"]) == done and dry.json()["dry_run"] is True
     assert typer_form.code == 2 and "--human" in typer_form.err
-    one_line_error(bad_span, "soon")
+    one_line_error(bad_span, "--older-than", "soon")
     one_line_error(bad_status, "paused")
     real = work.ok("prune", "--older-than", "0s", "--archive", str(archive), "--json").json()
     assert sorted(real["run_ids"]) == done and real["bytes_freed"] > 0
