@@ -113,11 +113,11 @@ def test_prune_takes_the_old_half_and_every_other_run_reads_resumes_rewinds_and_
     """Old finished runs (with a blob, children) go; newer ones, a paused and a failed
     one stay and go on as before; stats equal a rebuild; storage falls."""
     shop = Shop(eng)
-    old = [eng.run(shop.buy, order=f"old{i}").run_id for i in range(40)]
+    old = [eng.run(shop.buy, order=f"old{i}").run_id for i in range(100)]
     old.append(eng.run(shop.buy, order="big", big=True).run_id)  # a result kept as a blob
     old_parent = eng.run(shop.parent, order="kid")
     cut = time.time()
-    new = [eng.run(shop.buy, order=f"new{i}").run_id for i in range(40)]
+    new = [eng.run(shop.buy, order=f"new{i}").run_id for i in range(100)]
     shop.fail = True
     failed = eng.run(shop.flaky).run_id
     shop.fail = False
