@@ -257,6 +257,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         topic=st.none() | short,
         child_run_id=st.none() | run_ids,
     ),
+    "patch_marked": st.builds(ev.PatchMarked, at=ats, name=short, after=calls),
 }
 any_event = st.one_of(*EVENT_STRATEGIES.values())
 # Most runs begin with agent_started; some histories are arbitrary (the fold must not care).
