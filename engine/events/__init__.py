@@ -53,6 +53,7 @@ class AgentStarted(Event, frozen=True, tag="agent_started"):
     run_id: str | None = None
     rpo_calls: int | None = None  # its agent's rpo= at the start: calls, or seconds (rpo_s)
     rpo_s: float | None = None
+    version: str | None = None  # its agent's version= (None: undeclared, or an older log)
 
 
 class AgentResumed(Event, frozen=True, tag="agent_resumed"):

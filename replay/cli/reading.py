@@ -45,10 +45,13 @@ def runs(
     ] = None,
     limit: Annotated[str | None, typer.Option(metavar="N", help="At most N runs.")] = None,
     offset: Annotated[str | None, typer.Option(metavar="N", help="Skip the first N.")] = None,
+    version: Annotated[
+        str | None, typer.Option(metavar="V", help="Only runs started by version= V.")
+    ] = None,
 ) -> int:
     """Runs in the store, newest first. Filters and pages read the runs view, brought up to
     date first; with none, or --status alone, the run index answers (the two agree)."""
-    return reads.runs(session(ctx), status, agent, since, until, parent, limit, offset)
+    return reads.runs(session(ctx), status, agent, since, until, parent, limit, offset, version)
 
 
 @app.command()

@@ -40,8 +40,10 @@ def runs(
     parent: str | None = None,
     limit: str | None = None,
     offset: str | None = None,
+    version: str | None = None,
 ) -> int:
-    """``agentlog runs``: the run index, or the runs view for filters and pages."""
+    """``agentlog runs``: the run index, or the runs view for filters and pages (each
+    run's ``version`` in --json is the view's)."""
     if status is not None and status not in STATUSES:
         raise UsageError(f"--status must be one of {', '.join(STATUSES)}, not {status!r}")
     now = time.time()
@@ -49,10 +51,13 @@ def runs(
     if bounds[0] is not None and bounds[1] is not None and bounds[1] <= bounds[0]:
         raise UsageError("--until must be later than --since (no run starts in between)")
     page = (args.count(limit, "--limit"), args.count(offset, "--offset"))
-    if (agent, parent, *bounds, *page) == (None,) * 6:
+    if version is not None and not version.strip():
+        raise UsageError("--version needs a version (the agent's version=)")
+    if (agent, parent, version, *bounds, *page) == (None,) * 7:
         found = s.catalog.runs(status)
         if s.as_json:
-            s.out.json_stream(run_doc(r) for r in found)
+            known = {r.run_id: r.version for r in _board(s)} if found else {}
+            s.out.json_stream(run_doc(r, known.get(r.run_id)) for r in found)
         else:
             s.out.lines(views.run_rows(found, s.store_name, lineage=s.lineage(found)))
         return 0
@@ -67,12 +72,20 @@ def runs(
         parent=None if parent is None else _parent(s, parent),
         limit=page[0],
         offset=page[1] or 0,
+        version=version,
     )
     if s.as_json:
         s.out.json_stream(board_doc(r) for r in rows)
     else:
         s.out.lines(views.board_rows(rows, s.store_name))
     return 0
+
+
+def _board(s: Session) -> list[Any]:
+    """Every row of the runs view, brought up to date."""
+    from projections.views.runs import list_runs
+
+    return list_runs(s.catalog.store)
 
 
 def _parent(s: Session, given: str) -> str:

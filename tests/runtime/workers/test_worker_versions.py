@@ -1,0 +1,113 @@
+"""Versions, on SQLite files and PostgreSQL: ``@engine.agent(version="2")`` is recorded
+on each run's ``agent_started`` (None when undeclared), listed by ``agentlog runs`` (its
+--json "version", its --version filter, quick path and Typer alike), and a worker started
+with a version takes only the runs of that version: old runs drain on old code (queued
+ones, and sleeping ones once due) while new runs start on new code."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from conftest import backends
+
+from engine import Engine, EngineConfig
+from engine.errors import UsageError
+from engine.log.history import started
+from engine.runtime.workers.worker import Worker
+from replay.cli import full, quick
+from replay.cli.entry import hoist, run_cli
+from tests.runtime.host.test_engine_time import FakeWall
+
+STORES = backends("sqlite", "postgres")
+WALL = FakeWall()  # the engines' wall clock: a sleep is due when the test moves it
+
+
+def _deploy(e: Engine, version: str | None) -> Any:
+    """The support agent as the code of ``version`` has it: its output names the code."""
+
+    def support(run: Any, order: str, nap: float = 0.0) -> str:
+        if nap:
+            run.sleep(nap)
+        return f"{order} by v{version}"
+
+    return e.agent(support, name="support", version=version)
+
+
+@pytest.fixture
+def pair(store_url: str) -> Iterator[tuple[Engine, Engine]]:
+    """Two engines on one store: the old code's (version 1) and the new code's (2)."""
+    config = EngineConfig(inline_wait=0.0, lease_ttl=5.0, wall=WALL)
+    old, new = Engine(store_url, config=config), Engine(store_url, config=config)
+    yield old, new
+    old.close()
+    new.close()
+
+
+def _serving(e: Engine, version: str, until: Callable[[Worker], bool]) -> None:
+    """Run a worker of ``version`` until ``until(worker)`` holds."""
+    w = e.worker(concurrency=2, grace=1, version=version)
+    t = threading.Thread(target=w.run)
+    t.start()
+    try:
+        while not until(w):
+            e.signals.wait(e.signals.version, 0.05)
+    finally:
+        w.stop()
+        t.join()
+
+
+@STORES
+def test_a_worker_of_one_version_takes_only_that_versions_runs(
+    pair: tuple[Engine, Engine],
+) -> None:
+    """A version-2 worker runs the version-2 run and leaves the version-1 runs (queued,
+    and one sleeping past its wake time) alone for passes on end; a version-1 worker then
+    drains them on the old code."""
+    old, new = pair
+    v1, v2 = _deploy(old, "1"), _deploy(new, "2")
+    queued = [old.enqueue(v1, order=f"o{i}") for i in range(2)]
+    sleeper = old.run(v1, order="nap", nap=600)
+    assert sleeper.status == "waiting"
+    WALL.now += 601  # due now
+    fresh = new.enqueue(v2, order="n")
+    # Three passes after the first: each looked at the version-1 runs and left them.
+    _serving(new, "2", lambda w: fresh.status() == "completed" and w.passes > 3)
+    assert fresh.result(timeout=5) == "n by v2"
+    assert [h.status() for h in queued] == ["queued", "queued"]
+    assert new.state(sleeper.run_id).status == "waiting"  # due, but not version 2's
+    runs = [sleeper.run_id, *(h.run_id for h in queued)]
+    _serving(old, "1", lambda _: all(old.state(r).status == "completed" for r in runs))
+    assert [h.result(timeout=5) for h in queued] == ["o0 by v1", "o1 by v1"]
+    assert old.state(sleeper.run_id).output == "nap by v1"
+
+
+@STORES
+def test_the_version_is_recorded_per_run_and_listed(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``agent_started.version`` holds the declared version (None undeclared); ``runs
+    --json`` shows it and ``--version V`` keeps that version's runs, on both paths."""
+    e = Engine.open(store_url)
+    try:
+        a = e.run(_deploy(e, "1"), run_id="a", order="a").run_id
+        b = e.run(_deploy(e, "2"), run_id="b", order="b").run_id
+        c = e.run(_deploy(e, None), run_id="c", order="c").run_id
+        assert [started(e.store, r).version for r in (a, b, c)] == ["1", "2", None]
+        with pytest.raises(UsageError, match="version="):
+            _deploy(e, "")
+    finally:
+        e.close()
+    capsys.readouterr()
+    assert run_cli(["runs", "--json", "--url", store_url]) == 0
+    listed = {d["run_id"]: d["version"] for d in json.loads(capsys.readouterr().out)}
+    assert listed == {"a": "1", "b": "2", "c": None}
+    argv = ["runs", "--version", "2", "--json", "--url", store_url]
+    assert quick.plan(hoist(argv)) is not None  # the quick path takes it
+    assert run_cli(argv) == 0
+    assert [d["run_id"] for d in json.loads(capsys.readouterr().out)] == ["b"]
+    assert full.invoke(hoist(argv), store_url) == 0  # and the Typer app reads it alike
+    assert [d["run_id"] for d in json.loads(capsys.readouterr().out)] == ["b"]
