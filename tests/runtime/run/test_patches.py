@@ -15,6 +15,7 @@ from agents.kit import Crash, log_of
 from conftest import backends
 
 from engine import Engine, NonDeterminismError
+from engine.errors import UsageError
 from tests.runtime.host import test_engine_time as timed
 from tests.runtime.host.test_engine_time import FakeWall
 
@@ -220,3 +221,32 @@ def test_a_patch_after_the_last_call_of_a_completed_run_verifies_clean(eng: Engi
     new = eng.run(eng.agent(v4, name="support"), order="n", how="queued")
     assert new.output == "refund: refunded n (receipt sent)"
     assert eng.verify(new.run_id).status == "completed"
+
+
+@STORES
+def test_verify_all_names_every_divergent_unfinished_run_and_executes_nothing(
+    eng: Engine,
+) -> None:
+    """``engine.verify_all``: the unguarded change diverges for the runs past its point
+    (paused, crashed, sleeping; the queued run has not reached it), the patched one for
+    none; a finished run only when its status is asked for; ``agent`` picks an agent;
+    nothing is called or written."""
+    svc = Service()
+    code = _agents(eng, svc)
+    _old_runs(eng, code)
+    done = eng.run(eng.agent(code["v1"], name="support"), run_id="done", order="d", how="queued")
+    assert done.status == "completed"
+    logs = {rid: log_of(eng, rid) for rid in ("asked", "crashed", "slept", "queued", "done")}
+    calls = dict(svc.calls)
+    eng.agent(code["bad"], name="support")
+    found = eng.verify_all()
+    assert sorted(d["run_id"] for d in found) == ["asked", "crashed", "slept"]
+    assert all("run.patched" in d["divergence"] for d in found)
+    assert [d["run_id"] for d in eng.verify_all(status="completed")] == ["done"]
+    assert eng.verify_all(agent="elsewhere:other") == []
+    with pytest.raises(UsageError, match="status must be one of"):
+        eng.verify_all(status="nonsense")
+    eng.agent(code["v2"], name="support")
+    assert eng.verify_all() == [] and eng.verify_all(status="completed") == []
+    assert dict(svc.calls) == calls
+    assert {rid: log_of(eng, rid) for rid in logs} == logs
