@@ -229,7 +229,8 @@ class Worker:
             elif (lease := store.lease(row.run_id)) is not None:
                 yield row.run_id, "", lease[1]  # look again when it would expire
         for row in store.runs(RunStatus.QUEUED):  # claimed by a worker that died before
-            if row.run_id in self._busy:  # starting it (unclaimed ones wait in line)
+            # starting it (unclaimed ones wait in line); another version's: never claimed
+            if row.run_id in self._busy or not self._ours(row.run_id):
                 continue
             holder = host.leases.dead_holder(store, row.run_id)
             if holder and self._mine(row.run_id):

@@ -78,6 +78,8 @@ def test_a_worker_of_one_version_takes_only_that_versions_runs(
     _serving(new, "2", lambda w: fresh.status() == "completed" and w.passes > 3)
     assert fresh.result(timeout=5) == "n by v2"
     assert [h.status() for h in queued] == ["queued", "queued"]
+    # Passed over in line, never claimed (no start counted against the queue's rate).
+    assert [new.store.queues.queued(h.run_id).claimed_at for h in queued] == [None, None]
     assert new.state(sleeper.run_id).status == "waiting"  # due, but not version 2's
     runs = [sleeper.run_id, *(h.run_id for h in queued)]
     _serving(old, "1", lambda _: all(old.state(r).status == "completed" for r in runs))
@@ -111,3 +113,20 @@ def test_the_version_is_recorded_per_run_and_listed(
     assert [d["run_id"] for d in json.loads(capsys.readouterr().out)] == ["b"]
     assert full.invoke(hoist(argv), store_url) == 0  # and the Typer app reads it alike
     assert [d["run_id"] for d in json.loads(capsys.readouterr().out)] == ["b"]
+
+
+@STORES
+def test_a_run_of_another_version_claimed_in_a_race_is_left_in_line(
+    pair: tuple[Engine, Engine],
+) -> None:
+    """A version-1 run the version-2 worker's claim finds before its pass looked at the
+    line (enqueued in between) is let go at once: still queued, leased by nobody, and
+    passed over from then on."""
+    old, new = pair
+    h = old.enqueue(_deploy(old, "1"), order="late")
+    _deploy(new, "2")  # the new engine can execute the agent: only the version stops it
+    w = new.worker(version="2")
+    now = new.config.wall()
+    assert w._claim_next(now) is None
+    assert h.status() == "queued" and new.store.lease(h.run_id) in (None, ("", 0.0))
+    assert w._claim_next(now) is None  # skipped now: not claimed again
