@@ -58,6 +58,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         parent_run_id=st.none() | run_ids,
         fork_position=st.none() | st.integers(1, 50),
         code_version=maybe_short,
+        version=maybe_short,
     ),
     "agent_resumed": st.builds(ev.AgentResumed, at=ats, owner=short, reason=short),
     "run_queued": st.builds(

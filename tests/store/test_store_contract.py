@@ -36,6 +36,7 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
             parent_run_id="ab" * 16,
             fork_position=3,
             code_version="v1.2.3",
+            version="2",
         ),
         ev.AgentResumed(at=t + 1, owner="worker-2", reason="crash"),
         ev.RunQueued(at=t + 1, queue="billing", priority=5, partition="customer:42"),
