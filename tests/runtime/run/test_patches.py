@@ -250,3 +250,23 @@ def test_verify_all_names_every_divergent_unfinished_run_and_executes_nothing(
     assert eng.verify_all() == [] and eng.verify_all(status="completed") == []
     assert dict(svc.calls) == calls
     assert {rid: log_of(eng, rid) for rid in logs} == logs
+
+
+def test_verify_all_skips_an_imported_run_not_adopted(eng: Engine, tmp_path: Any) -> None:
+    """An imported run is history until adopted: ``verify_all`` passes over it (``verify``
+    of it is refused), even when the code loaded now would not replay it."""
+    from replay.transfer import export_lines, import_run
+
+    svc = Service()
+    code = _agents(eng, svc)
+    _old_runs(eng, code)
+    data = b"".join(export_lines(eng, "asked"))
+    other = Engine.open(f"sqlite:///{tmp_path}/other.db")
+    try:
+        other.agent(code["bad"], name="support")
+        assert import_run(other, data) == ("asked", True)
+        assert other.verify_all() == []
+        with pytest.raises(UsageError):
+            other.verify("asked")
+    finally:
+        other.close()
