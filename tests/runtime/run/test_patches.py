@@ -270,3 +270,19 @@ def test_verify_all_skips_an_imported_run_not_adopted(eng: Engine, tmp_path: Any
             other.verify("asked")
     finally:
         other.close()
+
+
+def test_the_timeline_shows_the_patch_taken_and_the_version(
+    eng: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``agentlog timeline``: the run's version on its start, the patch on a line."""
+    from replay.cli.entry import run_cli
+
+    version = "7"
+    svc = Service()
+    code = _agents(eng, svc)
+    r = eng.run(eng.agent(code["v2"], name="support", version=version), order="t", how="ask")
+    capsys.readouterr()
+    assert run_cli(["timeline", r.run_id, "--url", eng.url or ""]) == 0
+    out = capsys.readouterr().out
+    assert "⚑ patch 'lookup'  taken after call 1" in out and f"version {version}" in out
