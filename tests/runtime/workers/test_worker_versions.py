@@ -130,3 +130,18 @@ def test_a_run_of_another_version_claimed_in_a_race_is_left_in_line(
     assert w._claim_next(now) is None
     assert h.status() == "queued" and new.store.lease(h.run_id) in (None, ("", 0.0))
     assert w._claim_next(now) is None  # skipped now: not claimed again
+
+
+def test_a_fork_records_the_version_of_the_code_that_runs_it(eng: Engine) -> None:
+    """A run of version 1 rewound after the deploy of version 2: the fork is version 2's
+    (a worker of version 1 would run it on the wrong code)."""
+
+    def support(run: Any) -> str:
+        run.checkpoint("start")
+        return "done"
+
+    first = eng.run(eng.agent(support, name="support", version="1"))
+    eng.agent(support, name="support", version="2")
+    fork = eng.rewind(first.run_id, to="start")
+    assert started(eng.store, first.run_id).version == "1"
+    assert started(eng.store, fork.run_id).version == "2"
