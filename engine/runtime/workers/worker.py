@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from ... import observe
-from ...errors import RunBusy, UsageError
+from ...errors import AgentlogError, RunBusy, UsageError
 from ...kinds import SUSPENDED, RunStatus
 from ...log.history import rebuild, started
 from ...policy.failure import describe
@@ -261,9 +261,11 @@ class Worker:
             return True
         ours = self._versions.get(run_id)
         if ours is None:
-            ours = self._versions[run_id] = (
-                started(self._host.store, run_id).version == self.version
-            )
+            try:
+                ours = started(self._host.store, run_id).version == self.version
+            except AgentlogError:  # a log it cannot read (damaged, gone): not its to run
+                ours = False
+            self._versions[run_id] = ours
         return ours
 
     def _mine(self, run_id: str) -> bool:

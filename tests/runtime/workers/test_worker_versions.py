@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import backends
+from conftest import backends, write_raw_row
 
 from engine import Engine, EngineConfig
 from engine.errors import UsageError
@@ -145,3 +145,19 @@ def test_a_fork_records_the_version_of_the_code_that_runs_it(eng: Engine) -> Non
     fork = eng.rewind(first.run_id, to="start")
     assert started(eng.store, first.run_id).version == "1"
     assert started(eng.store, fork.run_id).version == "2"
+
+
+def test_a_queued_run_whose_log_cannot_be_read_does_not_stop_a_versioned_worker(
+    store_url: str, pair: tuple[Engine, Engine]
+) -> None:
+    """A queued run whose ``agent_started`` is damaged is not the version-2 worker's to
+    run: it passes over it and still claims the run of its version."""
+    from engine.log.history import run_stream
+
+    old, new = pair
+    bad = old.enqueue(_deploy(old, "1"), order="bad")
+    write_raw_row(store_url, old.store, "events", run_stream(bad.run_id), 1, "agent_started", b"x")
+    good = new.enqueue(_deploy(new, "2"), order="good")
+    w = new.worker(version="2")
+    assert w._claim_next(new.config.wall()) == good.run_id
+    assert w._ours(bad.run_id) is False
