@@ -4,11 +4,12 @@ loading Typer. Each takes the session and the command's arguments as given."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import CorruptData, UsageError
+from engine.errors import AgentlogError, CorruptData, UsageError
 from engine.kinds import RunStatus
 
 from ..output import board_doc, checkpoint_docs, plural, run_doc, state_doc
@@ -18,7 +19,7 @@ from .session import STATUSES, Session
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from engine import RunState
+    from engine import RunState, RunSummary
     from engine import events as ev
     from engine.log.state import CheckpointRef
 
@@ -56,7 +57,7 @@ def runs(
     if (agent, parent, version, *bounds, *page) == (None,) * 7:
         found = s.catalog.runs(status)
         if s.as_json:
-            known = {r.run_id: r.version for r in _board(s)} if found else {}
+            known = _versions(s, found)
             s.out.json_stream(run_doc(r, known.get(r.run_id)) for r in found)
         else:
             s.out.lines(views.run_rows(found, s.store_name, lineage=s.lineage(found)))
@@ -81,11 +82,24 @@ def runs(
     return 0
 
 
-def _board(s: Session) -> list[Any]:
-    """Every row of the runs view, brought up to date."""
+def _versions(s: Session, found: list[RunSummary]) -> dict[str, str | None]:
+    """The ``version=`` each listed run recorded: from the runs view, brought up to date;
+    when a damaged log stops the view, from each run's own ``agent_started`` (None where
+    that cannot be read either), so the index's listing still lists every run."""
+    if not found:
+        return {}
     from projections.views.runs import list_runs
 
-    return list_runs(s.catalog.store)
+    try:
+        return {r.run_id: r.version for r in list_runs(s.catalog.store)}
+    except AgentlogError:
+        from engine.log.history import started
+
+        known: dict[str, str | None] = {}
+        for r in found:
+            with contextlib.suppress(AgentlogError):
+                known[r.run_id] = started(s.catalog.store, r.run_id).version
+        return known
 
 
 def _parent(s: Session, given: str) -> str:

@@ -161,3 +161,28 @@ def test_a_queued_run_whose_log_cannot_be_read_does_not_stop_a_versioned_worker(
     w = new.worker(version="2")
     assert w._claim_next(new.config.wall()) == good.run_id
     assert w._ours(bad.run_id) is False
+
+
+def test_runs_json_lists_each_version_past_a_damaged_log(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged event stops the runs view; ``runs --json`` (the index's listing) still
+    lists every run, each version read from its own ``agent_started``."""
+    from engine.log.history import run_stream
+
+    e = Engine.open(store_url)
+    try:
+
+        def stepper(run: Any) -> str:
+            run.checkpoint("one")
+            return "done"
+
+        hurt = e.run(e.agent(stepper, name="stepper", version="3")).run_id
+        e.run(e.agent(stepper, name="stepper", version="4"), run_id="fine")
+        write_raw_row(store_url, e.store, "events", run_stream(hurt), 2, "checkpoint", b"x")
+    finally:
+        e.close()
+    capsys.readouterr()
+    assert run_cli(["runs", "--json", "--url", store_url]) == 0
+    listed = {d["run_id"]: d["version"] for d in json.loads(capsys.readouterr().out)}
+    assert listed == {hurt: "3", "fine": "4"}
