@@ -268,7 +268,8 @@ def result_doc(r: RunResult) -> dict[str, Any]:
     }
 
 
-def run_doc(r: RunSummary) -> dict[str, Any]:
+def run_doc(r: RunSummary, version: str | None = None) -> dict[str, Any]:
+    """A run's document: the index's fields and the ``version`` its agent declared."""
     doc = {
         "run_id": r.run_id,
         "agent": r.agent,
@@ -276,6 +277,7 @@ def run_doc(r: RunSummary) -> dict[str, Any]:
         "started_at": r.started_at,
         "updated_at": r.updated_at,
         "parent_run_id": r.parent_run_id,
+        "version": version,
     }
     if r.unreadable:
         doc["unreadable"] = r.unreadable
@@ -304,7 +306,7 @@ BOARD_FIELDS = (
 
 def board_doc(r: RunBoardRow) -> dict[str, Any]:
     """A run's document from the runs view: the index's fields, then the board's."""
-    doc = run_doc(board_summary(r))
+    doc = run_doc(board_summary(r), r.version)
     doc.update((name, getattr(r, name)) for name in BOARD_FIELDS)
     return doc
 

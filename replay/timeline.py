@@ -146,6 +146,8 @@ def _other(e: ev.Event, at: float) -> list[Piece]:
 def _started(s: _Story, e: ev.AgentStarted, at: float) -> list[Piece]:
     out: list[Piece] = [("▶ started ", "bold"), e.agent, ("  input ", "dim")]
     out.append(brief(e.input, 100))
+    if e.version is not None:
+        out.append((f"  version {e.version}", "dim"))
     match lineage_of(e):
         case ChildOf(parent_run_id=parent):
             out.append((f"  (a child of {short(parent)})", "cyan"))

@@ -1,7 +1,8 @@
 """The timeline's lines for the events of many agents: child runs (spawned, finished,
 paused, restarted), supervisors giving up, cross-agent locks, messages and durable
-timers, and a run that stops to wait. Each renderer takes the event and its time and
-returns the line's pieces (the narrator's memory is not needed for these)."""
+timers, a run that stops to wait; and a patch a run took (``run.patched``). Each
+renderer takes the event and its time and returns the line's pieces (the narrator's
+memory is not needed for these)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,10 @@ def _waiting(e: ev.RunWaiting, at: float) -> list[Piece]:
     return [("⏸ waiting ", "bold magenta"), f"for {shown(of(e))}", ("  (no thread held)", "dim")]
 
 
+def _patched(e: ev.PatchMarked, at: float) -> list[Piece]:
+    return [("⚑ patch ", "bold"), repr(e.name), (f"  taken after call {e.after}", "dim")]
+
+
 Render = Callable[[Any, float], list[Piece]]
 
 RENDER: dict[type[ev.Event], Render] = {
@@ -124,4 +129,5 @@ RENDER: dict[type[ev.Event], Render] = {
     ev.MessageReceived: _received,
     ev.TimerSet: _timer,
     ev.RunWaiting: _waiting,
+    ev.PatchMarked: _patched,
 }

@@ -20,6 +20,8 @@ from .base import event_data as event_data
 from .base import now as now
 from .ledger import *  # noqa: F403  (the ledger's events, by its __all__)
 from .ledger import AnyLedgerEvent
+from .deploys import *  # noqa: F403  (a patch's marker)
+from .deploys import AnyDeployEvent
 
 # A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
 # member: msgspec leaves a default out by identity, so a value equal to it is left out
@@ -53,6 +55,7 @@ class AgentStarted(Event, frozen=True, tag="agent_started"):
     run_id: str | None = None
     rpo_calls: int | None = None  # its agent's rpo= at the start: calls, or seconds (rpo_s)
     rpo_s: float | None = None
+    version: str | None = None  # its agent's version= (None: undeclared, or an older log)
 
 
 class AgentResumed(Event, frozen=True, tag="agent_resumed"):
@@ -338,6 +341,7 @@ AnyEvent = (
     | CircuitClosed
     | AnyLedgerEvent
     | AnyAgentEvent
+    | AnyDeployEvent
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {t.__struct_config__.tag: t for t in AnyEvent.__args__}

@@ -52,6 +52,7 @@ from .lifecycle.driver import start as start_run
 from .lifecycle.driver import verify as verify_run
 from .lifecycle.rewind import rewind as rewind_run
 from .retention.pruning import Retention
+from .lifecycle.verifying import verify_all
 from .run import adoption
 from .run.catalog import Catalog
 from .run.context import current
@@ -371,6 +372,14 @@ class Engine(Catalog, Declaring, Working, Scheduling, Retention):
         Raises ``NonDeterminismError`` naming the first call that diverges; writes nothing.
         """
         return verify_run(self._runs, self._driver, run_id)
+
+    def verify_all(
+        self, agent: str | None = None, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Replay every unfinished run (``status``: the runs of that status, finished ones
+        too) of ``agent`` (None: all) against the current code, executing nothing: a
+        ``{"run_id", "divergence"}`` per run that diverges, [] if none. Run it before a deploy."""
+        return verify_all(self._runs, self._driver, agent, status)
 
     def adopt(self, run_id: str, agent: AgentDef | str | None = None) -> RunResult:
         """Take on an imported run: record who adopted it, when, and which agent runs it

@@ -54,6 +54,7 @@ class RunBoardRow(msgspec.Struct, frozen=True, omit_defaults=True):
     owner: str | None = None  # the last resuming or adopting engine's owner id
     imported: bool = False  # imported and not adopted since
     last_event: str = ""  # its type; updated_at is its time
+    version: str | None = None  # its agent's version= when it started (None: undeclared)
 
 
 def _started(row: RunBoardRow, e: ev.AgentStarted) -> RunBoardRow:
@@ -68,6 +69,7 @@ def _started(row: RunBoardRow, e: ev.AgentStarted) -> RunBoardRow:
         fork_position=e.fork_position,
         effects=e.effects,
         inherited=e.inherited,
+        version=e.version,
     )
 
 
@@ -112,10 +114,11 @@ class View(Projection[RunBoardRow]):
     """The status board, keyed by run id."""
 
     name = "runs"
-    version = "1"
+    version = "2"
     row = RunBoardRow
     columns = (
         Column("agent"),
+        Column("version"),
         Column("status"),
         Column("started_at", "real"),
         Column("updated_at", "real"),
@@ -155,7 +158,7 @@ def caught_up(store: Store) -> None:
 
 
 class RunFilter(msgspec.Struct, frozen=True):
-    """Which runs to read: of one status, agent and parent, started at or after
+    """Which runs to read: of one status, agent, parent and version, started at or after
     ``since`` and before ``until`` (epoch seconds), a page of them."""
 
     status: str | None = None
@@ -165,10 +168,16 @@ class RunFilter(msgspec.Struct, frozen=True):
     parent: str | None = None
     limit: int | None = None
     offset: int = 0
+    version: str | None = None
 
     def query(self) -> ViewQuery:
         """The view query, newest first (by start time, then run id)."""
-        named = (("status", self.status), ("agent", self.agent), ("parent_run_id", self.parent))
+        named = (
+            ("status", self.status),
+            ("agent", self.agent),
+            ("parent_run_id", self.parent),
+            ("version", self.version),
+        )
         return ViewQuery(
             equal={k: v for k, v in named if v is not None},
             at_least={} if self.since is None else {"started_at": self.since},
@@ -194,11 +203,12 @@ def list_runs(
     parent: str | None = None,
     limit: int | None = None,
     offset: int = 0,
+    version: str | None = None,
 ) -> list[RunBoardRow]:
     """The runs :class:`RunFilter` picks, newest first, after bringing the view up to date:
     every run committed before the call is there."""
     caught_up(store)
-    return query(store, RunFilter(status, agent, since, until, parent, limit, offset))
+    return query(store, RunFilter(status, agent, since, until, parent, limit, offset, version))
 
 
 def counts(

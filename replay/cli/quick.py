@@ -26,7 +26,7 @@ class Shape:
     options: dict[str, str] = field(default_factory=dict)
 
 
-_RUNS_OPTIONS = ("status", "agent", "since", "until", "parent", "limit", "offset")
+_RUNS_OPTIONS = ("status", "agent", "since", "until", "parent", "limit", "offset", "version")
 SHAPES = {
     "runs": Shape(reads.runs, (), {f"--{name}": name for name in _RUNS_OPTIONS}),
     "show": Shape(reads.show, ("run",)),

@@ -11,7 +11,7 @@ import typer
 from engine.errors import UsageError
 
 from ..output import plural
-from . import reads
+from . import reads, verifying
 from .app import STATUSES, Run, app, run_id_param, session
 from .reads import render_timeline as render_timeline  # the timeline tests call these
 from .reads import write_timeline as write_timeline
@@ -45,10 +45,13 @@ def runs(
     ] = None,
     limit: Annotated[str | None, typer.Option(metavar="N", help="At most N runs.")] = None,
     offset: Annotated[str | None, typer.Option(metavar="N", help="Skip the first N.")] = None,
+    version: Annotated[
+        str | None, typer.Option(metavar="V", help="Only runs started by version= V.")
+    ] = None,
 ) -> int:
     """Runs in the store, newest first. Filters and pages read the runs view, brought up to
     date first; with none, or --status alone, the run index answers (the two agree)."""
-    return reads.runs(session(ctx), status, agent, since, until, parent, limit, offset)
+    return reads.runs(session(ctx), status, agent, since, until, parent, limit, offset, version)
 
 
 @app.command()
@@ -98,9 +101,39 @@ def diff(
 
 
 @app.command()
-def verify(ctx: typer.Context, run: Run) -> int:
-    """Replay the log against the current code; exit 2 naming the first call that diverges."""
+def verify(
+    ctx: typer.Context,
+    run: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="RUN",
+            help="A run id or a unique prefix of one.",
+            show_default=False,
+            callback=run_id_param,
+        ),
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every unfinished run (with --status: that status).")
+    ] = False,
+    agent: Annotated[
+        str | None, typer.Option(metavar="A", help="With --all: only this agent.")
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(metavar="S", help=f"With --all: only this status: {', '.join(STATUSES)}."),
+    ] = None,
+) -> int:
+    """Replay the log against the current code; exit 2 naming the first call that diverges.
+    With --all, every unfinished run: exit 2 naming each run that diverges, one a line."""
     s = session(ctx)
+    if every:
+        if run is not None:
+            raise UsageError("verify takes a RUN or --all, not both")
+        return verifying.verify_all(s, agent, status)
+    if run is None:
+        raise UsageError("verify needs a RUN (or --all)")
+    if agent is not None or status is not None:
+        raise UsageError("--agent and --status go with --all")
     rid = s.engine.resolve(run)
     r = s.engine.verify(rid)
     if s.as_json:

@@ -4,11 +4,12 @@ loading Typer. Each takes the session and the command's arguments as given."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import CorruptData, UsageError
+from engine.errors import AgentlogError, CorruptData, UsageError
 from engine.kinds import RunStatus
 
 from ..output import board_doc, checkpoint_docs, plural, run_doc, state_doc
@@ -18,7 +19,7 @@ from .session import STATUSES, Session
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from engine import RunState
+    from engine import RunState, RunSummary
     from engine import events as ev
     from engine.log.state import CheckpointRef
 
@@ -40,8 +41,10 @@ def runs(
     parent: str | None = None,
     limit: str | None = None,
     offset: str | None = None,
+    version: str | None = None,
 ) -> int:
-    """``agentlog runs``: the run index, or the runs view for filters and pages."""
+    """``agentlog runs``: the run index, or the runs view for filters and pages (each
+    run's ``version`` in --json is the view's)."""
     if status is not None and status not in STATUSES:
         raise UsageError(f"--status must be one of {', '.join(STATUSES)}, not {status!r}")
     now = time.time()
@@ -49,10 +52,13 @@ def runs(
     if bounds[0] is not None and bounds[1] is not None and bounds[1] <= bounds[0]:
         raise UsageError("--until must be later than --since (no run starts in between)")
     page = (args.count(limit, "--limit"), args.count(offset, "--offset"))
-    if (agent, parent, *bounds, *page) == (None,) * 6:
+    if version is not None and not version.strip():
+        raise UsageError("--version needs a version (the agent's version=)")
+    if (agent, parent, version, *bounds, *page) == (None,) * 7:
         found = s.catalog.runs(status)
         if s.as_json:
-            s.out.json_stream(run_doc(r) for r in found)
+            known = _versions(s, found)
+            s.out.json_stream(run_doc(r, known.get(r.run_id)) for r in found)
         else:
             s.out.lines(views.run_rows(found, s.store_name, lineage=s.lineage(found)))
         return 0
@@ -67,12 +73,33 @@ def runs(
         parent=None if parent is None else _parent(s, parent),
         limit=page[0],
         offset=page[1] or 0,
+        version=version,
     )
     if s.as_json:
         s.out.json_stream(board_doc(r) for r in rows)
     else:
         s.out.lines(views.board_rows(rows, s.store_name))
     return 0
+
+
+def _versions(s: Session, found: list[RunSummary]) -> dict[str, str | None]:
+    """The ``version=`` each listed run recorded: from the runs view, brought up to date;
+    when a damaged log stops the view, from each run's own ``agent_started`` (None where
+    that cannot be read either), so the index's listing still lists every run."""
+    if not found:
+        return {}
+    from projections.views.runs import list_runs
+
+    try:
+        return {r.run_id: r.version for r in list_runs(s.catalog.store)}
+    except AgentlogError:
+        from engine.log.history import started
+
+        known: dict[str, str | None] = {}
+        for r in found:
+            with contextlib.suppress(AgentlogError):
+                known[r.run_id] = started(s.catalog.store, r.run_id).version
+        return known
 
 
 def _parent(s: Session, given: str) -> str:

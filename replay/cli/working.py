@@ -177,6 +177,10 @@ def worker(
             help="Its runs' lease (default $AGENTLOG_LEASE_TTL, else 30).",
         ),
     ] = None,
+    version: Annotated[
+        str | None,
+        typer.Option(metavar="V", help="Take only runs whose agent recorded version= V."),
+    ] = None,
 ) -> int:
     """Execute queued runs, take over the runs of dead owners and resume due runs, until
     SIGTERM or SIGINT: then drain (claim nothing more, let calls finish up to --grace,
@@ -190,9 +194,10 @@ def worker(
         from engine import Engine, EngineConfig
 
         s._catalog = Engine(s.url, create=True, config=EngineConfig(lease_ttl=ttl))
-    w = s.engine.worker(tuple(queue or ("default",)), concurrency, patience or 0.0)
+    w = s.engine.worker(tuple(queue or ("default",)), concurrency, patience or 0.0, version)
     if not s.as_json:
-        s.out.line("worker ", (w.id, "bold"), f" serves {', '.join(w.queues)}; Ctrl-C drains")
+        of = "" if version is None else f" (version {version})"
+        s.out.line("worker ", (w.id, "bold"), f" serves {', '.join(w.queues)}{of}; Ctrl-C drains")
         sys.stdout.flush()
     with _signals(w):
         clean = w.run()

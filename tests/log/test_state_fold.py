@@ -58,6 +58,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         parent_run_id=st.none() | run_ids,
         fork_position=st.none() | st.integers(1, 50),
         code_version=maybe_short,
+        version=maybe_short,
     ),
     "agent_resumed": st.builds(ev.AgentResumed, at=ats, owner=short, reason=short),
     "run_queued": st.builds(
@@ -257,6 +258,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         topic=st.none() | short,
         child_run_id=st.none() | run_ids,
     ),
+    "patch_marked": st.builds(ev.PatchMarked, at=ats, name=short, after=calls),
 }
 any_event = st.one_of(*EVENT_STRATEGIES.values())
 # Most runs begin with agent_started; some histories are arbitrary (the fold must not care).

@@ -36,6 +36,7 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
             parent_run_id="ab" * 16,
             fork_position=3,
             code_version="v1.2.3",
+            version="2",
         ),
         ev.AgentResumed(at=t + 1, owner="worker-2", reason="crash"),
         ev.RunQueued(at=t + 1, queue="billing", priority=5, partition="customer:42"),
@@ -128,6 +129,7 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
         ev.MessageReceived(at=t + 22.78, call=11, topic="bid", message_id="m1", value={"v": 2}),
         ev.TimerSet(at=t + 22.8, call=12, until=t + 99, purpose="recv", topic="bid"),
         ev.RunWaiting(at=t + 22.82, call=12, reason="message", until=t + 99, topic="bid"),
+        ev.PatchMarked(at=t + 22.9, name="send-receipt", after=12),
         ev.AgentFinished(at=t + 23, output={"refunded": 30.5}),
     ]
 

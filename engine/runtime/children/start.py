@@ -52,6 +52,7 @@ def agent_started(
         input=input,
         parent_run_id=parent_run_id,
         code_version=agent.version,
+        version=agent.release,
         key_check=key_check(replay_key()),
         reuses=reuses,
         run_id=run_id,

@@ -58,6 +58,7 @@ class Declaring:
         budget: Budget | None = ...,
         resume: Resume = ...,
         rpo: RpoSpec = ...,
+        version: str | None = ...,
     ) -> AgentDef[P, R]: ...
     @overload
     def agent(
@@ -70,6 +71,7 @@ class Declaring:
         budget: Budget | None = ...,
         resume: Resume = ...,
         rpo: RpoSpec = ...,
+        version: str | None = ...,
     ) -> Callable[[Callable[P, R]], AgentDef[P, R]]: ...
 
     def agent(
@@ -82,12 +84,14 @@ class Declaring:
         budget: Budget | None = None,
         resume: Resume = "auto",
         rpo: RpoSpec = None,
+        version: str | None = None,
     ) -> Any:
         """Register ``fn(run, **input)`` as an agent of this engine (``name`` replaces the
         recorded ``module:qualname``; ``supervise`` restarts its children that fail;
         ``budget`` bounds what its model calls spend; ``resume="approve"``, or a
         predicate of the run's state, holds a crashed run for ``approve``; ``rpo=20``
-        calls or ``rpo="30s"`` of work at most past the newest snapshot on recovery)."""
+        calls or ``rpo="30s"`` of work at most past the newest snapshot on recovery;
+        ``version="2"`` is recorded per run: a worker of one version takes only its runs)."""
         if fn is None:
             return lambda f: self.agent(
                 f,
@@ -97,6 +101,7 @@ class Declaring:
                 budget=budget,
                 resume=resume,
                 rpo=rpo,
+                version=version,
             )
         return declare.agent(
             self.registry,
@@ -107,6 +112,7 @@ class Declaring:
             budget=budget,
             resume=resume,
             rpo=rpo,
+            version=version,
         )
 
     @overload

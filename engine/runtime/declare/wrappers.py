@@ -177,6 +177,7 @@ def agent(
     budget: Budget | None = None,
     resume: str | Callable[[Any], object] = "auto",
     rpo: RpoSpec = None,
+    version: str | None = None,
 ) -> AgentDef[P, R]:
     """``fn(run, **input)`` as an agent defined in ``registry`` (whose tools it uses);
     ``rpo`` is checked here, at declaration (``engine.log.rpo.parse_rpo``)."""
@@ -196,6 +197,7 @@ def agent(
         budget=budget,
         resume=resume,
         rpo=objective,
+        release=version,
     )
     registry.add_agent(definition)
     return definition

@@ -190,8 +190,16 @@ class AgentDef(Generic[P, R]):
     resume: str | Callable[[Any], object] = "auto"
     # How much recorded work a recovery may fold past the newest snapshot (engine.log.rpo).
     rpo: Rpo | None = None
+    # Its ``version=`` (recorded per run as ``agent_started.version``; None: undeclared).
+    release: str | None = None
 
     def __post_init__(self) -> None:
+        if self.release is not None and not (
+            isinstance(self.release, str) and self.release.strip() and len(self.release) <= 64
+        ):
+            raise UsageError(
+                f"agent {self.name}: version= takes a short non-empty string, not {self.release!r}"
+            )
         if not callable(self.resume) and self.resume not in RESUME_MODES:
             raise UsageError(
                 f"agent {self.name}: resume= takes 'auto', 'approve' or a predicate of the "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ... import events as ev
+from ...errors import NonDeterminismError
 from ...policy import budget
 from ...store import Recorded
 from . import agentfold
@@ -29,6 +30,8 @@ class Journal:
     # some, in log order: what the live run had spent when it recorded that call.
     spent_at: dict[int, budget.Usage] = field(default_factory=dict)
     spent: budget.Usage = budget.NONE
+    # The patches the run took (``run.patched``): name -> the calls made before its marker.
+    patches: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_events(cls, recorded: list[Recorded]) -> Journal:
@@ -37,7 +40,27 @@ class Journal:
             j.add(r.event, r.position)
         return j
 
+    def mismatch(
+        self, run_id: str, call: int, kind: str, name: str, ahash: str = ""
+    ) -> NonDeterminismError | None:
+        """Why the log's entry at ``call`` is not what the code makes now (``kind``
+        ``name`` with arguments hashed to ``ahash``), or None if it is (or there is none)."""
+        entry = self.calls.get(call)
+        if entry is None:
+            return None
+        if entry.kind == kind and entry.name == name and (not ahash or entry.args_hash == ahash):
+            return None
+        now = f"{kind} {name!r}" + (" (different arguments)" if entry.name == name else "")
+        return NonDeterminismError(
+            f"run {run_id} call {call}: the log recorded {entry.describe()} but the code now "
+            f"makes {now}; code changed on purpose keeps the runs recorded before the change "
+            'on their old path under `if run.patched("a-name"):` (see docs/guides/deploys.md)'
+        )
+
     def add(self, e: ev.Event, position: int) -> None:
+        if isinstance(e, ev.PatchMarked):
+            self.patches.setdefault(e.name, e.after)
+            return
         if type(e) in CALL_EVENTS:
             call: int = e.call  # type: ignore[attr-defined]
             if isinstance(e, ev.LlmDecided | ev.UsageRecorded) and (

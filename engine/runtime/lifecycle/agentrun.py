@@ -12,6 +12,7 @@ from ...policy import budget
 from ..children import spawn as children
 from ..defs.definitions import AgentDef
 from ..model import decisions, streams
+from ..run import patches
 from ..run.context import RunContext, current
 from ..waits import locks, mailbox, timers
 
@@ -91,3 +92,14 @@ class AgentRun(RunContext):
         """Wait ``seconds`` durably: a crash or restart sleeps only what remains (in an
         async agent, ``await run.sleep(...)``)."""
         return timers.sleep(self, seconds)
+
+    def patched(self, name: str) -> bool:
+        """True where the run takes the patch ``name`` (live, with this code: a marker is
+        recorded); False replaying a run whose log passed this point without it, so runs
+        recorded before the change keep their old path."""
+        return patches.patched(self, name)
+
+    def deprecate_patch(self, name: str) -> None:
+        """The patch ``name`` is in every run now: runs with its marker and without it
+        both replay, and nothing is recorded."""
+        patches.deprecate(self, name)

@@ -83,7 +83,8 @@ def _fork_head(
     parent: LoadedRun, fork_id: str, target: int, effects: Effects, inherited: int
 ) -> ev.AgentStarted:
     """The fork's ``agent_started``: the parent's agent, input, code version and replay
-    key check (the inherited calls were hashed under its key), and the lineage."""
+    key check (the inherited calls were hashed under its key), and the lineage; its
+    ``version`` is the agent's now (the code that runs the fork)."""
     started = parent.started
     return ev.AgentStarted(
         at=ev.now(),
@@ -99,6 +100,7 @@ def _fork_head(
         run_id=fork_id,
         rpo_calls=started.rpo_calls,
         rpo_s=started.rpo_s,
+        version=parent.agent.release,
     )
 
 

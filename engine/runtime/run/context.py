@@ -125,6 +125,7 @@ class RunContext:
         self.inheritance: Any = None
         self.inheritance_lock = threading.Lock()
         self._calls = 0
+        self.patches: dict[str, bool] = {}  # run.patched's answers in this execution
         self.failed_call: int | None = None  # the call whose failure is propagating
         # Once code and log disagree, every later step raises it again (even if swallowed).
         self.diverged: NonDeterminismError | None = None
@@ -179,6 +180,11 @@ class RunContext:
         for s in list(self.open_streams):
             if everyone or s.owner == me:
                 s.settle()
+
+    @property
+    def calls(self) -> int:
+        """How many durable calls this execution has made so far."""
+        return self._calls
 
     def next_call(self) -> int:
         if self.open_streams:
@@ -285,17 +291,10 @@ class RunContext:
     def recorded(self, call: int, kind: str, name: str, ahash: str = "") -> CallState | None:
         """The log's entry at ``call``, checked against what the code does now."""
         self.check_diverged()
-        entry = self.journal.calls.get(call)
-        if entry is None:
-            return None
-        if entry.kind != kind or entry.name != name or (ahash and entry.args_hash != ahash):
-            now = f"{kind} {name!r}" + (" (different arguments)" if entry.name == name else "")
-            self.diverged = NonDeterminismError(
-                f"run {self.run_id} call {call}: the log recorded {entry.describe()} "
-                f"but the code now makes {now}"
-            )
+        self.diverged = self.journal.mismatch(self.run_id, call, kind, name, ahash)
+        if self.diverged is not None:
             raise self.diverged
-        return entry
+        return self.journal.calls.get(call)
 
     def check_diverged(self) -> None:
         """Raise the divergence found earlier in this execution, if any."""

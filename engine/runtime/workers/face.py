@@ -135,10 +135,17 @@ class Working:
         return limits
 
     def worker(
-        self, queues: tuple[str, ...] = ("default",), concurrency: int = 4, grace: float = 30.0
+        self,
+        queues: tuple[str, ...] = ("default",),
+        concurrency: int = 4,
+        grace: float = 30.0,
+        version: str | None = None,
     ) -> Worker:
-        """A worker of this engine (``.run()`` blocks until ``.stop()``)."""
-        return Worker(self, queues=tuple(queues), concurrency=concurrency, grace=grace)
+        """A worker of this engine (``.run()`` blocks until ``.stop()``); with ``version``,
+        it takes only runs whose agent recorded that ``version=``."""
+        return Worker(
+            self, queues=tuple(queues), concurrency=concurrency, grace=grace, version=version
+        )
 
     def workers(self) -> list[WorkerRow]:
         """The workers alive now (a beat within the last few leases), by id."""

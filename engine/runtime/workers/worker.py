@@ -28,9 +28,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from ... import observe
-from ...errors import RunBusy, UsageError
+from ...errors import AgentlogError, RunBusy, UsageError
 from ...kinds import SUSPENDED, RunStatus
-from ...log.history import rebuild
+from ...log.history import rebuild, started
 from ...policy.failure import describe
 from ...store import Store
 from ...store.queueing import WorkerRow, check_queue
@@ -78,9 +78,10 @@ class WorkHost(Enqueuing, Protocol):
 
 
 class Worker:
-    """``engine.worker(queues=("default",), concurrency=4, grace=30.0)``: ``run()`` blocks
-    until ``stop()`` (from another thread or a signal handler) and returns whether the
-    drain was clean; ``id`` is its owner id (as ``agentlog workers`` lists it)."""
+    """``engine.worker(queues=("default",), concurrency=4, grace=30.0, version=None)``:
+    ``run()`` blocks until ``stop()`` (from another thread or a signal handler) and
+    returns whether the drain was clean; ``id`` is its owner id (as ``agentlog workers``
+    lists it). With ``version``, it takes only runs whose agent recorded that version=."""
 
     def __init__(
         self,
@@ -89,6 +90,7 @@ class Worker:
         queues: tuple[str, ...] = ("default",),
         concurrency: int = 4,
         grace: float = 30.0,
+        version: str | None = None,
     ) -> None:
         if isinstance(queues, str):
             queues = (queues,)
@@ -99,6 +101,10 @@ class Worker:
             raise UsageError(f"a worker's concurrency is a whole number >= 1: {concurrency!r}")
         if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
             raise UsageError(f"a worker's grace is a number of seconds >= 0: {grace!r}")
+        if version is not None and (not isinstance(version, str) or not version.strip()):
+            raise UsageError(f"a worker's version is a non-empty string: {version!r}")
+        self.version = version
+        self._versions: dict[str, bool] = {}  # run id -> whether its version is ours
         self._host = host
         self.concurrency = concurrency
         self.grace = float(grace)
@@ -196,8 +202,14 @@ class Worker:
                 self.id,
                 now + host.leases.ttl,
                 now,
-                skip=tuple(r for r in list(self._cannot) if self._left(r)),
+                skip=(
+                    *(r for r in list(self._cannot) if self._left(r)),
+                    *(r for r, ours in self._versions.items() if not ours),
+                ),
             )
+            if found is not None and not self._ours(found):  # left for a worker of its version
+                host.store.drop_lease(found, self.id)
+                continue
             if found is None or host.runnable(found):
                 return found
             self._cannot[found] = time.monotonic()  # a worker that imports it takes it
@@ -217,7 +229,8 @@ class Worker:
             elif (lease := store.lease(row.run_id)) is not None:
                 yield row.run_id, "", lease[1]  # look again when it would expire
         for row in store.runs(RunStatus.QUEUED):  # claimed by a worker that died before
-            if row.run_id in self._busy:  # starting it (unclaimed ones wait in line)
+            # starting it (unclaimed ones wait in line); another version's: never claimed
+            if row.run_id in self._busy or not self._ours(row.run_id):
                 continue
             holder = host.leases.dead_holder(store, row.run_id)
             if holder and self._mine(row.run_id):
@@ -242,10 +255,23 @@ class Worker:
         del self._cannot[run_id]
         return False
 
+    def _ours(self, run_id: str) -> bool:
+        """Whether ``run_id``'s recorded version is this worker's (any, with none)."""
+        if self.version is None:
+            return True
+        ours = self._versions.get(run_id)
+        if ours is None:
+            try:
+                ours = started(self._host.store, run_id).version == self.version
+            except AgentlogError:  # a log it cannot read (damaged, gone): not its to run
+                ours = False
+            self._versions[run_id] = ours
+        return ours
+
     def _mine(self, run_id: str) -> bool:
         """Whether this worker looks after ``run_id``: a run of one of its queues, or of
         none (a child, a run started by ``engine.run``), that it can execute."""
-        if self._left(run_id):
+        if self._left(run_id) or not self._ours(run_id):
             return False
         place = self._host.store.queues.queued(run_id)
         if place is not None and place.queue not in self.queues:
