@@ -64,6 +64,8 @@ FOLDS: dict[type[Any], _Fold] = {
     ),
     ev.TimerSet: _timer,
     ev.MessageReceived: _received,
+    # A dry run's would-be effect: its outcome (None, or the fork stopped there).
+    ev.WouldSend: lambda s, e: CallState("tool", e.tool, e.args_hash, outcome=e, completed=True),
 }
 
 

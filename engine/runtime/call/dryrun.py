@@ -1,0 +1,65 @@
+"""A dry-run fork's side-effecting call: nothing is sent; ``would_send`` records what
+would have been (tool, arguments as stored, key).
+
+The tool's declared result cannot be made up, so the call returns None only when the
+tool declares it may (``-> Receipt | None``); otherwise the fork stops there, status
+``dry_run`` (``DryRunStop``). A replay of a recorded ``would_send`` returns None.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from ... import events as ev
+from ...errors import DryRunStop
+from ..defs.definitions import ToolDef
+from ..journal.callstate import CallState
+from .record import Call
+
+
+def admits_none(tp: Any) -> bool:
+    """Whether the declared type ``tp`` lets a call return None (``X | None``,
+    ``Optional[X]``); an undeclared result does not (a side effect returns a receipt)."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return type(None) in typing.get_args(tp)
+    return False
+
+
+def dry(dry_run: bool, tool: ToolDef, entry: CallState | None) -> bool:
+    """Whether this call is a dry run's would-be effect: a side-effecting call with nothing
+    recorded for it in a dry-run fork, or one whose ``would_send`` is recorded."""
+    if entry is not None:
+        return isinstance(entry.outcome, ev.WouldSend)
+    return dry_run and tool.side_effect
+
+
+def would_send(call: Call, state: CallState, entry: CallState | None) -> Any:
+    """Record the call's ``would_send`` (unless ``entry`` holds it: a replay) and return
+    None, or stop the fork there."""
+    ctx, tool = call.ctx, call.tool
+    if entry is not None and isinstance(entry.outcome, ev.WouldSend):
+        stopped = entry.outcome.stopped
+    else:
+        ctx.live(call.number, f"tool {tool.name}")  # verifying: the log ends here
+        stopped = not admits_none(tool.returns)
+        sent = ev.WouldSend(
+            at=ev.now(),
+            call=call.number,
+            tool=tool.name,
+            args=call.shown,
+            args_hash=call.ahash,
+            key=state.key,
+            stopped=stopped,
+        )
+        ctx.record(sent)
+        ctx.log.info("would_send", call=call.number, tool=tool.name, key=state.key)
+    if stopped:
+        raise DryRunStop(
+            f"dry run stopped at call {call.number}: {tool.name} would be sent, and its "
+            "declared result cannot be made up",
+            call.number,
+        )
+    return None
