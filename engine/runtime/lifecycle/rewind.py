@@ -121,7 +121,7 @@ def _prefix(
         at, asked = forkedits.question_at(run.recorded, target)
         target = at if target is None else target
     if target is None:
-        raise UsageError("rewind needs to= (a checkpoint name or a position)")
+        raise UsageError("rewind needs to= (--to): a checkpoint name or a position")
     target = outside_calls(run.recorded, target)
     kept = [r for r in run.recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
     key = run_key(run.started.key_check, fork_id)
