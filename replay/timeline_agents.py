@@ -109,6 +109,21 @@ def _waiting(e: ev.RunWaiting, at: float) -> list[Piece]:
     return [("⏸ waiting ", "bold magenta"), f"for {shown(of(e))}", ("  (no thread held)", "dim")]
 
 
+def _edited(e: ev.ForkEdited, at: float) -> list[Piece]:
+    what = ", ".join(f"{x.kind} {x.name!r} (position {x.position})" for x in e.edits)
+    return [("✎ fork edited ", "bold yellow"), what, (f"  by {e.by}", "dim")]
+
+
+def _would_send(e: ev.WouldSend, at: float) -> list[Piece]:
+    stop = [(" (the dry run stops here)", "yellow")] if e.stopped else []
+    return [("⊘ would send ", "bold cyan"), f"{e.tool} {brief(e.args, 100)} (key {e.key})", *stop]
+
+
+def _dry_ended(e: ev.DryRunEnded, at: float) -> list[Piece]:
+    ended = brief(e.output, 100) if e.error is None else (e.error, "yellow")
+    return [("■ dry run ended", "bold cyan"), " → ", ended]
+
+
 Render = Callable[[Any, float], list[Piece]]
 
 RENDER: dict[type[ev.Event], Render] = {
@@ -124,4 +139,8 @@ RENDER: dict[type[ev.Event], Render] = {
     ev.MessageReceived: _received,
     ev.TimerSet: _timer,
     ev.RunWaiting: _waiting,
+    ev.ForkEdited: _edited,
+    ev.DryRunStarted: lambda e, at: [("◇ dry run", "bold cyan"), ": no side effect is sent"],
+    ev.WouldSend: _would_send,
+    ev.DryRunEnded: _dry_ended,
 }

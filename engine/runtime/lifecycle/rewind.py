@@ -83,6 +83,7 @@ def rewind(
     target, events, edited = _prefix(run, fork_id, to, edits)
     copied = len(events) - (edits.answer is not None)
     head = _fork_head(run, fork_id, target, Effects(effects), copied)
+    events[copied:] = [msgspec.structs.replace(e, at=head.at) for e in events[copied:]]  # own
     if edited:
         events.append(ev.ForkEdited(at=ev.now(), edits=edited, by=edits.by or who()))
     if edits.dry_run or run.state.dry_run:  # a dry run's fork is one too
