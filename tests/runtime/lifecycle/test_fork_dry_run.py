@@ -126,6 +126,7 @@ def test_a_dry_run_fork_of_a_tree_sends_nothing_and_records_each_would_be_effect
     )
     assert not _types(eng, fork.run_id, "tool_invoked")  # no intent, no ledger claim
     assert eng.resume(fork.run_id).status == RunStatus.DRY_RUN  # final: nothing runs again
+    assert eng.verify(fork.run_id).status == RunStatus.DRY_RUN  # its log replays
     assert svc.requests == before
     assert eng.state(fork.run_id).status == RunStatus.DRY_RUN and RunStatus.DRY_RUN in FINAL
 
@@ -170,3 +171,30 @@ def test_a_dry_run_refuses_to_compensate(eng: Engine, svc: Loopback) -> None:
     live = eng.run(tree.parent, order="o2")
     with pytest.raises(UsageError, match="dry run undoes nothing"):
         eng.rewind(live.run_id, to="start", dry_run=True, effects="compensate")
+
+
+@both
+def test_a_dry_run_that_pauses_stays_dry_when_answered(eng: Engine, svc: Loopback) -> None:
+    """A dry run forked before a question pauses there; its answer continues it as a dry
+    run (nothing sent), and a fork of a dry run is a dry run too."""
+
+    @eng.tool(side_effect=True, name="ask_charge")
+    def charge(order: str, *, idempotency_key: str) -> dict[str, Any] | None:
+        return _post(svc, order, idempotency_key)
+
+    @eng.agent(name="tests:dry_asks")
+    def asks(run: Any) -> str:
+        run.checkpoint("start")
+        if run.ask("charge?") == "yes":
+            return "charged" if charge("o9") is not None else "would charge"
+        return "declined"
+
+    live = eng.run(asks)
+    assert eng.answer(live.run_id, "yes").output == "charged" and len(svc.requests) == 1
+    fork = eng.rewind(live.run_id, to="start", dry_run=True)
+    assert fork.status == "paused"
+    done = eng.answer(fork.run_id, "yes")
+    assert (done.status, done.output) == (RunStatus.DRY_RUN, "would charge")
+    again = eng.rewind(fork.run_id, to="start")  # no dry_run= given: its parent's holds
+    assert eng.answer(again.run_id, "yes").status == RunStatus.DRY_RUN
+    assert len(svc.requests) == 1
