@@ -3,7 +3,8 @@ would have been (tool, arguments as stored, key).
 
 The tool's declared result cannot be made up, so the call returns None only when the
 tool declares it may (``-> Receipt | None``); otherwise the fork stops there, status
-``dry_run`` (``DryRunStop``). A replay of a recorded ``would_send`` returns None.
+``dry_run`` (``DryRunStop``). A replay of a recorded ``would_send`` returns None. A dry
+run's ``run.send`` posts nothing either: its ``would_send`` names the tool ``run.send``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any
 
 from ... import events as ev
 from ...errors import DryRunStop
+from ...log.effects import SEND
 from ..defs.definitions import ToolDef
 from ..journal.callstate import CallState
+from ..run.context import RunContext
 from .record import Call
 
 
@@ -63,3 +66,12 @@ def would_send(call: Call, state: CallState, entry: CallState | None) -> Any:
             call.number,
         )
     return None
+
+
+def would_post(ctx: RunContext, call: int, message: dict[str, Any], ahash: str) -> None:
+    """A dry run's ``run.send``: nothing is posted; ``would_send`` (tool ``run.send``)
+    records the recipient, topic and value (redacted) it would have posted."""
+    mid = f"{ctx.run_id}:{call}"
+    sent = ev.WouldSend(at=ev.now(), call=call, tool=SEND, args=message, args_hash=ahash, key=mid)
+    ctx.record(sent)
+    ctx.log.info("would_send", call=call, tool=SEND, to=message["to"])

@@ -20,6 +20,7 @@ from conftest import backends
 from engine import Engine
 from engine.errors import UsageError
 from engine.kinds import FINAL, RunStatus
+from engine.runtime.waits.mailbox import posted
 from replay import demo
 
 both = backends("sqlite", "postgres")
@@ -198,3 +199,33 @@ def test_a_dry_run_that_pauses_stays_dry_when_answered(eng: Engine, svc: Loopbac
     again = eng.rewind(fork.run_id, to="start")  # no dry_run= given: its parent's holds
     assert eng.answer(again.run_id, "yes").status == RunStatus.DRY_RUN
     assert len(svc.requests) == 1
+
+
+@both
+def test_a_dry_run_posts_no_message_to_another_run(eng: Engine) -> None:
+    """``run.send`` in a dry run posts nothing to the recipient's inbox: its would_send
+    names ``run.send``, the recipient and the topic, and the fork's log replays."""
+
+    @eng.agent(name="tests:dry_inbox")
+    def inbox(run: Any) -> str:
+        return str(run.ask("hold"))
+
+    @eng.agent(name="tests:dry_sender")
+    def sender(run: Any, to: str) -> str:
+        run.checkpoint("start")
+        run.send(to, "news", {"n": 1})
+        return "sent"
+
+    to = eng.run(inbox).run_id
+    live = eng.run(sender, to=to)
+    assert live.output == "sent" and len(list(posted(eng.store, to))) == 1
+    fork = eng.rewind(live.run_id, to="start", dry_run=True)
+    assert (fork.status, fork.output) == (RunStatus.DRY_RUN, "sent")
+    assert len(list(posted(eng.store, to))) == 1
+    [would] = _types(eng, fork.run_id, "would_send")
+    assert would["tool"] == "run.send" and would["args"] == {
+        "to": to,
+        "topic": "news",
+        "value": {"n": 1},
+    }
+    assert eng.verify(fork.run_id).status == RunStatus.DRY_RUN
