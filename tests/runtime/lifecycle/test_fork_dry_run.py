@@ -128,6 +128,8 @@ def test_a_dry_run_fork_of_a_tree_sends_nothing_and_records_each_would_be_effect
     assert not _types(eng, fork.run_id, "tool_invoked")  # no intent, no ledger claim
     assert eng.resume(fork.run_id).status == RunStatus.DRY_RUN  # final: nothing runs again
     assert eng.verify(fork.run_id).status == RunStatus.DRY_RUN  # its log replays
+    with pytest.raises(UsageError, match="dry run that ended; there is nothing to abandon"):
+        eng.abandon(fork.run_id)
     assert svc.requests == before
     assert eng.state(fork.run_id).status == RunStatus.DRY_RUN and RunStatus.DRY_RUN in FINAL
 
