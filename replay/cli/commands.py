@@ -178,53 +178,59 @@ def abandon(ctx: typer.Context, run: Run) -> int:
     return code
 
 
+ToOption = Annotated[
+    str | None,
+    typer.Option(
+        "--to",
+        help="A checkpoint name or a position (as timeline shows it); with --answer, "
+        "by default the run's last question.",
+    ),
+]
+EffectsOption = Annotated[
+    str,
+    typer.Option(
+        "--effects",
+        metavar="reuse|compensate|resend",
+        help="The parent's side effects after the target: reuse them when the fork makes "
+        "the same call (default), compensate them first, or resend them.",
+    ),
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="NAME=JSON",
+        help="Replace an inherited value: a decision, a question's answer or a read-only "
+        "tool's result, by name (NAME@POSITION when recorded more than once).",
+    ),
+]
+AnswerOption = Annotated[
+    str | None, typer.Option("--answer", help="Fork at the question with this answer.")
+]
+JsonAnswer = Annotated[bool, typer.Option("--json-value", help="Parse --answer's VALUE as JSON.")]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Call no side-effecting tool: record what it would send.")
+]
+ByOption = Annotated[str | None, typer.Option("--by", help="Who edits (default user@host).")]
+
+
 @app.command()
 def rewind(
     ctx: typer.Context,
     run: Run,
-    to: Annotated[
-        str | None,
-        typer.Option(
-            "--to",
-            help="A checkpoint name or a position (as timeline shows it); with --answer, "
-            "by default the run's last question.",
-        ),
-    ] = None,
-    effects: Annotated[
-        str,
-        typer.Option(
-            "--effects",
-            metavar="reuse|compensate|resend",
-            help="The parent's side effects after the target: reuse them when the fork makes "
-            "the same call (default), compensate them first, or resend them.",
-        ),
-    ] = Effects.REUSE.value,
-    sets: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            metavar="NAME=JSON",
-            help="Replace an inherited value: a decision, a question's answer or a read-only "
-            "tool's result, by name (NAME@POSITION when recorded more than once).",
-        ),
-    ] = None,
-    answer: Annotated[
-        str | None, typer.Option("--answer", help="Fork at the question with this answer.")
-    ] = None,
-    json_value: Annotated[
-        bool, typer.Option("--json-value", help="Parse --answer's VALUE as JSON.")
-    ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option("--dry-run", help="Call no side-effecting tool: record what it would send."),
-    ] = False,
-    by: Annotated[
-        str | None, typer.Option("--by", help="Who edits (recorded; default user@host).")
-    ] = None,
+    to: ToOption = None,
+    effects: EffectsOption = Effects.REUSE.value,
+    sets: SetOption = None,
+    answer: AnswerOption = None,
+    json_value: JsonAnswer = False,
+    dry_run: DryRunOption = False,
+    by: ByOption = None,
 ) -> int:
     """Fork a new run from a checkpoint or position of RUN and continue it (with edits,
     another answer, or as a dry run: docs/guides/forks.md)."""
     s = session(ctx)
+    if to is None and answer is None:
+        raise UsageError("rewind needs --to POSITION|NAME (or --answer VALUE: at the question)")
     args.position(to, "--to")
     values = args.assignments(sets or [], "--set")
     given = (

@@ -75,6 +75,6 @@ def test_rewind_with_edits_an_answer_and_a_dry_run(work: Workdir) -> None:
     )
     one_line_error(bad_json, "--set 'plan' is not valid JSON")
     one_line_error(unknown, "nothing named 'nope'", "decision 'plan' at position 2")
-    one_line_error(no_to, "rewind needs to= (--to)")
+    one_line_error(no_to, "rewind needs --to")
     one_line_error(no_equals, "--set takes NAME=JSON")
     assert _charges(work) == ["o1 6"]
