@@ -16,11 +16,12 @@ the old and the new value) and who made it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 
+from ... import codec
 from ... import events as ev
 from ...errors import UsageError
 from ...kinds import Asked
@@ -103,15 +104,23 @@ def _with_value(e: ev.Event, value: Any) -> tuple[ev.Event, Any]:
 
 
 def apply(
-    kept: list[Recorded], values: Mapping[str, Any], target: int, key: bytes
+    kept: list[Recorded],
+    values: Mapping[str, Any],
+    target: int,
+    key: bytes,
+    returns: Callable[[str], Any] = lambda tool: None,
 ) -> tuple[list[ev.Event], list[ev.Edit]]:
-    """The inherited events with ``values`` set by name, and the edits made."""
+    """The inherited events with ``values`` set by name, and the edits made; a read-only
+    tool's new result must fit the type the tool declares (``returns(tool)``: None, any)."""
     events = [r.event for r in kept]
     found = candidates(kept)
     edits: list[ev.Edit] = []
     for name, value in values.items():
         c = pick(str(name), found, target)
-        new = redact(normalize(value, f"the value set for {name!r}"), seen=Seen())
+        what = f"the value set for {name!r}"
+        new = redact(normalize(value, what), seen=Seen())
+        if c.kind == TOOL:  # a tool's result replays as it is: checked here, not there
+            codec.typed(new, returns(c.name), what, live=True)
         events[c.index], old = _with_value(events[c.index], new)
         edits.append(_edit(c, old, new, key))
     return events, edits

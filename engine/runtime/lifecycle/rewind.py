@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -126,12 +127,22 @@ def _prefix(
     target = outside_calls(run.recorded, target)
     kept = [r for r in run.recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
     key = run_key(run.started.key_check, fork_id)
-    events, edited = forkedits.apply(kept, edits.values, target, key)
+    events, edited = forkedits.apply(kept, edits.values, target, key, _returns(run.agent))
     if asked is not None:
         answered = forkedits.answer_event(asked, edits.answer)
         events.append(answered)
         edited.append(forkedits.answer_edit(asked, target, answered, key))
     return target, events, edited
+
+
+def _returns(agent: AgentDef) -> Callable[[str], Any]:
+    """The result type the tool of that name declares, as ``agent`` would call it."""
+
+    def returns(name: str) -> Any:
+        tool = registry.tool_for(agent, name)
+        return None if tool is None else tool.returns
+
+    return returns
 
 
 def _replays(
@@ -151,8 +162,9 @@ def _replays(
             raise
         first = min(x.position for x in edited)
         raise UsageError(
-            f"with {', '.join(repr(x.name) for x in edited)} changed, the code no longer makes "
-            f"the calls recorded up to the fork point ({e}); fork at position {first} instead"
+            f"with {', '.join(repr(x.name) for x in edited)} set, the code does not replay "
+            f"the fork's calls ({e}): a value must fit the type its call declares, and a "
+            f"fork whose code takes another path after it forks at position {first}"
         ) from None
 
 

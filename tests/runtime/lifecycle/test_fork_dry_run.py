@@ -157,7 +157,7 @@ def test_a_dry_run_fork_of_the_demo_charges_nothing(
     # The triage edited to another price, forked where the charge came after it: a fork
     # past the charge would hide that the code now charges another amount, so it is refused.
     triage = {"action": "upgrade", "plan": "pro", "cents": 100, "why": "edited"}
-    with pytest.raises(UsageError, match="fork at position"):
+    with pytest.raises(UsageError, match="forks at position"):
         eng.rewind(live.run_id, to="paid", set={"triage": triage}, dry_run=True)
     [at] = [e.position for e in eng.events(live.run_id) if e.data.get("name") == "triage"]
     edited = eng.rewind(live.run_id, to=at, set={"triage": triage}, dry_run=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 from conftest import backends
 
@@ -14,6 +15,10 @@ from engine import Engine
 from engine.errors import UsageError
 
 both = backends("sqlite", "postgres")
+
+
+class Plan(msgspec.Struct):
+    cents: int
 
 
 class Agent:
@@ -155,7 +160,7 @@ def test_an_edit_the_code_would_not_replay_to_the_fork_point_is_refused(eng: Eng
 
     parent = eng.run(depends)
     runs = len(eng.runs())
-    with pytest.raises(UsageError, match="fork at position 2 instead"):
+    with pytest.raises(UsageError, match="forks at position 2"):
         eng.rewind(parent.run_id, to="charged", set={"cents": 5})
     assert len(eng.runs()) == runs
     fork = eng.rewind(parent.run_id, to=2, set={"cents": 5})
@@ -174,3 +179,35 @@ def test_a_secret_named_field_set_is_redacted_as_recorded_values_are(eng: Engine
     fork = eng.rewind(parent.run_id, to="got", set={"creds": {"user": "v", "api_key": "s3cr3t"}})
     assert fork.output == "v"
     assert "s3cr3t" not in str([e.data for e in eng.events(fork.run_id)])
+
+
+@both
+def test_a_value_that_does_not_fit_its_declared_type_is_refused(eng: Engine) -> None:
+    """A read-only tool's new result is checked against the type the tool declares, a
+    decision's as its replay reads it; each misfit is refused and nothing is forked."""
+
+    @eng.tool(name="typed_lookup")
+    def lookup(cid: str) -> Plan:
+        return Plan(3)
+
+    def plan() -> Plan:
+        return Plan(100)
+
+    @eng.agent(name="tests:typed_edit")
+    def typed(run: Any) -> int:
+        found = lookup("c")
+        decided = run.decide("plan", plan)
+        run.checkpoint("x")
+        return int(found.cents + decided.cents)
+
+    parent = eng.run(typed)
+    runs = len(eng.runs())
+    with pytest.raises(UsageError, match="'typed_lookup' does not fit its declared type Plan"):
+        eng.rewind(parent.run_id, to="x", set={"typed_lookup": 5})
+    with pytest.raises(UsageError, match="a value must fit the type its call declares"):
+        eng.rewind(parent.run_id, to="x", set={"plan": "nope"})
+    assert len(eng.runs()) == runs
+    fork = eng.rewind(
+        parent.run_id, to="x", set={"plan": {"cents": 7}, "typed_lookup": {"cents": 1}}
+    )
+    assert fork.output == 8
