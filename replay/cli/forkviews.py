@@ -12,10 +12,12 @@ from ..output import Piece, brief
 
 
 def fork_doc(events: Sequence[EventView]) -> dict[str, Any]:
-    """``{"dry_run", "edits", "edited_by", "would_send"}`` of a fork's log."""
+    """``{"dry_run", "edits", "edited_by", "would_send"}`` of a fork's log (its own
+    records: not those it copied from its parent, a fork's edits among them)."""
     edits: list[dict[str, Any]] = []
     by, dry, would = None, False, []
-    for e in events:
+    copied = 1 + int(events[0].data.get("inherited") or 0) if events else 0
+    for e in events[copied:]:
         if e.type == "fork_edited":
             edits += e.data.get("edits", [])
             by = e.data.get("by")
