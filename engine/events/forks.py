@@ -40,7 +40,9 @@ class DryRunStarted(Event, frozen=True, tag="dry_run_started"):
 class WouldSend(Event, frozen=True, tag="would_send"):
     """A dry-run fork reached a side-effecting call and sent nothing: what it would have
     sent (``args`` as the store keeps a tool's arguments: redacted) under ``key``. The
-    call's recorded outcome for replay: None, or the fork stopped here (``stopped``)."""
+    call's recorded outcome for replay: ``result``, the parent's recorded result of its
+    same call (``parent_call``) after the fork point, else None, or the fork stopped here
+    (``stopped``)."""
 
     call: int
     tool: str
@@ -48,6 +50,8 @@ class WouldSend(Event, frozen=True, tag="would_send"):
     args_hash: str = ""
     key: str | None = None
     stopped: bool = False
+    result: Any = None
+    parent_call: int | None = None
 
 
 class DryRunEnded(Event, frozen=True, tag="dry_run_ended"):

@@ -1,10 +1,12 @@
 """A dry-run fork's side-effecting call: nothing is sent; ``would_send`` records what
 would have been (tool, arguments as stored, key).
 
-The tool's declared result cannot be made up, so the call returns None only when the
-tool declares it may (``-> Receipt | None``); otherwise the fork stops there, status
-``dry_run`` (``DryRunStop``). A replay of a recorded ``would_send`` returns None. A dry
-run's ``run.send`` posts nothing either: its ``would_send`` names the tool ``run.send``.
+The tool's declared result cannot be made up: the call returns the parent's recorded
+result of the same call after the fork point (same tool and arguments, as ``reuse`` would
+take it over), else None when the tool declares it may (``-> Receipt | None``); otherwise
+the fork stops there, status ``dry_run`` (``DryRunStop``). A replay of a recorded
+``would_send`` returns what it recorded. A dry run's ``run.send`` posts nothing either:
+its ``would_send`` names the tool ``run.send``.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import Any
 
 from ... import events as ev
 from ...errors import DryRunStop
-from ...log.effects import SEND
+from ...log.effects import SEND, Outcome
 from ..defs.definitions import ToolDef
 from ..journal.callstate import CallState
 from ..run.context import RunContext
+from . import forks
 from .record import Call
 
 
@@ -41,31 +44,43 @@ def dry(dry_run: bool, tool: ToolDef, entry: CallState | None) -> bool:
 
 def would_send(call: Call, state: CallState, entry: CallState | None) -> Any:
     """Record the call's ``would_send`` (unless ``entry`` holds it: a replay) and return
-    None, or stop the fork there."""
+    what stands in for its result, or stop the fork there."""
     ctx, tool = call.ctx, call.tool
     if entry is not None and isinstance(entry.outcome, ev.WouldSend):
-        stopped = entry.outcome.stopped
+        sent = entry.outcome
     else:
         ctx.live(call.number, f"tool {tool.name}")  # verifying: the log ends here
-        stopped = not admits_none(tool.returns)
-        sent = ev.WouldSend(
-            at=ev.now(),
-            call=call.number,
-            tool=tool.name,
-            args=call.shown,
-            args_hash=call.ahash,
-            key=state.key,
-            stopped=stopped,
-        )
+        sent = _sent(call, state)
         ctx.record(sent)
         ctx.log.info("would_send", call=call.number, tool=tool.name, key=state.key)
-    if stopped:
+    if sent.stopped:
         raise DryRunStop(
             f"dry run stopped at call {call.number}: {tool.name} would be sent, and its "
             "declared result cannot be made up",
             call.number,
         )
-    return None
+    return sent.result
+
+
+def _sent(call: Call, state: CallState) -> ev.WouldSend:
+    """What stands in for the result of a call a dry run does not send: the parent's
+    recorded result of the same call (same tool, same arguments) after the fork point, as
+    a fork rewound with ``effects="reuse"`` would take it over; else None if the tool
+    declares it may return None; else nothing (the fork stops here)."""
+    taken = forks.inheritance(call.ctx).take(call.tool.name, call.ahash)
+    fx = None if taken is None else taken[1]
+    known = fx is not None and fx.outcome == Outcome.COMMITTED
+    return ev.WouldSend(
+        at=ev.now(),
+        call=call.number,
+        tool=call.tool.name,
+        args=call.shown,
+        args_hash=call.ahash,
+        key=state.key,
+        stopped=not known and not admits_none(call.tool.returns),
+        result=fx.result if known and fx is not None else None,
+        parent_call=fx.call if known and fx is not None else None,
+    )
 
 
 def would_post(ctx: RunContext, call: int, message: dict[str, Any], ahash: str) -> None:

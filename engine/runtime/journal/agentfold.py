@@ -59,7 +59,9 @@ def _would_send(s: CallState | None, e: ev.WouldSend) -> CallState:
     call's, or a ``run.send``'s (named by its topic, as a send is)."""
     if e.tool == SEND:
         return CallState("send", str(e.args.get("topic", "")), e.args_hash, outcome=e)
-    return CallState("tool", e.tool, e.args_hash, outcome=e, completed=True)
+    return CallState(
+        "tool", e.tool, e.args_hash, outcome=e, completed=True, parent_call=e.parent_call
+    )
 
 
 FOLDS: dict[type[Any], _Fold] = {

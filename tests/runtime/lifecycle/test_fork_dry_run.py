@@ -89,10 +89,11 @@ class Tree:
 def test_a_dry_run_fork_of_a_tree_sends_nothing_and_records_each_would_be_effect(
     eng: Engine, svc: Loopback
 ) -> None:
-    """The parent and its first child go on past a would-be notify (declared ``| None``);
-    the second child stops at its charge (a receipt cannot be made up) and so does the
-    parent at that child: 0 requests reach the service, every run of the fork's tree is a
-    dry run, ends ``dry_run`` and says where it stopped."""
+    """The first child goes on past a would-be notify (declared ``| None``: None), the
+    parent past its own (the parent run's recorded receipt of it); the second child stops
+    at its charge (a receipt cannot be made up) and so does the parent at that child: 0
+    requests reach the service, every run of the fork's tree is a dry run, ends
+    ``dry_run`` and says where it stopped."""
     tree = Tree(eng, svc)
     live = eng.run(tree.parent, order="o1")
     assert live.status == "completed" and len(svc.requests) == 3
@@ -108,6 +109,7 @@ def test_a_dry_run_fork_of_a_tree_sends_nothing_and_records_each_would_be_effect
         {"order": "o1-parent"},
         False,
     )
+    assert mine["parent_call"] == 3 and mine["result"] is not None
     assert mine["key"] == f"{fork.run_id}:3"
     kids = [r for r in eng.runs() if r.parent_run_id == fork.run_id]
     assert len(kids) == 2 and all(k.status == RunStatus.DRY_RUN for k in kids)
@@ -148,11 +150,16 @@ def test_a_dry_run_fork_of_the_demo_charges_nothing(
     assert live.status == "completed" and len(demo.charges_for(ticket["order"])) == 1
     charges = demo.load_world()["charges"]
 
+    # Unedited, the fork makes the parent's charge: the parent's receipt stands in for the
+    # result it does not send, and the fork goes on to its end.
     fork = eng.rewind(live.run_id, to="customer-loaded", dry_run=True)
-    assert fork.status == RunStatus.DRY_RUN
+    assert (fork.status, fork.error) == (RunStatus.DRY_RUN, None)
+    assert fork.output["charge"] == live.output["charge"]
     [would] = _types(eng, fork.run_id, "would_send")
     assert would["tool"] == "charge_card" and would["key"] == f"charge:{ticket['order']}"
-    assert would["args"] == {"order_id": ticket["order"], "cents": 4900} and would["stopped"]
+    assert would["args"] == {"order_id": ticket["order"], "cents": 4900}
+    assert not would["stopped"] and would["result"]["charge_id"] == live.output["charge"]
+    assert eng.verify(fork.run_id).status == RunStatus.DRY_RUN
 
     # The triage edited to another price, forked where the charge came after it: a fork
     # past the charge would hide that the code now charges another amount, so it is refused.
@@ -162,8 +169,8 @@ def test_a_dry_run_fork_of_the_demo_charges_nothing(
     [at] = [e.position for e in eng.events(live.run_id) if e.data.get("name") == "triage"]
     edited = eng.rewind(live.run_id, to=at, set={"triage": triage}, dry_run=True)
     assert edited.status == RunStatus.DRY_RUN
-    [would] = _types(eng, edited.run_id, "would_send")
-    assert would["args"] == {"order_id": ticket["order"], "cents": 100}
+    [would] = _types(eng, edited.run_id, "would_send")  # another charge: no receipt for it
+    assert would["args"] == {"order_id": ticket["order"], "cents": 100} and would["stopped"]
     assert demo.load_world()["charges"] == charges  # nothing reached the payment service
 
 
@@ -179,7 +186,8 @@ def test_a_dry_run_refuses_to_compensate(eng: Engine, svc: Loopback) -> None:
 @both
 def test_a_dry_run_that_pauses_stays_dry_when_answered(eng: Engine, svc: Loopback) -> None:
     """A dry run forked before a question pauses there; its answer continues it as a dry
-    run (nothing sent), and a fork of a dry run is a dry run too."""
+    run (nothing sent; the parent's receipt of the same charge stands in for its result),
+    and a fork of a dry run is a dry run too (resending: None stands in, as declared)."""
 
     @eng.tool(side_effect=True, name="ask_charge")
     def charge(order: str, *, idempotency_key: str) -> dict[str, Any] | None:
@@ -196,10 +204,10 @@ def test_a_dry_run_that_pauses_stays_dry_when_answered(eng: Engine, svc: Loopbac
     assert eng.answer(live.run_id, "yes").output == "charged" and len(svc.requests) == 1
     fork = eng.rewind(live.run_id, to="start", dry_run=True)
     assert fork.status == "paused"
-    done = eng.answer(fork.run_id, "yes")
-    assert (done.status, done.output) == (RunStatus.DRY_RUN, "would charge")
-    again = eng.rewind(fork.run_id, to="start")  # no dry_run= given: its parent's holds
-    assert eng.answer(again.run_id, "yes").status == RunStatus.DRY_RUN
+    done = eng.answer(fork.run_id, "yes")  # the parent's receipt stands in for the charge
+    assert (done.status, done.output) == (RunStatus.DRY_RUN, "charged")
+    again = eng.rewind(fork.run_id, to="start", effects="resend")  # dry: its parent is
+    assert eng.answer(again.run_id, "yes").output == "would charge"  # no receipt: None
     assert len(svc.requests) == 1
 
 
@@ -231,3 +239,29 @@ def test_a_dry_run_posts_no_message_to_another_run(eng: Engine) -> None:
         "value": {"n": 1},
     }
     assert eng.verify(fork.run_id).status == RunStatus.DRY_RUN
+
+
+@both
+def test_each_parent_receipt_stands_in_once_across_a_pause(eng: Engine, svc: Loopback) -> None:
+    """Two identical charges around a question: after the answer, the dry run's second
+    charge takes the parent's second receipt, not the first again (the first would_send
+    names the parent call it took, and a re-execution reads that from the log)."""
+
+    @eng.tool(side_effect=True, name="twice_charge")
+    def charge(order: str, *, idempotency_key: str) -> dict[str, Any]:
+        return _post(svc, order, idempotency_key)
+
+    @eng.agent(name="tests:dry_twice")
+    def twice(run: Any) -> list[str]:
+        run.checkpoint("start")
+        first = charge("o5")
+        run.ask("again?")
+        return [first["receipt"], charge("o5")["receipt"]]
+
+    live = eng.run(twice)
+    done = eng.answer(live.run_id, "yes")
+    assert len(svc.requests) == 2
+    fork = eng.rewind(live.run_id, to="start", dry_run=True)
+    assert eng.answer(fork.run_id, "yes").output == done.output
+    first, second = _types(eng, fork.run_id, "would_send")
+    assert first["parent_call"] != second["parent_call"] and len(svc.requests) == 2
