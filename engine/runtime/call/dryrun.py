@@ -68,8 +68,7 @@ def _sent(call: Call, state: CallState) -> ev.WouldSend:
     a fork rewound with ``effects="reuse"`` would take it over; else None if the tool
     declares it may return None; else nothing (the fork stops here)."""
     taken = forks.inheritance(call.ctx).take(call.tool.name, call.ahash)
-    fx = None if taken is None else taken[1]
-    known = fx is not None and fx.outcome == Outcome.COMMITTED
+    fx = None if taken is None or taken[1].outcome != Outcome.COMMITTED else taken[1]
     return ev.WouldSend(
         at=ev.now(),
         call=call.number,
@@ -77,9 +76,9 @@ def _sent(call: Call, state: CallState) -> ev.WouldSend:
         args=call.shown,
         args_hash=call.ahash,
         key=state.key,
-        stopped=not known and not admits_none(call.tool.returns),
-        result=fx.result if known and fx is not None else None,
-        parent_call=fx.call if known and fx is not None else None,
+        stopped=fx is None and not admits_none(call.tool.returns),
+        result=None if fx is None else fx.result,
+        parent_call=None if fx is None else fx.call,
     )
 
 
