@@ -10,7 +10,8 @@ or before its fork point), as if it had been recorded so. A NAME is
 optionally followed by ``@POSITION`` (as ``timeline`` shows it) when the name is recorded
 more than once. An unknown or ambiguous name, or a side-effecting tool's (its result is
 the world's, not the log's), is refused naming the candidates. ``answer=`` answers the
-question the inherited prefix ends on. ``fork_edited`` records each edit (keyed hashes of
+question the inherited prefix ends on (or, when it ends before it, the first question the
+fork asks). ``fork_edited`` records each edit (keyed hashes of
 the old and the new value) and who made it.
 """
 
@@ -137,22 +138,24 @@ def _edit(c: Candidate, old: Any, new: Any, key: bytes) -> ev.Edit:
     )
 
 
-def question_at(recorded: list[Recorded], target: int | None) -> tuple[int, ev.HumanInputRequested]:
-    """The question a fork with ``answer=`` answers: the last one asked up to ``target``
-    (None: the parent's last question) and not answered there; its position with it."""
+def question_at(
+    recorded: list[Recorded], target: int | None
+) -> tuple[int, ev.HumanInputRequested] | None:
+    """The question a fork with ``answer=`` answers at its start: the parent's last one
+    (``target`` None; UsageError if it asked none), or the one the prefix up to ``target``
+    ends on, unanswered there (None if it ends on none: the fork's first question then
+    takes the answer); its position with it."""
     upto = recorded if target is None else recorded[:target]
     answered = {r.event.call for r in upto if isinstance(r.event, ev.HumanInputProvided)}
     for r in reversed(upto):
         e = r.event
         if isinstance(e, ev.HumanInputRequested):
             if target is not None and e.call in answered:
-                break
+                return None
             return r.position, e
-    where = "in the run" if target is None else f"unanswered at position {target}"
-    raise UsageError(
-        f"no question {where} to answer; to change an answer given, set it by its question "
-        "(--set 'QUESTION=JSON')"
-    )
+    if target is None:
+        raise UsageError("the run asked no question to answer: rewind with --to")
+    return None
 
 
 def answer_event(asked: ev.HumanInputRequested, value: Any) -> ev.HumanInputProvided:
@@ -171,4 +174,20 @@ def answer_edit(asked: ev.HumanInputRequested, position: int, answered: Any, key
     return _edit(c, None, answered.value, key)
 
 
-__all__ = ["Candidate", "answer_edit", "answer_event", "apply", "candidates", "pick", "question_at"]
+def later_edit(question: str, call: int, position: int, value: Any, key: bytes) -> ev.Edit:
+    """The edit of an answer given to the first question a fork asked (``question``, at
+    ``call``; ``position``: where the fork paused)."""
+    c = Candidate(ANSWER, question, call, 0, position)
+    return _edit(c, None, normalize(value, "the answer"), key)
+
+
+__all__ = [
+    "Candidate",
+    "answer_edit",
+    "answer_event",
+    "apply",
+    "candidates",
+    "later_edit",
+    "pick",
+    "question_at",
+]

@@ -13,7 +13,7 @@ import msgspec
 
 from ... import events as ev
 from ...errors import NonDeterminismError, UsageError
-from ...kinds import Effects
+from ...kinds import Effects, RunStatus
 from ...log.effects import Effect, answered, effects
 from ...log.history import RunWriter, read_events, resolve_position
 from ...log.state import RunState
@@ -29,6 +29,7 @@ from ..run.repository import LoadedRun, RunRepository
 from ..run.results import RunResult
 from ..undo.saga import CannotUndo, Saga, Step, undo_takes_key
 from . import forkedits
+from .answer import answer as answer_run
 from .driver import Driver
 
 # Events that belong to the parent's life, not to the calls a fork inherits (a pause on
@@ -82,7 +83,8 @@ def rewind(
     run = runs.load(runs.resolve(run_id), "be rewound")
     fork_id = uuid.uuid4().hex
     target, events, edited = _prefix(run, fork_id, to, edits)
-    copied = len(events) - (edits.answer is not None)
+    later = edits.answer is not None and not any(x.kind == forkedits.ANSWER for x in edited)
+    copied = len(events) - (edits.answer is not None and not later)
     head = _fork_head(run, fork_id, target, Effects(effects), copied)
     events[copied:] = [msgspec.structs.replace(e, at=head.at) for e in events[copied:]]  # own
     if edited:
@@ -106,6 +108,8 @@ def rewind(
         writer.append(head, *events)
         journal = Journal.from_events(read_events(runs.store, fork_id))
         result = driver.drive(agent, writer, journal, head.input, check=head.key_check)
+    if later and result.status == RunStatus.PAUSED:  # the prefix ended before its question
+        result = _answer_later(runs, driver, fork_id, edits)
     stands, reused = fork_effects(runs.store, fork_id)
     return msgspec.structs.replace(
         result, standing=tuple(stands), reused=tuple(reused), compensated=tuple(undone)
@@ -119,8 +123,8 @@ def _prefix(
     then the answer given) and the edits made."""
     target = resolve_position(run.state, to, run.recorded)
     asked = None
-    if edits.answer is not None:
-        at, asked = forkedits.question_at(run.recorded, target)
+    if edits.answer is not None and (found := forkedits.question_at(run.recorded, target)):
+        at, asked = found
         target = at if target is None else target
     if target is None:
         raise UsageError("rewind needs to= (--to): a checkpoint name or a position")
@@ -133,6 +137,20 @@ def _prefix(
         events.append(answered)
         edited.append(forkedits.answer_edit(asked, target, answered, key))
     return target, events, edited
+
+
+def _answer_later(runs: RunRepository, driver: Driver, fork_id: str, edits: Edits) -> RunResult:
+    """Answer the first question the fork asked (its own, or a child's) with ``answer=``,
+    recorded as an edit (``fork_edited``) before the answer, and continue it."""
+    with runs.held(fork_id):
+        run = runs.load(fork_id, "be answered")
+        asked = list(run.journal.unanswered.values())[-1:]  # none: a child's question
+        call, question = (asked[0].call, asked[0].question) if asked else (0, run.state.waiting)
+        key = run_key(run.started.key_check, fork_id)
+        position = run.state.position
+        edit = forkedits.later_edit(str(question), call, position, edits.answer, key)
+        run.writer.append(ev.ForkEdited(at=ev.now(), edits=[edit], by=edits.by or who()))
+    return answer_run(runs, driver, fork_id, edits.answer)
 
 
 def _returns(agent: AgentDef) -> Callable[[str], Any]:

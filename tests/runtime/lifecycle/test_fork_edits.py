@@ -106,9 +106,8 @@ def test_answer_forks_a_paused_run_at_its_question_with_another_answer(eng: Engi
 
 @both
 def test_names_that_cannot_be_set_are_refused_naming_the_candidates(eng: Engine) -> None:
-    """Unknown, ambiguous (NAME@POSITION picks one) and side-effecting names, and an
-    answer with no question to answer, are refused with one clear UsageError; no fork is
-    written for any of them."""
+    """Unknown and side-effecting names are refused with one clear UsageError naming the
+    candidates; no fork is written for any of them."""
     a = Agent(eng, "refusals")
     parent = eng.run(a.agent, order="o3")
     done = eng.answer(parent.run_id, "yes")
@@ -118,8 +117,6 @@ def test_names_that_cannot_be_set_are_refused_naming_the_candidates(eng: Engine)
         eng.rewind(done.run_id, to="planned", set={"nope": 1})
     with pytest.raises(UsageError, match="side-effecting tool: its result cannot be set"):
         eng.rewind(done.run_id, to=end, set={a.charge: {"cents": 1}})
-    with pytest.raises(UsageError, match="no question unanswered at position"):
-        eng.rewind(done.run_id, to="planned", answer="x")
     assert len(eng.runs()) == runs  # nothing forked
 
 
@@ -137,6 +134,8 @@ def test_an_ambiguous_name_is_refused_and_name_at_position_picks_one(eng: Engine
         eng.rewind(parent.run_id, to="end", set={"n": 5})
     fork = eng.rewind(parent.run_id, to="end", set={"n@3": 5})
     assert fork.output == [1, 5]
+    with pytest.raises(UsageError, match="asked no question to answer"):
+        eng.rewind(parent.run_id, answer="x")  # and no fork point to start from
 
 
 @both
@@ -211,3 +210,20 @@ def test_a_value_that_does_not_fit_its_declared_type_is_refused(eng: Engine) -> 
         parent.run_id, to="x", set={"plan": {"cents": 7}, "typed_lookup": {"cents": 1}}
     )
     assert fork.output == 8
+
+
+@both
+def test_answer_with_a_fork_point_before_the_question_answers_the_fork_s_question(
+    eng: Engine,
+) -> None:
+    """``to=`` a checkpoint before the question with ``answer=``: the fork runs to its
+    question, the answer is recorded as an edit and given, and the fork goes on."""
+    a = Agent(eng, "later")
+    parent = eng.run(a.agent, order="o4")
+    fork = eng.rewind(parent.run_id, to="planned", answer="no", set={"plan": {"cents": 2}})
+    assert fork.output == {"declined": True, "tier": "basic"} and a.sent == []
+    [edited, answered] = _data(eng, fork.run_id, "fork_edited")
+    assert [x["name"] for x in edited["edits"]] == ["plan"]
+    assert [(x["kind"], x["name"]) for x in answered["edits"]] == [("answer", "approve?")]
+    assert eng.rewind(parent.run_id, to="planned", answer="yes").output["cents"] == 100
+    assert a.sent == [("o4", 100)]
