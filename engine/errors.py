@@ -174,6 +174,15 @@ class Suspended(RunInterrupt):
         self.reason = reason
 
 
+class DryRunStop(RunInterrupt):
+    """A dry-run fork reached a side-effecting call whose declared result it cannot make
+    up (``reason`` names it): the fork ends here, status ``dry_run``, nothing sent."""
+
+    def __init__(self, reason: str, call: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.call = reason, call
+
+
 class OutcomeNotRecorded(RunInterrupt):
     """A tool ran but the store failed to record what it did: the run stops here (it stays
     ``running``, resumable) and its resume resolves the call as uncertain (ledger,
@@ -185,6 +194,7 @@ __all__ = [
     "ChildFailed",
     "ConcurrencyError",
     "CorruptData",
+    "DryRunStop",
     "Indeterminate",
     "LeaseTaken",
     "Logical",

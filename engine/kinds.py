@@ -24,12 +24,16 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"  # resumable: resume re-attempts the failed call
     ABANDONED = "abandoned"
+    DRY_RUN = "dry_run"  # a dry-run fork ended: it sent nothing (engine.rewind(dry_run=True))
 
 
 # The status sets, named once (a plain stored string matches too). Every status is in
 # exactly one of LIVE, SUSPENDED and SETTLED; FINAL is the part of SETTLED nothing reopens.
-# Completed or abandoned: nothing more runs in it, ever.
-FINAL = frozenset({RunStatus.COMPLETED, RunStatus.ABANDONED})
+# Completed, abandoned or a dry run's end: nothing more runs in it, ever.
+FINAL = frozenset({RunStatus.COMPLETED, RunStatus.ABANDONED, RunStatus.DRY_RUN})
+# Completed or a dry run's end: the run returned an output (a dry run stopped at a
+# would-be effect has none: its ``error`` says where it stopped).
+RETURNED = frozenset({RunStatus.COMPLETED, RunStatus.DRY_RUN})
 # Final or failed: no execution is left that may write to it (resume starts a new one).
 SETTLED = FINAL | {RunStatus.FAILED}
 # What a prune takes unless told otherwise: every settled status, in a stable order.
@@ -119,6 +123,7 @@ __all__ = [
     "ASKING",
     "FINAL",
     "LIVE",
+    "RETURNED",
     "SETTLED",
     "SUSPENDED",
     "TOOL_KINDS",

@@ -41,6 +41,7 @@ _SGR = {
 _json = msgspec.json.Encoder()
 EXIT: dict[str, int] = {
     RunStatus.COMPLETED: 0,
+    RunStatus.DRY_RUN: 0,  # a dry-run fork ended (it sent nothing): done, as a completed run
     RunStatus.QUEUED: 3,  # not finished: it waits for a worker
     RunStatus.PAUSED: 3,
     RunStatus.WAITING: 3,  # not finished: it waits (for a timer, a message or a child)

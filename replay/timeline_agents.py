@@ -112,6 +112,19 @@ def _waiting(e: ev.RunWaiting, at: float) -> list[Piece]:
 
 def _patched(e: ev.PatchMarked, at: float) -> list[Piece]:
     return [("⚑ patch ", "bold"), repr(e.name), (f"  taken after call {e.after}", "dim")]
+def _edited(e: ev.ForkEdited, at: float) -> list[Piece]:
+    what = ", ".join(f"{x.kind} {x.name!r} (position {x.position})" for x in e.edits)
+    return [("✎ fork edited ", "bold yellow"), what, (f"  by {e.by}", "dim")]
+
+
+def _would_send(e: ev.WouldSend, at: float) -> list[Piece]:
+    stop = [(" (the dry run stops here)", "yellow")] if e.stopped else []
+    return [("⊘ would send ", "bold cyan"), f"{e.tool} {brief(e.args, 100)} (key {e.key})", *stop]
+
+
+def _dry_ended(e: ev.DryRunEnded, at: float) -> list[Piece]:
+    ended = brief(e.output, 100) if e.error is None else (e.error, "yellow")
+    return [("■ dry run ended", "bold cyan"), " → ", ended]
 
 
 Render = Callable[[Any, float], list[Piece]]
@@ -130,4 +143,8 @@ RENDER: dict[type[ev.Event], Render] = {
     ev.TimerSet: _timer,
     ev.RunWaiting: _waiting,
     ev.PatchMarked: _patched,
+    ev.ForkEdited: _edited,
+    ev.DryRunStarted: lambda e, at: [("◇ dry run", "bold cyan"), ": no side effect is sent"],
+    ev.WouldSend: _would_send,
+    ev.DryRunEnded: _dry_ended,
 }

@@ -19,7 +19,7 @@ STATUS_VALUES = {s.value for s in RunStatus}
 def test_every_status_is_live_suspended_or_settled_exactly_once() -> None:
     assert set(RunStatus) == LIVE | SUSPENDED | SETTLED
     assert not LIVE & SUSPENDED and not LIVE & SETTLED and not SUSPENDED & SETTLED
-    assert FINAL == {RunStatus.COMPLETED, RunStatus.ABANDONED} < SETTLED
+    assert FINAL == {RunStatus.COMPLETED, RunStatus.ABANDONED, RunStatus.DRY_RUN} < SETTLED
     assert {RunStatus.FAILED} == SETTLED - FINAL  # resumable: resume re-attempts the failure
 
 

@@ -22,6 +22,8 @@ from .ledger import *  # noqa: F403  (the ledger's events, by its __all__)
 from .ledger import AnyLedgerEvent
 from .deploys import *  # noqa: F403  (a patch's marker)
 from .deploys import AnyDeployEvent
+from .forks import *  # noqa: F403  (forks with edits and dry runs, by their __all__)
+from .forks import AnyForkEvent
 
 # A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
 # member: msgspec leaves a default out by identity, so a value equal to it is left out
@@ -342,6 +344,7 @@ AnyEvent = (
     | AnyLedgerEvent
     | AnyAgentEvent
     | AnyDeployEvent
+    | AnyForkEvent
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {t.__struct_config__.tag: t for t in AnyEvent.__args__}

@@ -32,9 +32,15 @@ class Replayed(msgspec.Struct, frozen=True):
 
 def event_data(event: Event) -> dict[str, Any]:
     """The event's fields as plain builtins (without ``type`` and ``at``): a nested
-    struct (``agent_resumed.replayed``) as a dict."""
+    struct (``agent_resumed.replayed``, each of ``fork_edited.edits``) as a dict."""
     return {
-        f: msgspec.to_builtins(v) if isinstance(v := getattr(event, f), msgspec.Struct) else v
+        f: msgspec.to_builtins(v) if _nested(v := getattr(event, f)) else v
         for f in event.__struct_fields__
         if f != "at"
     }
+
+
+def _nested(v: Any) -> bool:
+    return isinstance(v, msgspec.Struct) or (
+        isinstance(v, list) and bool(v) and isinstance(v[0], msgspec.Struct)
+    )

@@ -14,7 +14,7 @@ from ..kinds import FINAL
 from .state import RunState
 
 # A run ends with one of these; nothing of its own life may follow.
-ENDS = (ev.AgentFinished, ev.AgentAbandoned)
+ENDS = (ev.AgentFinished, ev.AgentAbandoned, ev.DryRunEnded)
 # What an ended run's stream may still receive: the record of undoing one of its effects,
 # made by a later act on it (a rewind that compensates the parent's effects), and the
 # record of its import and of its adoption.

@@ -14,7 +14,7 @@ from .. import events as ev
 FLUSH_AT = 100  # checkpoints and snapshots measured before they ride the next commit
 # A batch ending with one of these is the last its execution commits (the run context
 # records each alone, after any deferred outcomes): the timings held ride in it.
-LAST_WRITE = (ev.AgentFinished, ev.AgentFailed, ev.HumanInputRequested)
+LAST_WRITE = (ev.AgentFinished, ev.AgentFailed, ev.HumanInputRequested, ev.DryRunEnded)
 
 
 class SaveTimes:

@@ -108,6 +108,7 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     cost: float | None = None
     # Imported from a file and not adopted since: nothing runs it (see engine.adopt).
     imported: bool = False
+    dry_run: bool = False  # a dry-run fork, or a child of one (dry_run_started)
 
     @property
     def waiting(self) -> str | None:
@@ -166,6 +167,7 @@ STATUS_AFTER: dict[type[ev.Event], RunStatus] = {
     ev.RunWaiting: RunStatus.WAITING,
     ev.RunHeld: RunStatus.HELD,
     ev.RunApproved: RunStatus.RUNNING,
+    ev.DryRunEnded: RunStatus.DRY_RUN,
 }
 
 
@@ -276,6 +278,10 @@ def _finished(s: RunState, e: ev.AgentFinished, position: int) -> RunState:
     )
 
 
+def _dry_ended(s: RunState, e: ev.DryRunEnded, position: int) -> RunState:
+    return replace(s, output=e.output, pending=[], error=e.error, waits_on=None)
+
+
 def _stopped(s: RunState, e: Any, position: int) -> RunState:
     """An event after which the run waits on nothing (a failure records its error)."""
     error = e.error if isinstance(e, ev.AgentFailed) else s.error
@@ -299,6 +305,8 @@ _HANDLERS: dict[type[ev.Event], _Handler] = {
     ev.HumanInputProvided: _stopped,
     ev.Compensated: lambda s, e, p: replace(s, compensated=s.compensated + 1),
     ev.AgentFinished: _finished,
+    ev.DryRunEnded: _dry_ended,
+    ev.DryRunStarted: lambda s, e, p: replace(s, dry_run=True),
     ev.AgentFailed: _stopped,
     ev.AgentAbandoned: _stopped,
     ev.ChildPaused: _child_paused,

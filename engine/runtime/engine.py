@@ -13,7 +13,7 @@ import functools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
@@ -50,6 +50,7 @@ from .lifecycle.driver import Driver
 from .lifecycle.driver import resume as resume_run
 from .lifecycle.driver import start as start_run
 from .lifecycle.driver import verify as verify_run
+from .lifecycle.rewind import Edits
 from .lifecycle.rewind import rewind as rewind_run
 from .retention.pruning import Retention
 from .lifecycle.verifying import verify_all
@@ -357,14 +358,27 @@ class Engine(Catalog, Declaring, Working, Scheduling, Retention):
         """Stop a run for good, running its compensations in reverse order."""
         return self._after(abandon_run(self._runs, run_id))
 
-    def rewind(self, run_id: str, to: int | str, effects: str = Effects.REUSE) -> RunResult:
+    def rewind(
+        self,
+        run_id: str,
+        to: int | str | None = None,
+        effects: str = Effects.REUSE,
+        set: Mapping[str, Any] | None = None,
+        answer: Any = None,
+        dry_run: bool = False,
+        by: str | None = None,
+    ) -> RunResult:
         """Fork a new run from a checkpoint name or position of ``run_id`` and continue it.
 
         The parent's side effects after ``to``: ``"reuse"`` records the parent's outcome
         when the fork makes the same call (nothing is sent), ``"compensate"`` undoes them
         first (recorded in the parent), ``"resend"`` sends them again under the fork's keys.
-        """
-        return self._after(rewind_run(self._runs, self._driver, run_id, to, effects))
+        ``set`` replaces inherited values by name (a decision, a question's answer, a
+        read-only tool's result), ``answer`` answers the question the fork starts at (by
+        default the parent's last), ``dry_run`` sends no side effect (docs/guides/forks.md);
+        ``fork_edited`` records the edits and ``by`` whom (default: user@host)."""
+        edits = Edits(dict(set or {}), answer, dry_run, by)
+        return self._after(rewind_run(self._runs, self._driver, run_id, to, effects, edits))
 
     def verify(self, run_id: str) -> RunResult:
         """Re-execute the agent against the log with every live call forbidden.

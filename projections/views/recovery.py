@@ -143,6 +143,7 @@ _HANDLERS: dict[type[ev.Event], Callable[[Row, Any], Row]] = {
     ev.AgentFinished: _ended,
     ev.AgentFailed: _ended,
     ev.AgentAbandoned: _ended,
+    ev.DryRunEnded: _ended,
     ev.SavesTimed: _timed,
     ev.Compensated: _compensated,
 }

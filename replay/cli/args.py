@@ -135,6 +135,20 @@ def json_value(text: str, what: str) -> Any:
     return value
 
 
+def assignments(items: list[str], option: str) -> dict[str, Any]:
+    """``NAME=JSON`` items (``--set``) as a mapping; one without ``=``, with no name, named
+    twice, or whose value is not JSON is refused (UsageError, naming it)."""
+    found: dict[str, Any] = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        if not eq or not name.strip():
+            raise UsageError(f"{option} takes NAME=JSON, not {shown(item)}")
+        if name in found:
+            raise UsageError(f"{option} names {shown(name)} twice")
+        found[name] = json_value(text, f"the value of {option} {shown(name)}")
+    return found
+
+
 def _int64(digits: str, what: str) -> int:
     # Checked on the digits first: int() of a 5,000-digit string raises by itself.
     size = len(digits.lstrip("-").lstrip("0"))

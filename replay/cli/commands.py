@@ -12,7 +12,7 @@ from engine.errors import UsageError
 from engine.kinds import Effects, RunStatus
 
 from ..output import exit_status, result_doc
-from . import args, views
+from . import args, forkviews, views
 from .app import Run, app, run_id_param, session
 from .watching import recovered_doc, recovered_lines
 
@@ -178,29 +178,69 @@ def abandon(ctx: typer.Context, run: Run) -> int:
     return code
 
 
+ToOption = Annotated[
+    str | None,
+    typer.Option(
+        "--to",
+        help="A checkpoint name or a position (as timeline shows it); with --answer, "
+        "by default the run's last question.",
+    ),
+]
+EffectsOption = Annotated[
+    str,
+    typer.Option(
+        "--effects",
+        metavar="reuse|compensate|resend",
+        help="The parent's side effects after the target: reuse them when the fork makes "
+        "the same call (default), compensate them first, or resend them.",
+    ),
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="NAME=JSON",
+        help="Replace an inherited value: a decision, a question's answer or a read-only "
+        "tool's result, by name (NAME@POSITION when recorded more than once).",
+    ),
+]
+AnswerOption = Annotated[
+    str | None, typer.Option("--answer", help="Fork at the question with this answer.")
+]
+JsonAnswer = Annotated[bool, typer.Option("--json-value", help="Parse --answer's VALUE as JSON.")]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Call no side-effecting tool: record what it would send.")
+]
+ByOption = Annotated[str | None, typer.Option("--by", help="Who edits (default user@host).")]
+
+
 @app.command()
 def rewind(
     ctx: typer.Context,
     run: Run,
-    to: Annotated[
-        str,
-        typer.Option("--to", help="A checkpoint name or a position (as timeline shows it)."),
-    ],
-    effects: Annotated[
-        str,
-        typer.Option(
-            "--effects",
-            metavar="reuse|compensate|resend",
-            help="The parent's side effects after the target: reuse them when the fork makes "
-            "the same call (default), compensate them first, or resend them.",
-        ),
-    ] = Effects.REUSE.value,
+    to: ToOption = None,
+    effects: EffectsOption = Effects.REUSE.value,
+    sets: SetOption = None,
+    answer: AnswerOption = None,
+    json_value: JsonAnswer = False,
+    dry_run: DryRunOption = False,
+    by: ByOption = None,
 ) -> int:
-    """Fork a new run from a checkpoint or position of RUN and continue it."""
+    """Fork a new run from a checkpoint or position of RUN and continue it (with edits,
+    another answer, or as a dry run: docs/guides/forks.md)."""
     s = session(ctx)
+    if to is None and answer is None:
+        raise UsageError("rewind needs --to POSITION|NAME (or --answer VALUE: at the question)")
     args.position(to, "--to")
+    values = args.assignments(sets or [], "--set")
+    given = (
+        None if answer is None else args.json_value(answer, "--answer") if json_value else answer
+    )
     parent = s.engine.resolve(run)
-    r = s.engine.rewind(parent, to, effects=effects)
+    r = s.engine.rewind(
+        parent, to, effects=effects, set=values, answer=given, dry_run=dry_run, by=by
+    )
+    fork = forkviews.fork_doc(s.engine.events(r.run_id))
     if s.as_json:
         s.out.json(
             {
@@ -208,10 +248,13 @@ def rewind(
                 "standing": views.standing_docs(r.standing),
                 "compensated": views.standing_docs(r.compensated),
                 "reused": views.standing_docs(r.reused),
+                **fork,
             }
         )
         return exit_status(r.status)
-    s.out.line("fork ", (r.run_id, "bold cyan"), f" of {parent} at {to!r} (effects: {effects})")
+    at = "its last question" if to is None else repr(to)
+    s.out.line("fork ", (r.run_id, "bold cyan"), f" of {parent} at {at} (effects: {effects})")
+    s.out.lines(forkviews.fork_rows(fork))
     code = s.result(r)
     s.out.lines(views.compensated_rows(r.compensated, "undone before the fork"))
     s.out.lines(views.reused_rows(r.reused))

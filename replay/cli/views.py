@@ -25,6 +25,7 @@ _STATUS_STYLE: dict[str, str] = {
     RunStatus.RUNNING: "blue",
     RunStatus.WAITING: "magenta",
     RunStatus.HELD: "yellow",
+    RunStatus.DRY_RUN: "cyan",
 }
 # How a run with a parent names it in the run list, by its lineage (runs view's word).
 _LINEAGE = {"child": "child of ", "fork": "fork of "}
@@ -191,6 +192,9 @@ def result_rows(r: RunResult, failure: tuple[str, int | None] | None = None) -> 
     elif r.status == RunStatus.FAILED:
         rows.append(["error: ", (r.error or "?", "red")])
         rows.append([("next: ", "dim"), f"agentlog resume {r.run_id[:12]}  {_again(failure)}"])
+    elif r.status == RunStatus.DRY_RUN:  # a dry-run fork: nothing was sent
+        ended = brief(r.output, 400) if r.error is None else (r.error, "yellow")
+        rows.append(["dry run, nothing sent: ", ended])
     elif r.status == RunStatus.ABANDONED and r.error:
         rows.append(["reason: ", r.error])
     return rows

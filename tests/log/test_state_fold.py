@@ -259,6 +259,41 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         child_run_id=st.none() | run_ids,
     ),
     "patch_marked": st.builds(ev.PatchMarked, at=ats, name=short, after=calls),
+    "fork_edited": st.builds(
+        ev.ForkEdited,
+        at=ats,
+        edits=st.lists(
+            st.builds(
+                ev.Edit,
+                kind=st.sampled_from(["decision", "answer", "tool"]),
+                name=short,
+                call=calls,
+                position=st.integers(1, 50),
+                old_hash=short,
+                new_hash=short,
+            ),
+            max_size=3,
+        ),
+        by=short,
+    ),
+    "dry_run_started": st.builds(ev.DryRunStarted, at=ats),
+    "would_send": st.builds(
+        ev.WouldSend,
+        at=ats,
+        call=calls,
+        tool=tools,
+        args=dicts,
+        args_hash=short,
+        key=keys,
+        stopped=st.booleans(),
+    ),
+    "dry_run_ended": st.builds(
+        ev.DryRunEnded,
+        at=ats,
+        output=values,
+        stopped_at=st.none() | calls,
+        error=maybe_short,
+    ),
 }
 any_event = st.one_of(*EVENT_STRATEGIES.values())
 # Most runs begin with agent_started; some histories are arbitrary (the fold must not care).

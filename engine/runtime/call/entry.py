@@ -1,6 +1,5 @@
 """The opening of one durable tool call, up to its first decision: a pure ``open_call``
 answers what the journal, a fork's parent and the ledger said; ``_open`` does the I/O.
-
     the journal has an outcome?   -> return it, or raise its failure (nothing runs)
     an intent with no outcome?    -> resolved: the ledger, the verifier, a same-key
                                      re-send or a person; never a fresh key
@@ -40,7 +39,7 @@ from ..journal.callstate import (
 )
 from ..run import asked
 from ..run.context import RunContext
-from . import forks, ledger, refresh
+from . import dryrun, forks, ledger, refresh
 from .drive import drive
 from .record import Call, record
 
@@ -261,9 +260,8 @@ def call_tool(
     number: int | None = None,
     loop: asyncio.AbstractEventLoop | None = None,
 ) -> Any:
-    """Make a durable call of ``tool`` inside the run ``ctx``. An async tool's call identity
-    is taken when it is awaited (``number``), its coroutine run on the caller's ``loop``
-    while this thread records and retries. A stale read is executed again (``refresh``)."""
+    """A durable call of ``tool`` in the run ``ctx`` (an async tool's identity taken when
+    awaited: ``number``, run on the caller's ``loop``); a stale read runs again (refresh)."""
     number = ctx.next_call() if number is None else number
     bound = tool.bind(args, kwargs)
     named = normalize(bound, f"arguments of tool {tool.name}")
@@ -276,6 +274,8 @@ def call_tool(
         key = str(tool.key(*args, **kwargs)) if tool.key else f"{ctx.run_id}:{number}"
     state = CallState("tool", tool.name, ahash, key=key)
     entry = ctx.recorded(number, "tool", tool.name, ahash)
+    if dryrun.dry(ctx.writer.state.dry_run, tool, entry):  # a dry run's: nothing is sent
+        return dryrun.would_send(call, state, entry)
     if entry is not None and refresh.stale(ctx, tool, entry):
         return refresh.refreshed(call, state, entry)
     return _open(call, state, Recorded(entry, ctx.journal.failed_call == number))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ... import codec
 from ... import events as ev
 from ...errors import ChildFailed, UsageError
-from ...kinds import RunStatus
+from ...kinds import RETURNED
 from ...log.history import rebuild
 from ...secrets import refuse_secret_input
 from ..call import forks
@@ -114,7 +114,7 @@ def _replayed(ctx: RunContext, call: int, entry: CallState, returns: Any) -> Chi
     assert entry.ref is not None  # child_spawned always names the child
     done = entry.outcome if isinstance(entry.outcome, ev.ChildFinished) else None
     outcome = done
-    failed = done is not None and done.status != RunStatus.COMPLETED
+    failed = done is not None and done.status not in RETURNED
     # A supervised parent's replay goes back to its supervisor (a restart a crash
     # interrupted is finished; one recorded, or an escalation, is not made twice).
     if failed and (ctx.journal.failed_call == call or ctx.agent.supervise is not None):

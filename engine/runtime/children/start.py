@@ -30,8 +30,12 @@ def open_child(
     child_id = record.child_run_id
     started = msgspec.structs.replace(started, run_id=child_id)  # a restart's copies its own
     first = evolve(RunState(run_id=child_id), started, 1)
-    head = Append(run_stream(child_id), 1, started)
-    ctx.record(record, extra=[head], rows=[RunWriter.index_row(first)])
+    heads = [Append(run_stream(child_id), 1, started)]
+    if ctx.writer.state.dry_run:  # a dry run's child is a dry run too
+        dry = ev.DryRunStarted(at=started.at)
+        heads.append(Append(run_stream(child_id), 2, dry))
+        first = evolve(first, dry, 2)
+    ctx.record(record, extra=heads, rows=[RunWriter.index_row(first)])
     ctx.host.start(child_id)
 
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ... import codec
 from ... import events as ev
-from ...errors import ChildFailed, CorruptData, Paused, RunInterrupt, Suspended
-from ...kinds import SETTLED, SUSPENDED, RunStatus, WaitReason
+from ...errors import ChildFailed, CorruptData, DryRunStop, Paused, RunInterrupt, Suspended
+from ...kinds import RETURNED, SETTLED, SUSPENDED, RunStatus, WaitReason
 from ...log.history import rebuild
 from ...log.state import RunState
 from ...log.waiting import of, shown
@@ -91,7 +91,9 @@ def deliver(w: Waited, done: ev.ChildFinished) -> Any:
     replay alike; an output that does not fit comes back as recorded), or its failure
     raised (the spawn call named as the failed call, so a resume of a run this ends
     waits on the child again)."""
-    if done.status == RunStatus.COMPLETED:
+    if done.status == RunStatus.DRY_RUN and done.error is not None:  # stopped: so does this
+        raise DryRunStop(f"dry run stopped at child run {done.child_run_id}: {done.error}", w.call)
+    if done.status in RETURNED:
         what = f"output of child run {done.child_run_id}"
         return codec.typed(done.output, w.returns, what, lenient=True)
     w.ctx.failed_call = w.call
@@ -185,14 +187,14 @@ def _finished(w: Waited, state: RunState) -> ev.ChildFinished | None:
     """Record the child's end in the parent (once); the outcome to give, or None when a
     supervisor restarted the failed child (``w.run_id`` then names the new run)."""
     ctx = w.ctx
-    completed = state.status == RunStatus.COMPLETED
+    completed = state.status in RETURNED  # a dry-run child's end too (not a failure)
     done = ev.ChildFinished(
         at=ev.now(),
         call=w.call,
         child_run_id=w.run_id,
         status=state.status,
         output=state.output if completed else None,
-        error=None if completed else state.error,
+        error=state.error,  # None when completed; where a dry-run child stopped
     )
     if not _same(w.recorded, done):
         _record(ctx, done)

@@ -14,6 +14,7 @@ from msgspec.structs import replace
 
 from ... import events as ev
 from ...kinds import Purpose
+from ...log.effects import SEND
 from .callstate import CallState
 
 _Fold = Callable[[CallState | None, Any], CallState | None]
@@ -53,6 +54,16 @@ def _received(s: CallState | None, e: ev.MessageReceived) -> CallState:
     return replace(s, outcome=e, completed=True, ref=e.message_id)
 
 
+def _would_send(s: CallState | None, e: ev.WouldSend) -> CallState:
+    """A dry run's would-be effect, its outcome (None, or the fork stopped there): a tool
+    call's, or a ``run.send``'s (named by its topic, as a send is)."""
+    if e.tool == SEND:
+        return CallState("send", str(e.args.get("topic", "")), e.args_hash, outcome=e)
+    return CallState(
+        "tool", e.tool, e.args_hash, outcome=e, completed=True, parent_call=e.parent_call
+    )
+
+
 FOLDS: dict[type[Any], _Fold] = {
     ev.ChildSpawned: _spawned,
     ev.ChildFinished: _child_finished,
@@ -64,6 +75,7 @@ FOLDS: dict[type[Any], _Fold] = {
     ),
     ev.TimerSet: _timer,
     ev.MessageReceived: _received,
+    ev.WouldSend: _would_send,
 }
 
 

@@ -18,6 +18,7 @@ import msgspec
 from ... import events as ev
 from ... import observe
 from ...errors import (
+    DryRunStop,
     NonDeterminismError,
     OutcomeNotRecorded,
     Paused,
@@ -147,6 +148,8 @@ def _executed(ctx: RunContext, input: dict[str, Any]) -> RunResult:
         return _finished(ctx, output)
     except Paused as p:
         return RunResult(rid, RunStatus.PAUSED, error=None, waiting=ctx.paused(p.reason))
+    except DryRunStop as halt:  # a dry run's would-be effect (or child) it cannot go past
+        return _dry_ended(ctx, None, halt)
     except Suspended as s:  # what it waits on is recorded (run_waiting) before it stops
         waiting = ctx.writer.state.waiting if not ctx.verify else s.reason
         return RunResult(rid, RunStatus.WAITING, waiting=waiting)
@@ -174,9 +177,22 @@ def _finished(ctx: RunContext, output: Any) -> RunResult:
         return result_of(state)
     # Secret-named entries of the output are redacted as a tool's result is.
     shown = redact(normalize(output, "agent output"), seen=ctx.seen)
+    if state.dry_run:
+        return _dry_ended(ctx, shown, None)
     ctx.record(ev.AgentFinished(at=ev.now(), output=shown))
     ctx.log.info("run_completed")
     return RunResult(rid, RunStatus.COMPLETED, ctx.writer.state.output)
+
+
+def _dry_ended(ctx: RunContext, output: Any, stop: DryRunStop | None) -> RunResult:
+    """A dry-run fork ended (status ``dry_run``): its agent returned ``output``, or it
+    stopped at a would-be effect it cannot go past (``stop``)."""
+    error = None if stop is None else ctx.seen.mask(stop.reason)
+    if not ctx.verify:
+        call = None if stop is None else stop.call
+        ctx.record(ev.DryRunEnded(at=ev.now(), output=output, stopped_at=call, error=error))
+        ctx.log.info("dry_run_ended", stopped_at=call)
+    return RunResult(ctx.run_id, RunStatus.DRY_RUN, output, error=error)
 
 
 def _failed(ctx: RunContext, e: Exception) -> RunResult:
@@ -218,9 +234,10 @@ def start(runs: RunRepository, driver: Driver, run_id: str, owner: str = "") -> 
             return result_of(run.state)  # ended, or held for approval (only approve goes on)
         if run.state.status == RunStatus.QUEUED:
             return _dequeued(runs, driver, run)
-        # A run whose log ends in a resume marker (a supervisor's restart) has one.
-        marked = isinstance(run.recorded[-1].event, ev.AgentResumed)
-        crashed = run.state.position > 1 and not marked
+        # A run whose log ends in a resume marker (a supervisor's restart) has one; a
+        # child that holds only its start (a dry run's: and its dry_run_started) is new.
+        last = run.recorded[-1].event
+        crashed = not isinstance(last, ev.AgentResumed | ev.AgentStarted | ev.DryRunStarted)
         running = run.state.status == RunStatus.RUNNING
         if crashed and running and approval.needs_approval(run.agent, run.state):
             return approval.hold(run, owner)

@@ -261,6 +261,10 @@ def abandon_held(
         raise UsageError(f"run {rid} has completed; there is nothing to abandon")
     if status == RunStatus.ABANDONED:
         return RunResult(rid, RunStatus.ABANDONED, error=run.state.error, parent_run_id=parent)
+    if status == RunStatus.DRY_RUN:  # it sent nothing, and nothing more runs in it
+        if not completed_too:
+            raise UsageError(f"run {rid} is a dry run that ended; there is nothing to abandon")
+        return RunResult(rid, status, run.state.output, parent_run_id=parent)
     stopped = _abandon_children(runs, run, stopping, above | {rid})
     if stopped is not None:
         return stopped

@@ -44,7 +44,7 @@ from ...log.waiting import Message
 from ...polling import poll_until, poll_until_async
 from ...secrets import redact
 from ...store import Append, stream_id
-from ..call import forks
+from ..call import dryrun, forks
 from ..defs.definitions import args_hash, normalize
 from . import timers
 
@@ -98,6 +98,8 @@ def send(ctx: RunContext, to: str, topic: str, value: Any) -> None:
     if ctx.recorded(call, "send", topic, ahash) is not None:
         return  # sent before: the message is in the inbox already
     ctx.live(call, f"send {topic!r} to {to}")
+    if ctx.writer.state.dry_run:  # a dry run posts nothing: what it would post, recorded
+        return dryrun.would_post(ctx, call, {"to": to, "topic": topic, "value": shown}, ahash)
     inherited = forks.inheritance(ctx).take(SEND, ahash)
     if inherited is not None:  # a fork sending what its parent sent after the fork position
         parent = inherited[1]
