@@ -128,3 +128,21 @@ def test_a_well_chained_tree_in_the_wrong_shape_is_refused_naming_why(
         r = _cli(capsys, "import", str(path), "--url", dest)
         assert r.code == 2 and needle in r.err, (needle, r.err)
     assert not (tmp_path / "dest.db").exists()  # refused before any store was made
+
+
+@backends("sqlite", "postgres")
+def test_a_tree_from_another_store_imports_into_this_one_in_one_piece(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exported from a SQLite file, imported here: all five runs, linked as they were."""
+    source = sqlite_url(tmp_path, "source.db")
+    with contextlib.closing(open_store(source)) as store:
+        three_levels(store)
+    path = tmp_path / "boss.jsonl"
+    assert _cli(capsys, "export", "boss", "--tree", "-o", str(path), "--url", source).code == 0
+    r = _cli(capsys, "import", str(path), "--url", store_url)
+    assert r.code == 0 and "imported run boss and 4 descendant runs" in r.out, r
+    listed = _cli(capsys, "runs", "--json", "--url", store_url).json()
+    assert sorted(d["run_id"] for d in listed) == sorted(TREE)
+    parents = {d["run_id"]: d["parent_run_id"] for d in listed}
+    assert parents == {"boss": None, "lead": "boss", "solo": "boss", "w1": "lead", "w2": "lead"}
