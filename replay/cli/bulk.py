@@ -110,6 +110,12 @@ def _doc(r: RunResult) -> dict[str, Any]:
     return {**result_doc(r), "refused": None}
 
 
+def _refused(run_id: str, why: str) -> dict[str, Any]:
+    """A run the action could not be done to, as ``--json`` lists it: why, in ``refused``."""
+    doc = dict.fromkeys(("status", "output", "error", "waiting"))
+    return {"run_id": run_id, **doc, "refused": why}
+
+
 # Each action: its work on one run, its verb and what a run that ended well is, in words.
 ACTIONS: dict[str, tuple[Callable[[Session, str], tuple[int, dict[str, Any]]], str, str]] = {
     "resume": (_resume, "resume", "completed"),
@@ -154,9 +160,9 @@ def _each(s: Session, action: str, picked: list[str], what: str) -> int:
         try:
             code, doc = work(s, rid)
         except AgentlogError as e:
-            code, doc = 2, {"run_id": rid, "status": None, "refused": str(e) or type(e).__name__}
+            code, doc = 2, _refused(rid, str(e) or type(e).__name__)
         except Exception as e:  # one run's bug must not stop the others
-            code, doc = 1, {"run_id": rid, "status": None, "refused": f"unexpected {e!r}"[:300]}
+            code, doc = 1, _refused(rid, f"unexpected {e!r}"[:300])
         codes.append(code)
         docs.append(doc)
         if not s.as_json:

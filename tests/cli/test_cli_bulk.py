@@ -59,3 +59,10 @@ def test_bulk_commands_preview_then_act_on_every_run_the_filter_picks(
     assert diverged.code == 2, diverged
     assert hello in diverged.out and "refused" in diverged.out
     assert "0 agree with their log, 1 not" in diverged.out
+    as_json = work.many([["verify", "--status", "completed", "--yes", "--json"]])[0]
+    (doc,) = as_json.json()["runs"]
+    assert (
+        as_json.code == 2
+        and doc["run_id"] == hello
+        and "the log recorded tool 'greet'" in doc["refused"]
+    ), doc
