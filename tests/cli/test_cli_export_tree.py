@@ -146,3 +146,27 @@ def test_a_tree_from_another_store_imports_into_this_one_in_one_piece(
     assert sorted(d["run_id"] for d in listed) == sorted(TREE)
     parents = {d["run_id"]: d["parent_run_id"] for d in listed}
     assert parents == {"boss": None, "lead": "boss", "solo": "boss", "w1": "lead", "w2": "lead"}
+
+
+@backends("sqlite")
+def test_a_signed_tree_is_one_signature_chain(
+    store_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--sign is one HMAC chain over the whole tree: --require-signature takes it under
+    the key it was signed with and refuses it, at line 1, under another."""
+    monkeypatch.setenv("AGENTLOG_EXPORT_KEY", "k1")
+    with contextlib.closing(open_store(store_url)) as store:
+        three_levels(store)
+    path = tmp_path / "signed.jsonl"
+    argv = ["export", "boss", "--tree", "--sign", "-o", str(path), "--url", store_url]
+    assert _cli(capsys, *argv).code == 0
+    dest = sqlite_url(tmp_path, "dest.db")
+    r = _cli(capsys, "import", str(path), "--require-signature", "--url", dest)
+    assert r.code == 0 and "4 descendant runs" in r.out, r
+    monkeypatch.setenv("AGENTLOG_EXPORT_KEY", "k2")
+    other = sqlite_url(tmp_path, "other.db")
+    r = _cli(capsys, "import", str(path), "--require-signature", "--url", other)
+    assert r.code == 2 and "line 1: signature does not match" in r.err, r
