@@ -63,6 +63,7 @@ def runs(
             s.out.json_stream(run_doc(r) for r in found)
         else:
             s.out.lines(views.run_rows(found, s.store_name, bool(narrow), s.lineage(found)))
+        searching.say_damaged(narrow)
         return 0
     from projections.views.runs import list_runs
 
@@ -82,6 +83,7 @@ def runs(
         s.out.json_stream(board_doc(r) for r in rows)
     else:
         s.out.lines(views.board_rows(rows, s.store_name))
+    searching.say_damaged(narrow)
     return 0
 
 

@@ -10,13 +10,15 @@ indexes) with ``key``, ``call``, ``outcome`` (pending, committed, released, comp
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import UsageError
+from engine.errors import CorruptData, UsageError
 from engine.kinds import KeyOutcome
 
-from ..output import Piece, clock, printable, run_doc, when
+from ..output import Piece, clock, plural, printable, run_doc, when
 from . import args
 from .views import status_piece
 
@@ -35,11 +37,43 @@ def narrowing(s: Session, input_contains: str | None = None) -> list[Narrow]:
     ``runs`` that the index and the runs view cannot answer is one more entry here."""
     tests: list[Narrow] = []
     if input_contains is not None:
-        from engine.runtime.run.search import checked_text, input_holds
+        from engine.runtime.run.search import checked_text
 
-        text = checked_text(input_contains)
-        tests.append(lambda rid: input_holds(s.catalog.store, rid, text))
+        tests.append(InputSearch(s, checked_text(input_contains)))
     return tests
+
+
+@dataclass
+class InputSearch:
+    """``--input-contains``: whether a run's input holds ``text``. A run whose log is
+    damaged is not a match, and is named afterwards (:func:`say_damaged`), so one damaged
+    run does not hide the others; a store it cannot open at all (no cipher key) stops it."""
+
+    s: Session
+    text: str
+    damaged: list[str] = field(default_factory=list)
+
+    def __call__(self, run_id: str) -> bool:
+        from engine.runtime.run.search import input_holds
+
+        try:
+            return input_holds(self.s.catalog.store, run_id, self.text)
+        except CorruptData:
+            self.damaged.append(run_id)
+            return False
+
+
+def say_damaged(narrow: list[Narrow], shown: int = 5) -> None:
+    """On stderr, after the listing: the runs a search could not read."""
+    for test in narrow:
+        damaged = getattr(test, "damaged", [])
+        if damaged:
+            names = ", ".join(printable(r) for r in damaged[:shown])
+            more = f" and {len(damaged) - shown} more" if len(damaged) > shown else ""
+            sys.stderr.write(
+                f"note: {plural(len(damaged), 'run')} could not be searched (a damaged log; "
+                f"see agentlog show RUN): {names}{more}\n"
+            )
 
 
 def kept(narrow: list[Narrow], run_id: str) -> bool:

@@ -12,10 +12,12 @@ import pytest
 from test_cli_kit import Result
 
 from engine import Engine
+from engine.log.history import run_stream, started
+from engine.store.codec import encode_event
 from replay.cli import full, quick
 from replay.cli.entry import hoist, run_cli
 from replay.cli.exits import guarded
-from tests.conftest import backends
+from tests.conftest import backends, write_raw_row
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str, typer_app: bool = False) -> Result:
@@ -90,3 +92,16 @@ def test_runs_input_contains_narrows_the_index_and_the_view(
     assert ids("--input-contains", "nowhere") == []
     empty = _both(capsys, "runs", "--input-contains", "", "--url", store_url)
     assert empty.code == 2 and "needs some text" in empty.err
+
+
+@backends("sqlite", "postgres")
+def test_an_input_search_lists_the_readable_matches_and_names_a_damaged_run(
+    store_url: str, eng: Engine, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose first event no longer decodes is no match; the others are listed and
+    a note on stderr names it (exit 0)."""
+    topic = encode_event(started(eng.store, runs["third"]))[0]
+    write_raw_row(store_url, eng.store, "events", run_stream(runs["third"]), 1, topic, b"\xc1")
+    r = _both(capsys, "runs", "--input-contains", "A-1", "--json", "--url", store_url)
+    assert r.code == 0 and [d["run_id"] for d in r.json()] == [runs["second"], runs["first"]]
+    assert r.err.startswith("note: 1 run could not be searched") and runs["third"] in r.err
