@@ -111,6 +111,15 @@ class WaitReason(StrEnum):
     CHILD = "child"
 
 
+class KeyOutcome(StrEnum):
+    """How a claim of a business key ended (``agentlog runs --key``)."""
+
+    PENDING = "pending"  # claimed, its effect's outcome not recorded yet
+    COMMITTED = "committed"  # the effect happened
+    RELEASED = "released"  # it did not happen: the key is free
+    COMPENSATED = "compensated"  # it happened and was undone: the key is free
+
+
 class CircuitState(StrEnum):
     """A tool's circuit breaker state (``circuit_opened`` and its siblings, tool stats)."""
 

@@ -62,6 +62,7 @@ class Line(msgspec.Struct):
     schema: int
     event: msgspec.Raw
     msgpack: str | None = None
+    tree: str | None = None  # a tree export's root run (``export_runs``)
 
 
 _line = msgspec.json.Decoder(Line)

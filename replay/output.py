@@ -57,6 +57,17 @@ def exit_status(status: str) -> int:
     return EXIT.get(status, 1)
 
 
+# A command over many runs exits with the worst of theirs: unexpected > refused > failed >
+# paused > done.
+_WORST_FIRST = (1, 2, 4, 3, 0)
+
+
+def worst(codes: Iterable[int]) -> int:
+    """The worst of the exit statuses ``codes`` (0 for none)."""
+    found = set(codes)
+    return next((code for code in _WORST_FIRST if code in found), 0)
+
+
 # What a terminal would act on rather than show: C0 and C1 controls (ESC, CR, BEL, CSI...),
 # DEL, bidirectional overrides, and lone surrogates (bytes that were not UTF-8).
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")

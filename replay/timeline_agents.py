@@ -112,6 +112,8 @@ def _waiting(e: ev.RunWaiting, at: float) -> list[Piece]:
 
 def _patched(e: ev.PatchMarked, at: float) -> list[Piece]:
     return [("⚑ patch ", "bold"), repr(e.name), (f"  taken after call {e.after}", "dim")]
+
+
 def _edited(e: ev.ForkEdited, at: float) -> list[Piece]:
     what = ", ".join(f"{x.kind} {x.name!r} (position {x.position})" for x in e.edits)
     return [("✎ fork edited ", "bold yellow"), what, (f"  by {e.by}", "dim")]

@@ -27,36 +27,33 @@ from typing import TYPE_CHECKING, BinaryIO
 from engine import events as ev
 from engine.errors import CorruptData, UsageError
 from engine.events import Event
-from engine.log.exporting import (
-    HASH_KEY,
-    KEY_ENV,
-    SIG_KEY,
-    chain,
-    export_key,
-    line_body,
-    run_lines,
-    sign,
-)
+from engine.log.exporting import HASH_KEY, KEY_ENV, SIG_KEY, chain, export_key, runs_lines, sign
 from engine.log.history import RunWriter, run_stream, snapshots_along
-from engine.log.runcheck import RunCheck
 from engine.log.snapshots import save_snapshot
 from engine.log.state import RunState
 from engine.store import Append
 from engine.store.codec import encode_event
 
+from .export_runs import FileRuns
 from .lines import decode_line, first_line, line_event
 
 if TYPE_CHECKING:
     from engine import Engine
     from engine.runtime.run.catalog import Catalog
 
-_HASH_KEY, _SIG_KEY, _chain, _sign, _body = HASH_KEY, SIG_KEY, chain, sign, line_body
+_HASH_KEY, _SIG_KEY, _chain, _sign = HASH_KEY, SIG_KEY, chain, sign
 
 
-def export_lines(engine: Catalog, run_id: str, *, sign: bool = False) -> Iterator[bytes]:
+def export_lines(
+    engine: Catalog, run_id: str, *, sign: bool = False, tree: bool = False
+) -> Iterator[bytes]:
     """The run's events as hash-chained JSON lines (each ends with a newline); with
-    ``sign``, each also carries the HMAC chain under ``$AGENTLOG_EXPORT_KEY``."""
-    return run_lines(engine.store, engine.resolve(run_id), signed=sign)
+    ``sign``, each also carries the HMAC chain under ``$AGENTLOG_EXPORT_KEY``; with
+    ``tree``, the run's descendants follow it, parents first, on one chain (child runs and
+    theirs, not forks: a fork is a run of its own, exported by itself)."""
+    rid = engine.resolve(run_id)
+    runs = [node.run_id for node in engine.tree(rid).walk()] if tree else [rid]
+    return runs_lines(engine.store, runs, signed=sign, tree=rid if tree else None)
 
 
 def left_out(engine: Catalog, run_id: str) -> list[str]:
@@ -70,13 +67,19 @@ def left_out(engine: Catalog, run_id: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Parsed:
-    """A checked export file: its run, its events, its last hash and whether a signature
-    was verified on it."""
+    """A checked export file: its run (a tree's root), each run's events in file order
+    (one run, or a tree's), its last hash and whether a signature was verified on it."""
 
     run_id: str
-    events: list[Event]
+    runs: dict[str, list[Event]]
     chain: str
     signed: bool
+    tree: bool = False
+
+    @property
+    def events(self) -> list[Event]:
+        """The events of the file's run (a tree's root)."""
+        return self.runs[self.run_id]
 
 
 def read_lines(data: bytes, source: str = "the file") -> tuple[str, list[Event]]:
@@ -99,28 +102,23 @@ def parse(data: bytes, source: str = "the file", *, require_signature: bool = Fa
     if not lines:
         raise CorruptData(f"{source} is empty: no events to import")
     chain = _Chain(key, require_signature)
-    run_id, total = "", 0
-    events: list[Event] = []
+    found: FileRuns | None = None
     for n, raw in enumerate(lines, start=1):
         where = f"{source} line {n}"
         body = chain.check(raw.removesuffix(b"\r"), where)
         line = decode_line(body, where)
-        if n == 1:
-            run_id, total = first_line(line, where)
-        if line.index != n or line.position != n:
-            raise CorruptData(f"{where}: holds event {line.index}, expected {n} (reordered)")
-        if line.total != total or line.run_id != run_id:
-            raise CorruptData(f"{where}: belongs to another export (run or total differs)")
-        events.append(line_event(line, where))
-    if len(lines) != total:
+        if found is None:
+            first_line(line, where)
+            found = FileRuns.first(line, where)
+        found.add(n, line, line_event(line, where), where)
+    assert found is not None
+    if len(lines) != found.total:
         raise CorruptData(
-            f"{source} ends after line {len(lines)} of {total}: truncated; nothing imported"
+            f"{source} ends after line {len(lines)} of {found.total}: truncated; nothing imported"
         )
-    try:  # a well-chained file can still hold a log no run could have written
-        RunCheck(run_id)([Append(run_stream(run_id), i, e) for i, e in enumerate(events, 1)])
-    except CorruptData as bad:
-        raise CorruptData(f"{source}: {bad}; nothing imported") from None
-    return Parsed(run_id, events, chain.previous, bool(chain.has_sig) and key is not None)
+    found.check(source)  # a well-chained file can still hold a log no run could have written
+    signed = bool(chain.has_sig) and key is not None
+    return Parsed(found.run_id, found.runs, chain.previous, signed, found.tree)
 
 
 @dataclass
@@ -204,45 +202,75 @@ def import_run(
     *,
     require_signature: bool = False,
 ) -> tuple[str, bool]:
-    """Write the exported run and its ``run_imported`` record in one transaction, into
-    the run's own stream and index row only; ``(run_id, written)``.
+    """Write the exported run (or run tree) and its ``run_imported`` record in one
+    transaction, into the runs' own streams and index rows only; ``(run_id, written)``.
 
     Importing an identical run again writes nothing; a run already present with a
-    different history is refused with ``UsageError``. The imported run is not run by
-    anything until adopted (``engine.adopt``).
+    different history is refused with ``UsageError`` (a tree: all of it). The imported
+    run is not run by anything until adopted (``engine.adopt``).
     """
+    imported = import_file(engine, data, source, require_signature=require_signature)
+    return imported.parsed.run_id, bool(imported.written)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What an import read (``parsed``) and the runs it wrote (none: all were present)."""
+
+    parsed: Parsed
+    written: list[str]
+
+
+def import_file(
+    engine: Engine, data: bytes, source: str = "the file", *, require_signature: bool = False
+) -> Imported:
+    """:func:`import_run`, saying which of the file's runs it wrote: every run the file
+    holds is checked against the store before anything is written."""
     from engine.runtime.run.adoption import who
 
     parsed = parse(data, source, require_signature=require_signature)
-    run_id, events = parsed.run_id, parsed.events
-    stream = run_stream(run_id)
-    present = engine.store.read(stream)
-    existing = [_same_form(r.event) for r in present]
-    if existing:
-        marked = isinstance(present[-1].event, ev.RunImported)
-        if _already(existing, [_same_form(e) for e in events], marked):
-            return run_id, False
-        raise UsageError(
-            f"run {run_id} already exists with a different history "
-            f"(they differ at position {_differ(existing, events)}); nothing imported"
+    new = [(r, events) for r, events in parsed.runs.items() if not _present(engine, r, events)]
+    items: list[Append] = []
+    rows = []
+    shortcuts = []
+    for run_id, events in new:
+        mark = ev.RunImported(
+            at=ev.now(),
+            source=source[-200:],
+            events=len(events),
+            chain=parsed.chain,
+            signed=parsed.signed,
+            by=who(),
         )
-    mark = ev.RunImported(
-        at=ev.now(),
-        source=source[-200:],
-        events=len(events),
-        chain=parsed.chain,
-        signed=parsed.signed,
-        by=who(),
-    )
-    # The agent's own snapshot_every is code (``@engine.agent``), recorded nowhere in the
-    # log, and an imported run's code may not even import here: the default cadence, the
-    # one an agent that sets none uses. A snapshot is only a shortcut for rebuilds.
-    state, snapshots = snapshots_along(RunState(run_id=run_id), [*events, mark])
-    items = [Append(stream, i, e) for i, e in enumerate([*events, mark], start=1)]
-    engine.store.append(items, runs=[RunWriter.index_row(state)])
-    for snapshot in snapshots:  # as the run's writer would have taken them; harmless twice
+        # The agent's own snapshot_every is code (``@engine.agent``), recorded nowhere in
+        # the log, and an imported run's code may not even import here: the default
+        # cadence, the one an agent that sets none uses. A snapshot is only a shortcut.
+        state, snapshots = snapshots_along(RunState(run_id=run_id), [*events, mark])
+        stream = run_stream(run_id)
+        items += [Append(stream, i, e) for i, e in enumerate([*events, mark], start=1)]
+        rows.append(RunWriter.index_row(state))
+        shortcuts += [(stream, snapshot) for snapshot in snapshots]
+    if items:
+        engine.store.append(items, runs=rows)
+    for stream, snapshot in shortcuts:  # as the run's writer would have taken them
         save_snapshot(engine.store, stream, snapshot)
-    return run_id, True
+    return Imported(parsed, [run_id for run_id, _ in new])
+
+
+def _present(engine: Engine, run_id: str, events: list[Event]) -> bool:
+    """Whether the store holds the run with this history already (False: not at all);
+    ``UsageError`` when it holds it with another history."""
+    present = engine.store.read(run_stream(run_id))
+    existing = [_same_form(r.event) for r in present]
+    if not existing:
+        return False
+    marked = isinstance(present[-1].event, ev.RunImported)
+    if _already(existing, [_same_form(e) for e in events], marked):
+        return True
+    raise UsageError(
+        f"run {run_id} already exists with a different history "
+        f"(they differ at position {_differ(existing, events)}); nothing imported"
+    )
 
 
 def _already(

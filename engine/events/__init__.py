@@ -18,12 +18,12 @@ from .base import Event as Event
 from .base import Replayed as Replayed
 from .base import event_data as event_data
 from .base import now as now
-from .ledger import *  # noqa: F403  (the ledger's events, by its __all__)
-from .ledger import AnyLedgerEvent
 from .deploys import *  # noqa: F403  (a patch's marker)
 from .deploys import AnyDeployEvent
 from .forks import *  # noqa: F403  (forks with edits and dry runs, by their __all__)
 from .forks import AnyForkEvent
+from .ledger import *  # noqa: F403  (the ledger's events, by its __all__)
+from .ledger import AnyLedgerEvent
 
 # A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
 # member: msgspec leaves a default out by identity, so a value equal to it is left out

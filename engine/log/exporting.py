@@ -50,30 +50,55 @@ def run_lines(store: Store, run_id: str, *, signed: bool = False) -> Iterator[by
     """The events of ``run_id`` (an exact id) as hash-chained JSON lines, each ending
     with a newline; with ``signed``, each also carries the HMAC chain under
     ``$AGENTLOG_EXPORT_KEY``. A damaged log is not exported (CorruptData)."""
+    return runs_lines(store, [run_id], signed=signed)
+
+
+def runs_lines(
+    store: Store, runs: list[str], *, signed: bool = False, tree: str | None = None
+) -> Iterator[bytes]:
+    """The events of each of ``runs`` in turn on one chain, ``index`` and ``total``
+    counted over them all; ``tree`` (the root's id) marks each line of a tree export."""
     key = export_key()
     if signed and key is None:
         raise UsageError(f"--sign needs the signing key in ${KEY_ENV}")
-    total = store.last_position(run_stream(run_id))
-    if total:  # (an empty stream is named as such by iter_run)
-        check_tail(store, run_id, total)  # a stream that lost its last events is damaged
+    lasts = [_last(store, r) for r in runs]
+    total, index = sum(lasts), 0
     previous = signature = ""
-    for r in iter_run(store, run_id, upto=total):
-        body = line_body(run_id, r.position, total, r.event)
-        previous = chain(previous, body)
-        sig = b""
-        if signed and key is not None:
-            signature = sign(key, signature, body)
-            sig = SIG_KEY + signature.encode() + b'"'
-        yield body[:-1] + sig + HASH_KEY + previous.encode() + b'"}\n'
+    for run_id, last in zip(runs, lasts, strict=True):
+        for r in iter_run(store, run_id, upto=last):
+            index += 1
+            body = line_body(run_id, r.position, total, r.event, index=index, tree=tree)
+            previous = chain(previous, body)
+            sig = b""
+            if signed and key is not None:
+                signature = sign(key, signature, body)
+                sig = SIG_KEY + signature.encode() + b'"'
+            yield body[:-1] + sig + HASH_KEY + previous.encode() + b'"}\n'
 
 
-def line_body(run_id: str, position: int, total: int, event: Event) -> bytes:
+def _last(store: Store, run_id: str) -> int:
+    """The run's last position, its stream checked to end there."""
+    last = store.last_position(run_stream(run_id))
+    if last:  # (an empty stream is named as such by iter_run)
+        check_tail(store, run_id, last)  # a stream that lost its last events is damaged
+    return last
+
+
+def line_body(
+    run_id: str,
+    position: int,
+    total: int,
+    event: Event,
+    *,
+    index: int | None = None,
+    tree: str | None = None,
+) -> bytes:
     """One line's body: the line without its ``sig`` and ``hash``."""
     tag: str = event.__struct_config__.tag  # type: ignore[assignment]
     as_json = _enc.encode(event)
     doc: dict[str, Any] = {
         "v": FORMAT,
-        "index": position,
+        "index": position if index is None else index,
         "total": total,
         "run_id": run_id,
         "position": position,
@@ -83,6 +108,8 @@ def line_body(run_id: str, position: int, total: int, event: Event) -> bytes:
     }
     if not _exact(as_json, event):
         doc["msgpack"] = base64.b64encode(encode_event(event)[1]).decode()
+    if tree is not None:
+        doc["tree"] = tree
     return _enc.encode(doc)
 
 

@@ -52,8 +52,8 @@ from .lifecycle.driver import start as start_run
 from .lifecycle.driver import verify as verify_run
 from .lifecycle.rewind import Edits
 from .lifecycle.rewind import rewind as rewind_run
-from .retention.pruning import Retention
 from .lifecycle.verifying import verify_all
+from .retention.pruning import Retention
 from .run import adoption
 from .run.catalog import Catalog
 from .run.context import current

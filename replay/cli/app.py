@@ -10,7 +10,16 @@ import typer
 from . import args
 from .session import CREATES_STORE, STATUSES, Session
 
-__all__ = ["CREATES_STORE", "STATUSES", "Run", "Session", "app", "run_id_param", "session"]
+__all__ = [
+    "CREATES_STORE",
+    "STATUSES",
+    "MaybeRun",
+    "Run",
+    "Session",
+    "app",
+    "run_id_param",
+    "session",
+]
 
 app = typer.Typer(
     name="agentlog",
@@ -62,3 +71,14 @@ def _root(ctx: typer.Context, url: Url = None, as_json: AsJson = False) -> None:
     session = Session(url=url, as_json=as_json, create=ctx.invoked_subcommand in CREATES_STORE)
     ctx.obj = session
     ctx.call_on_close(session.close)
+
+
+MaybeRun = Annotated[  # RUN, or a filter of many runs instead (``bulk``)
+    str | None,
+    typer.Argument(
+        metavar="[RUN]",
+        help="A run id or a unique prefix of one (or --status: many runs).",
+        show_default=False,
+        callback=run_id_param,
+    ),
+]

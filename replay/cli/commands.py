@@ -11,9 +11,9 @@ import typer
 from engine.errors import UsageError
 from engine.kinds import Effects, RunStatus
 
-from ..output import exit_status, result_doc
-from . import args, forkviews, views
-from .app import Run, app, run_id_param, session
+from ..output import exit_status, result_doc, worst
+from . import args, bulk, forkviews, views
+from .app import Run, Session, app, run_id_param, session
 from .watching import recovered_doc, recovered_lines
 
 if TYPE_CHECKING:
@@ -53,16 +53,19 @@ def run_cmd(
     return s.result(s.engine.run(agent, run_id=run_id, **kwargs))
 
 
-@app.command()
-def resume(ctx: typer.Context, run: Run) -> int:
-    """Continue a crashed or failed run from its log (a completed run just shows its result)."""
-    s = session(ctx)
+def _resume(s: Session, run: str) -> int:
     return s.result(s.engine.resume(run))
 
 
-# recover's exit status is the worst of its runs': unexpected > refused > failed > paused >
-# done (completed, or waiting again: what it waits on is not due yet)
-_WORST_FIRST = (1, 2, 4, 3, 0)
+resume = app.command("resume")(
+    bulk.command(
+        "resume",
+        _resume,
+        __name__,
+        """Continue a crashed or failed run from its log (a completed run just shows its
+        result). With --status (and --yes): every run of that status, each outcome on a line.""",
+    )
+)
 
 
 @app.command()
@@ -107,8 +110,7 @@ def recover(
         s.out.line(("no runs needed recovery (no crashed run, no waiting run due)", "dim"))
     for r in results if not s.as_json else ():
         recovered_lines(s, r)
-    codes = {_recover_status(r) for r in results}
-    return next((code for code in _WORST_FIRST if code in codes), 0)
+    return worst(_recover_status(r) for r in results)  # waiting again counts as done
 
 
 def _interval(text: str | None) -> float:
@@ -164,10 +166,7 @@ def approve(ctx: typer.Context, run: Run) -> int:
     return s.result(s.engine.approve(run))
 
 
-@app.command()
-def abandon(ctx: typer.Context, run: Run) -> int:
-    """Stop a run for good, running its compensations in reverse order."""
-    s = session(ctx)
+def _abandon(s: Session, run: str) -> int:
     r = s.engine.abandon(run)
     if s.as_json:
         s.out.json({**result_doc(r), **views.effects_docs(r)})
@@ -176,6 +175,17 @@ def abandon(ctx: typer.Context, run: Run) -> int:
     s.out.lines(views.compensated_rows(r.compensated, "undone by this abandon"))
     s.out.lines(views.standing_rows(r.standing, "not undone by this abandon"))
     return code
+
+
+abandon = app.command("abandon")(
+    bulk.command(
+        "abandon",
+        _abandon,
+        __name__,
+        """Stop a run for good, running its compensations in reverse order. With --status
+        (and --yes): every run of that status; exit 0 when each was abandoned.""",
+    )
+)
 
 
 ToOption = Annotated[

@@ -26,9 +26,13 @@ class Shape:
     options: dict[str, str] = field(default_factory=dict)
 
 
-_RUNS_OPTIONS = ("status", "agent", "since", "until", "parent", "limit", "offset", "version")
+# The option names of ``runs``, each its keyword with underscores as dashes.
+_RUNS_OPTIONS = (
+    *("status", "agent", "since", "until", "parent", "limit", "offset"),
+    *("version", "key", "input-contains"),
+)
 SHAPES = {
-    "runs": Shape(reads.runs, (), {f"--{name}": name for name in _RUNS_OPTIONS}),
+    "runs": Shape(reads.runs, (), {f"--{o}": o.replace("-", "_") for o in _RUNS_OPTIONS}),
     "show": Shape(reads.show, ("run",)),
     "timeline": Shape(reads.timeline, ("run",)),
     "checkpoints": Shape(reads.checkpoints, ("run",)),

@@ -11,8 +11,8 @@ import typer
 from engine.errors import UsageError
 
 from ..output import plural
-from . import reads, verifying
-from .app import STATUSES, Run, app, run_id_param, session
+from . import bulk, reads, verifying
+from .app import STATUSES, Run, Session, app, run_id_param, session
 from .reads import render_timeline as render_timeline  # the timeline tests call these
 from .reads import write_timeline as write_timeline
 
@@ -48,10 +48,29 @@ def runs(
     version: Annotated[
         str | None, typer.Option(metavar="V", help="Only runs started by version= V.")
     ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            metavar="KEY",
+            help="The runs that claimed this business key, and each claim's outcome "
+            "(alone: no other filter).",
+        ),
+    ] = None,
+    input_contains: Annotated[
+        str | None,
+        typer.Option(
+            "--input-contains",
+            metavar="TEXT",
+            help="Only runs whose input holds TEXT (secret-named fields redacted first).",
+        ),
+    ] = None,
 ) -> int:
     """Runs in the store, newest first. Filters and pages read the runs view, brought up to
     date first; with none, or --status alone, the run index answers (the two agree)."""
-    return reads.runs(session(ctx), status, agent, since, until, parent, limit, offset, version)
+    s = session(ctx)
+    return reads.runs(
+        s, status, agent, since, until, parent, limit, offset, version, key, input_contains
+    )
 
 
 @app.command()
@@ -115,25 +134,30 @@ def verify(
     every: Annotated[
         bool, typer.Option("--all", help="Every unfinished run (with --status: that status).")
     ] = False,
-    agent: Annotated[
-        str | None, typer.Option(metavar="A", help="With --all: only this agent.")
-    ] = None,
-    status: Annotated[
-        str | None,
-        typer.Option(metavar="S", help=f"With --all: only this status: {', '.join(STATUSES)}."),
-    ] = None,
+    status: bulk.Status = None,
+    agent: bulk.Agent = None,
+    since: bulk.Since = None,
+    yes: bulk.Yes = False,
 ) -> int:
     """Replay the log against the current code; exit 2 naming the first call that diverges.
-    With --all, every unfinished run: exit 2 naming each run that diverges, one a line."""
+    With --all, every unfinished run (--agent, --status narrow it): exit 2 naming each run
+    that diverges, one a line. With --status (and --yes) but no --all: every run of that
+    status, one outcome a line."""
     s = session(ctx)
     if every:
         if run is not None:
             raise UsageError("verify takes a RUN or --all, not both")
+        if since is not None or yes:
+            raise UsageError("--since and --yes go with --status, not --all")
         return verifying.verify_all(s, agent, status)
-    if run is None:
-        raise UsageError("verify needs a RUN (or --all)")
-    if agent is not None or status is not None:
-        raise UsageError("--agent and --status go with --all")
+    rid = bulk.one_run(run, status, agent, since, yes)
+    if rid is None:
+        assert status is not None  # (one_run refuses neither)
+        return bulk.over(s, "verify", status, agent, since, yes)
+    return _verify(s, rid)
+
+
+def _verify(s: Session, run: str) -> int:
     rid = s.engine.resolve(run)
     r = s.engine.verify(rid)
     if s.as_json:
@@ -157,11 +181,19 @@ def export_cmd(
         bool,
         typer.Option("--sign", help="Add an HMAC chain under $AGENTLOG_EXPORT_KEY."),
     ] = False,
+    tree: Annotated[
+        bool,
+        typer.Option(
+            "--tree",
+            help="The run and every descendant (child runs and theirs; not forks), parents "
+            "first, on one chain: import takes the tree whole or refuses it whole.",
+        ),
+    ] = False,
 ) -> int:
     """The run's events as JSON Lines, one event a line, hash-chained (and signed with
     --sign: the hash chain alone shows corruption, not forgery). With -o, FILE is replaced
     only once the whole export is written: a failed export leaves it as it was."""
-    return reads.export(session(ctx), run, output, sign)
+    return reads.export(session(ctx), run, output, sign, tree)
 
 
 @app.command("import")
@@ -193,15 +225,17 @@ def import_cmd(
         except OSError as e:
             raise UsageError(f"cannot read {file}: {e.strerror}") from None
         source = file
-    run_id, written = transfer.import_run(
-        s.engine, data, source, require_signature=require_signature
-    )
+    done = transfer.import_file(s.engine, data, source, require_signature=require_signature)
+    run_id, runs = done.parsed.run_id, list(done.parsed.runs)
     events = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if s.as_json:
-        s.out.json({"run_id": run_id, "imported": written, "events": events})
-    elif written:
-        s.out.line(("imported ", "green"), f"run {run_id} ({events} events)")
-        s.out.line(("next: ", "dim"), f"agentlog adopt {run_id}  (before anything runs it)")
+        doc = {"run_id": run_id, "imported": bool(done.written), "events": events}
+        s.out.json({**doc, "runs": runs, "written": done.written} if done.parsed.tree else doc)
+    elif done.written:
+        tree = f" and {plural(len(runs) - 1, 'descendant run')}" if done.parsed.tree else ""
+        s.out.line(("imported ", "green"), f"run {run_id}{tree} ({events} events)")
+        each = "RUN, for each run," if len(runs) > 1 else run_id
+        s.out.line(("next: ", "dim"), f"agentlog adopt {each}  (before anything runs it)")
     else:
         s.out.line(("already present: ", "dim"), f"run {run_id} has this history; nothing to do")
     return 0

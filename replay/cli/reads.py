@@ -13,7 +13,7 @@ from engine.errors import AgentlogError, CorruptData, UsageError
 from engine.kinds import RunStatus
 
 from ..output import board_doc, checkpoint_docs, plural, run_doc, state_doc
-from . import args, views
+from . import args, searching, views
 from .session import STATUSES, Session
 
 if TYPE_CHECKING:
@@ -42,9 +42,16 @@ def runs(
     limit: str | None = None,
     offset: str | None = None,
     version: str | None = None,
+    key: str | None = None,
+    input_contains: str | None = None,
 ) -> int:
     """``agentlog runs``: the run index, or the runs view for filters and pages (each
-    run's ``version`` in --json is the view's)."""
+    run's ``version`` in --json is the view's); narrowed further by the filters that read
+    each run's log (``searching.narrowing``); or, with ``key``, the runs that claimed that
+    business key."""
+    if key is not None:
+        others = (status, agent, since, until, parent, limit, offset, version, input_contains)
+        return searching.key_runs(s, key, others)
     if status is not None and status not in STATUSES:
         raise UsageError(f"--status must be one of {', '.join(STATUSES)}, not {status!r}")
     now = time.time()
@@ -54,13 +61,15 @@ def runs(
     page = (args.count(limit, "--limit"), args.count(offset, "--offset"))
     if version is not None and not version.strip():
         raise UsageError("--version needs a version (the agent's version=)")
+    narrow = searching.narrowing(s, input_contains)
     if (agent, parent, version, *bounds, *page) == (None,) * 7:
-        found = s.catalog.runs(status)
+        found = [r for r in s.catalog.runs(status) if searching.kept(narrow, r.run_id)]
         if s.as_json:
             known = _versions(s, found)
             s.out.json_stream(run_doc(r, known.get(r.run_id)) for r in found)
         else:
-            s.out.lines(views.run_rows(found, s.store_name, lineage=s.lineage(found)))
+            s.out.lines(views.run_rows(found, s.store_name, bool(narrow), s.lineage(found)))
+        searching.say_damaged(narrow)
         return 0
     from projections.views.runs import list_runs
 
@@ -71,14 +80,17 @@ def runs(
         since=bounds[0],
         until=bounds[1],
         parent=None if parent is None else _parent(s, parent),
-        limit=page[0],
-        offset=page[1] or 0,
+        limit=None if narrow else page[0],
+        offset=0 if narrow else page[1] or 0,
         version=version,
     )
+    if narrow:
+        rows = searching.paged([r for r in rows if searching.kept(narrow, r.run_id)], *page)
     if s.as_json:
         s.out.json_stream(board_doc(r) for r in rows)
     else:
         s.out.lines(views.board_rows(rows, s.store_name))
+    searching.say_damaged(narrow)
     return 0
 
 
@@ -216,18 +228,23 @@ def diff(s: Session, left: str, right: str) -> int:
     return 0
 
 
-def export(s: Session, run: str, output: str | None = None, sign: bool = False) -> int:
-    """``agentlog export``: the run's events as hash-chained JSON Lines, on stdout or to
-    ``output`` (replaced only once the whole export is written)."""
+def export(
+    s: Session, run: str, output: str | None = None, sign: bool = False, tree: bool = False
+) -> int:
+    """``agentlog export``: the run's events (with ``tree``, its descendants' too) as
+    hash-chained JSON Lines, on stdout or to ``output`` (replaced only once the whole
+    export is written)."""
     from .. import transfer
 
-    lines = transfer.export_lines(s.catalog, run, sign=sign)
+    lines = transfer.export_lines(s.catalog, run, sign=sign, tree=tree)
     if output is None:
         s.out.raw(lines)
     else:
         from .files import replace_atomically
 
         replace_atomically(output, lines, "-o")
+    if tree:
+        return 0
     try:
         descendants = transfer.left_out(s.catalog, run)
     except CorruptData as e:  # the run exported whole; only its tree is damaged
@@ -246,5 +263,5 @@ def _say_children_left_out(run_id: str, descendants: list[str], shown: int = 10)
     names = ", ".join(descendants[:shown]) + (f" and {n - shown} more" if n > shown else "")
     sys.stderr.write(
         f"note: the export holds run {run_id} only, not its {plural(n, 'descendant run')} "
-        f"(child runs and theirs): {names}; export each with 'agentlog export RUN'\n"
+        f"(child runs and theirs): {names}; export them all with 'agentlog export RUN --tree'\n"
     )

@@ -31,7 +31,7 @@ def test_export_of_a_parent_names_the_child_runs_left_out(work: Workdir) -> None
     assert {json.loads(line)["run_id"] for line in r.out.splitlines()} == {"boss"}
     note = r.err.strip()
     assert note.startswith("note: the export holds run boss only, not its 4 descendant runs")
-    assert note.endswith(": lead, w1, w2, solo; export each with 'agentlog export RUN'")
+    assert note.endswith(": lead, w1, w2, solo; export them all with 'agentlog export RUN --tree'")
     assert "boss-fork" not in note and "\n" not in note
 
     out = work.path / "lead.jsonl"

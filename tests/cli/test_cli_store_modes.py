@@ -23,16 +23,19 @@ GROUP: Any = _command()
 
 
 def _dummy_args(command: Any) -> list[str]:
-    """Values for a command's required arguments and options (a run id no store holds);
-    for a group of commands (``metrics``), its first command and that one's values."""
+    """Values for a command's arguments (optional ones too: ``resume [RUN]`` takes --status
+    instead) and required options (a run id no store holds); for a group of commands
+    (``metrics``), its first command and that one's values."""
     subcommands = getattr(command, "commands", None)
     if subcommands:
         name, first = next(iter(subcommands.items()))
         return [name, *_dummy_args(first)]
     args: list[str] = []
     for p in command.params:
-        if p.required:
-            args += ["feedface"] if p.param_type_name == "argument" else [p.opts[0], "1"]
+        if p.param_type_name == "argument":
+            args.append("feedface")
+        elif p.required:
+            args += [p.opts[0], "1"]
     return args
 
 

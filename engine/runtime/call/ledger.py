@@ -13,16 +13,17 @@ returning the undone one. The business key still dedupes across runs.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ... import events as ev
 from ...errors import Permanent
+from ...log.claims import COMPENSATED as COMPENSATED  # a release's reason: undone
+from ...log.claims import key_stream
 from ...polling import poll_until
-from ...store import Append, Store, stream_id
+from ...store import Append, Store
 
-COMPENSATED = "compensated"  # a release's reason when the effect was undone
+stream_of = key_stream  # the ledger stream of a business key (one rule, in log.claims)
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,6 @@ class KeyState:
 
 def _none() -> None:
     return None
-
-
-def stream_of(key: str) -> uuid.UUID:
-    """The ledger stream of business key ``key``."""
-    return stream_id("effect:" + key)
 
 
 def read(store: Store, key: str) -> KeyState:

@@ -14,10 +14,12 @@ import time
 
 from ... import stats as figures
 from ...errors import RunNotFound
+from ...log.claims import KeyClaim, claims
 from ...log.history import check_run_id, checkpoints, read_events, state_at
 from ...log.state import CheckpointRef, RunState
 from ...store import Store, open_store
 from .results import EventView, RunSummary
+from .search import RunQuery, select
 from .tree import MAX_DEPTH, RunNode
 from .tree import tree as run_tree
 
@@ -64,6 +66,25 @@ class Catalog:
     def runs(self, status: str | None = None) -> list[RunSummary]:
         """Summaries of runs, newest first (a damaged index row as an unreadable one)."""
         return [RunSummary.of(r) for r in self.store.runs(status)]
+
+    def find(
+        self,
+        status: str | None = None,
+        agent: str | None = None,
+        since: float | str | dt.datetime | dt.timedelta | None = None,
+        input_contains: str | None = None,
+    ) -> list[RunSummary]:
+        """Summaries of the runs of ``status``, of ``agent`` (``module:qualname``), started
+        at or after ``since`` (as :meth:`stats`), whose input (secrets redacted) holds the
+        text ``input_contains``; newest first. None: any."""
+        bound = figures.since_epoch(since, time.time())
+        rows = select(self.store, RunQuery(status, agent, bound, input_contains))
+        return [RunSummary.of(r) for r in rows]
+
+    def key_claims(self, key: str) -> list[KeyClaim]:
+        """Which runs claimed the business key ``key`` (a tool's idempotency key), oldest
+        first, each with how its claim ended (pending, committed, released, compensated)."""
+        return claims(self.store, key)
 
     def state(self, run_id: str, at: int | str | None = None) -> RunState:
         """The folded state at a position, a checkpoint name, or the latest."""
