@@ -155,7 +155,7 @@ class Working:
         loops to end: one still serving would use the store after it closed."""
         workers = list(self._workers_made)
         for w in workers:
-            w.stop()
+            w.halt()
         deadline = time.monotonic() + patience
         for w in workers:
             w.join(max(0.0, deadline - time.monotonic()))

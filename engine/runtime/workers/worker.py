@@ -162,6 +162,15 @@ class Worker:
             self._now.set()
         self._host.signals.notify()
 
+    def halt(self) -> None:
+        """Its engine closes: a serving worker is stopped (it drains); one not serving
+        never starts (nothing else of the engine is told to drain)."""
+        self._stopping.set()
+        if self._idle.is_set():
+            self._host.signals.notify()
+        else:
+            self.stop()
+
     def join(self, timeout: float | None = None) -> bool:
         """Wait until ``run()`` returned (or never ran); False if ``timeout`` passed first
         (or this is the thread it serves in)."""

@@ -44,3 +44,25 @@ def test_a_worker_whose_engine_closed_before_it_ran_returns_at_once(store_url: s
     w.stop()  # a worker left serving by a broken close is not left behind
     t.join()
     assert not alive, "a worker made by a closed engine served on"
+
+
+@backends("sqlite")
+def test_an_engine_whose_idle_worker_was_closed_runs_agents_again(store_url: str) -> None:
+    """Closing stops no run of the engine used again: a worker that never served leaves
+    the engine's runs undrained."""
+    eng = Engine(store_url, config=EngineConfig(inline_wait=0.0, lease_ttl=5.0))
+
+    @eng.tool(side_effect=True)
+    def one() -> int:
+        return 1
+
+    @eng.agent
+    def twice(run: object) -> int:
+        return one() + one()
+
+    idle = eng.worker(concurrency=1, grace=5)
+    eng.close()
+    r = eng.run(twice)
+    eng.close()
+    assert idle.join(0)
+    assert (r.status, r.output) == ("completed", 2), r.error
