@@ -32,14 +32,12 @@ class ForkGuard:
         self._datastore = datastore
         self._fresh_pool = fresh_pool
         self._also = also
-        self.pid = os.getpid()  # the process whose pool the datastore holds
         _OPEN.add(self)
 
     def in_child(self) -> None:
         _INHERITED.append(self._datastore.pool)
         self._datastore.pool = self._fresh_pool()
         self._also()
-        self.pid = os.getpid()
 
     def release(self) -> None:
         """The store closed: nothing to renew in a later child."""
