@@ -151,7 +151,9 @@ class Engine(Catalog, Declaring, Working, Scheduling, Retention):
         """Close the store, shut the thread pool down and stop (and join) the keeper
         thread, once the runs it executes in the background stopped (children, wakes:
         ``CLOSE_PATIENCE`` at most); a thread still busy (a tool abandoned at its
-        timeout) is not waited for. The engine may be used again."""
+        timeout) is not waited for. Its workers are stopped and their loops waited for
+        (as long). The engine may be used again."""
+        self._stop_workers(CLOSE_PATIENCE)
         self._let_background_runs_stop()
         with self._pool_lock:
             pool, self._pool = self._pool, None

@@ -7,7 +7,7 @@ event (:mod:`.postgres_append`). The run-index upsert rides in the append's tran
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -26,6 +26,7 @@ from .base import Store
 from .opening import open_tables
 from .ports import Fence, LeaseStore, RunRecorder, RunRow, lease_taken
 from .postgres_append import FENCED, BurstNotifier, OrderedReads, function_statements
+from .postgres_fork import ForkGuard
 from .postgres_locks import PostgresLocks
 from .postgres_queues import PostgresQueues
 from .postgres_schedules import PostgresSchedules
@@ -122,8 +123,15 @@ class PostgresEventRecorder(OrderedReads, RunRecorder):
     def append_call(self) -> Composable:
         return self._append_call
 
+    def guard_forks(self, fresh_pool: Callable[[], Any]) -> None:
+        """In a forked child, a new pool from ``fresh_pool`` and a new notifier."""
+        self._fork_guard = ForkGuard(self.datastore, fresh_pool, self.notifier.after_fork)
+
     def release(self) -> None:
         """Stop the notifier's thread (after its last pending hint)."""
+        guard = getattr(self, "_fork_guard", None)
+        if guard is not None:
+            guard.release()
         self.notifier.close()
 
     def stream_length(self, stream: UUID) -> int:
@@ -319,12 +327,16 @@ def _open_schema(
 ) -> Store:
     """The store in ``schema`` (which exists), on a new pool of connections to ``server``."""
     timeout = max(5.0, float(libpq["connect_timeout"]))
-    datastore = PostgresDatastore(**server, schema=schema, connect_timeout=timeout, **pool)
-    # The pool opens on first use: every connection it makes gets these too.
-    assert isinstance(datastore.pool.kwargs, dict)
-    datastore.pool.kwargs.update(libpq)
+
+    def made() -> PostgresDatastore:  # its pool opens on first use: no connection yet
+        made = PostgresDatastore(**server, schema=schema, connect_timeout=timeout, **pool)
+        assert isinstance(made.pool.kwargs, dict)
+        made.pool.kwargs.update(libpq)  # every connection it makes gets these too
+        return made
+
+    datastore = made()
     leases = PostgresLeases(datastore)
-    return open_tables(
+    store = open_tables(
         name,
         datastore,
         PostgresEventRecorder,
@@ -336,6 +348,10 @@ def _open_schema(
         schedules=PostgresSchedules(datastore),
         **options,
     )
+    events = store._events
+    assert isinstance(events, PostgresEventRecorder)
+    events.guard_forks(lambda: made().pool)  # a forked child's own connections
+    return store
 
 
 def _refuse_caching_sequence(conn: psycopg.Connection[Any], name: str, schema: str) -> None:

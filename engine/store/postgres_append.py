@@ -202,6 +202,16 @@ class BurstNotifier:
                     self._thread.start()
         self._wake.set()
 
+    def after_fork(self) -> None:
+        """In a forked child: the parent's thread is not here and its locks may be held;
+        start afresh (a closed notifier stays closed)."""
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._start = threading.Lock()
+        self._thread = None
+        self._pending = False
+        self.sent = 0
+
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()

@@ -17,6 +17,7 @@ from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteDatastore
 
 from .ports import TABLES, ViewStore
+from .postgres_append import barrier_key
 
 Key = tuple[uuid.UUID, int]  # (stream, position)
 
@@ -82,6 +83,8 @@ class _SQLRows(RawRows):
     ) -> None:
         m = self.mark
         with self.datastore.transaction(commit=True) as c:
+            if any(table == "events" for table, _ in puts):
+                self._before_event_puts(c)
             for table, (stream, position) in deletes:
                 c.execute(
                     f"DELETE FROM {self.qualify(TABLE[table])} WHERE originator_id = {m} "
@@ -101,6 +104,10 @@ class _SQLRows(RawRows):
                         f"VALUES ({m}, {m}, {m}, {m})",
                         (self.key(s.stream), s.position, s.topic, s.state),
                     )
+
+    def _before_event_puts(self, c: Any) -> None:
+        """First in a transaction that may insert an events row (and draw its global
+        position): what the backend's appends take first too."""
 
     def drop_views(self) -> None:
         with self.datastore.transaction(commit=True) as c:
@@ -135,6 +142,13 @@ class _PostgresRows(_SQLRows):
     def __init__(self, datastore: PostgresDatastore) -> None:
         schema = '"' + datastore.schema.replace('"', '""') + '"'
         super().__init__(datastore, "%s", lambda name: f"{schema}.{name}", lambda s: s)
+
+    def _before_event_puts(self, c: Any) -> None:
+        # The writers' barrier, shared, as agentlog_append takes it: a row the fallback
+        # INSERT adds draws its position under it, so no reader proves a horizon above
+        # a position still uncommitted (engine.store.postgres_append).
+        key = barrier_key(self.datastore.schema, TABLE["events"])
+        c.execute("SELECT pg_advisory_xact_lock_shared(%s)", (key,))
 
     def _view_tables(self, c: Any) -> list[str]:
         c.execute(

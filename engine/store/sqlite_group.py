@@ -45,12 +45,13 @@ def named(e: Exception) -> Exception:
 
 
 class _Request:
-    __slots__ = ("done", "error", "lead", "result", "wake", "work")
+    __slots__ = ("batch", "done", "error", "lead", "result", "wake", "work")
 
     def __init__(self, work: Work) -> None:
         self.work = work
         self.wake: threading.Lock | None = None  # a follower's: released when done or leading
-        self.lead = False
+        self.lead = False  # it holds the lead (set before the wake that tells it so)
+        self.batch: list[_Request] = []  # the batch it led, if it led one
         self.result: Any = None
         self.error: Exception | None = None
         self.done = False  # its outcome is known (its batch committed, or it was refused)
@@ -60,13 +61,18 @@ class GroupCommit:
     """The leader/follower writer of one store object. A caller queues its append; with no
     leader at work it leads: it takes the file's write lock, then every append queued by then
     (up to ``MAX_BATCH``), runs each in a SAVEPOINT (a refusal rolls back only that one),
-    COMMITs once and hands the results out, then passes the lead to the next one waiting."""
+    COMMITs once and hands the results out, then passes the lead to the next one waiting.
+
+    Ctrl-C (a KeyboardInterrupt between any two lines of the caller that gets it) breaks no
+    promise: the interrupted caller leaves the queue, or hands its batch's outcomes out and
+    the lead on, so no other caller hangs, none is told success for a row not committed
+    and none "none of them was written" for one that is."""
 
     def __init__(self, datastore: SQLiteDatastore) -> None:
         self._datastore = datastore
         self._mutex = threading.Lock()
         self._queue: list[_Request] = []
-        self._leading = False  # False: nobody leads, and the queue is empty
+        self._leader: _Request | None = None  # None: nobody leads, and the queue is empty
         self.commits = 0  # batches committed (what tests and benchmarks observe)
         self.appends = 0  # appends committed in them
 
@@ -78,92 +84,119 @@ class GroupCommit:
     def run(self, work: Work) -> Any:
         """Run ``work`` in the next batch; its result once the batch is durable."""
         req = _Request(work)
-        with self._mutex:
-            self._queue.append(req)
-            follow = self._leading
-            if follow:
-                req.wake = threading.Lock()
-                req.wake.acquire()
-            else:
-                self._leading = True
-        if req.wake is not None:
-            try:
+        try:
+            self._join(req)
+            if req.wake is not None:
                 req.wake.acquire()  # the leader released it: done, or this one leads now
-            except BaseException:  # Ctrl-C in the main thread: never leave the queue leaderless
-                self._abandon(req)
-                raise
-        if req.wake is None or req.lead:
-            self._lead(req)
+            if req.lead and not req.done:
+                self._lead(req)
+        except BaseException:  # Ctrl-C: never leave the queue leaderless, nor a batch untold
+            self._abandon(req)
+            raise
         if req.error is not None:
             raise req.error
+        if not req.done:  # no outcome: never a success for what may not be written
+            raise _batch_failed(1, RuntimeError("the append's batch ended without an outcome"))
         return req.result
 
-    def _take(self) -> list[_Request]:
+    def _join(self, req: _Request) -> None:
         with self._mutex:
-            if len(self._queue) <= MAX_BATCH:
-                batch, self._queue = self._queue, []
+            self._queue.append(req)
+            if self._leader is None:
+                req.lead = True
+                self._leader = req
             else:
-                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-        return batch
+                wake = threading.Lock()
+                wake.acquire()
+                req.wake = wake
+
+    def _take(self, batch: list[_Request]) -> None:
+        with self._mutex:
+            # One line, no call between its two stores: whatever interrupts it finds each
+            # request either still queued or in the batch, never both, never neither.
+            batch[len(batch) :], self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
 
     def _lead(self, own: _Request) -> None:
-        batch: list[_Request] = []
         try:
-            self._commit(batch)
+            self._commit(own.batch)
         except BaseException as e:  # nothing of the batch was written: every append is told
-            why = e if isinstance(e, Exception) else RuntimeError(type(e).__name__)
-            for r in batch:
-                if not r.done:  # an append told its outcome keeps it (Ctrl-C after COMMIT)
-                    r.result, r.error = None, _batch_failed(len(batch), why)
-            if own not in batch:  # not taken: it fails with what stopped the leader
-                own.error = _batch_failed(1, why)
+            _fail(own, e)
             if not isinstance(e, Exception):
                 raise
         finally:
-            with self._mutex:
+            self._finish(own)
+
+    def _finish(self, own: _Request) -> None:
+        """Pass the lead on (if ``own`` holds it) and release its batch; done again by an
+        interrupted caller, so each step may have been done already."""
+        with self._mutex:
+            if self._leader is own:
                 self._pass_lead()
-            for r in batch:
-                if r is not own:
-                    _release(r)
+            nxt = self._leader
+        if nxt is not None and nxt is not own and nxt.lead:
+            _release(nxt)  # told it leads, maybe not woken yet
+        for r in own.batch:
+            if r is not own:
+                _release(r)
 
     def _pass_lead(self) -> None:  # under the mutex
         if self._queue:
-            self._queue[0].lead = True
-            _release(self._queue[0])
+            nxt = self._queue[0]
+            nxt.lead = True
+            self._leader = nxt
+            _release(nxt)
         else:
-            self._leading = False
+            self._leader = None
 
     def _abandon(self, req: _Request) -> None:
-        """An interrupted follower leaves the queue if no batch took it yet (then nothing of
-        it is written), passing the lead on if it had just been given to it."""
+        """An interrupted caller leaves the queue if no batch took it yet (then nothing of
+        it is written); a leader's batch is told and released; the lead goes on."""
         with self._mutex:
             if req in self._queue:
                 self._queue.remove(req)
-                if req.lead:
-                    self._pass_lead()
+        _fail(req, KeyboardInterrupt())
+        self._finish(req)
 
     def _commit(self, batch: list[_Request]) -> None:
+        outcomes: list[tuple[Any, Exception | None]] | None = None
         with self._datastore.get_connection(commit=True) as conn, conn.cursor() as c:
             try:
                 c.execute("BEGIN IMMEDIATE")  # the write lock first: what queues meanwhile joins
-                batch.extend(self._take())
+                self._take(batch)
                 outcomes = _each(c, batch)
                 failpoints.hit("in_group_commit")  # a batch written, not committed
                 committed = c.connection.in_transaction  # not: a lone append refused
                 if committed:
                     c.execute("COMMIT")
-                for r, (result, error) in zip(batch, outcomes, strict=True):
-                    r.result, r.error, r.done = result, error, True
-            except BaseException:
+                _tell(batch, outcomes)
+            except BaseException as e:
                 if c.connection.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
                         c.execute("ROLLBACK")
+                elif outcomes is not None and not isinstance(e, sqlite3.Error):
+                    _tell(batch, outcomes)  # interrupted after the COMMIT: the outcomes stand
                 if not batch:  # the write lock never came: the ones waiting for it fail too
-                    batch.extend(self._take())
+                    self._take(batch)
                 raise
         if committed:
+            assert outcomes is not None
             self.commits += 1
             self.appends += len(batch) - sum(error is not None for _, error in outcomes)
+
+
+def _tell(batch: list[_Request], outcomes: list[tuple[Any, Exception | None]]) -> None:
+    for r, (result, error) in zip(batch, outcomes, strict=True):
+        r.result, r.error, r.done = result, error, True
+
+
+def _fail(own: _Request, e: BaseException) -> None:
+    """Every append of ``own``'s batch (``own`` too) not told its outcome yet fails with
+    what stopped its leader: nothing of the batch was written."""
+    why = e if isinstance(e, Exception) else RuntimeError(type(e).__name__)
+    batch = own.batch
+    for r in batch if own in batch else [*batch, own]:
+        if not r.done and r.error is None:  # an append told its outcome keeps it
+            r.result, r.error = None, _batch_failed(max(len(batch), 1), why)
 
 
 def _each(c: sqlite3.Cursor, batch: list[_Request]) -> list[tuple[Any, Exception | None]]:
@@ -203,4 +236,5 @@ def _batch_failed(size: int, e: Exception) -> Exception:
 
 def _release(r: _Request) -> None:
     if r.wake is not None and r.wake.locked():
-        r.wake.release()
+        with contextlib.suppress(RuntimeError):  # released meanwhile: it is awake
+            r.wake.release()

@@ -116,7 +116,7 @@ class RunContext:
         # first write's: a crash's time to recover is not stretched by the work redone).
         self._resumed_at = ev.now()
         # Self-resolving outcomes ride with the next commit: one commit a step (deferred).
-        self.pending = Deferred()
+        self.pending = Deferred(self.flush)
         # Questions waiting for a person (the journal's, then this execution's).
         self.unanswered: dict[int, ev.HumanInputRequested] = dict(journal.unanswered)
         # Async tool calls not finished yet: an async agent's run ends only after them.
@@ -282,11 +282,12 @@ class RunContext:
             self.pending.add(event, extra)
 
     def flush(self, stream: uuid.UUID | None = None) -> None:
-        """Commit the deferred outcomes now (``stream``: if a row of theirs is in it)."""
-        pending = self.pending
-        due = pending.events and (stream is None or pending.touches(stream))
-        if due and not self.verify and self.stopped is None:
-            self.record()
+        """Commit the deferred outcomes (``stream``: those with a row in it, others' too)."""
+        with self._lock:
+            due = self.pending.events and (stream is None or self.pending.touches(stream))
+            if due and not self.verify and self.stopped is None:
+                self.record()
+        self.pending.flush_others(stream)
 
     def recorded(self, call: int, kind: str, name: str, ahash: str = "") -> CallState | None:
         """The log's entry at ``call``, checked against what the code does now."""

@@ -4,6 +4,9 @@ run, queue limits, workers (an Engine mixin, as the decorators are)."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
@@ -141,11 +144,28 @@ class Working:
         grace: float = 30.0,
         version: str | None = None,
     ) -> Worker:
-        """A worker of this engine (``.run()`` blocks until ``.stop()``); with ``version``,
-        it takes only runs whose agent recorded that ``version=``."""
-        return Worker(
+        """A worker of this engine (``.run()`` blocks until ``.stop()``; closing the
+        engine stops it and waits for its ``run()`` to return); with ``version``, it takes
+        only runs whose agent recorded that ``version=``."""
+        made = Worker(
             self, queues=tuple(queues), concurrency=concurrency, grace=grace, version=version
         )
+        self._workers_made.add(made)
+        return made
+
+    @functools.cached_property
+    def _workers_made(self) -> weakref.WeakSet[Worker]:
+        return weakref.WeakSet()
+
+    def _stop_workers(self, patience: float) -> None:
+        """Stop this engine's workers and wait (``patience`` seconds at most) for their
+        loops to end: one still serving would use the store after it closed."""
+        workers = list(self._workers_made)
+        for w in workers:
+            w.halt()
+        deadline = time.monotonic() + patience
+        for w in workers:
+            w.join(max(0.0, deadline - time.monotonic()))
 
     def workers(self) -> list[WorkerRow]:
         """The workers alive now (a beat within the last few leases), by id."""

@@ -113,6 +113,9 @@ class Worker:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._now = threading.Event()  # a second stop: no grace
+        self._idle = threading.Event()  # set while run() is not serving (before, after)
+        self._idle.set()
+        self._serving: threading.Thread | None = None  # the thread run() serves in
         # Runs this process could not execute (left to others), by when it looked: it looks
         # again after ``LOOK_AGAIN`` (a run adopted since, a store blip while loading).
         self._cannot: dict[str, float] = {}
@@ -126,6 +129,16 @@ class Worker:
     def run(self) -> bool:
         """Serve until ``stop()``; True if every run it held stopped within the grace."""
         host = self._host
+        self._idle.clear()
+        self._serving = threading.current_thread()
+        try:
+            if self._stopping.is_set():  # stopped before it began (its engine closed)
+                return True
+            return self._serve(host)
+        finally:
+            self._idle.set()
+
+    def _serve(self, host: WorkHost) -> bool:
         host.key_gate.check(host.store, record=False)  # another key: refused before serving
         self._beat()
         host.keeper.every(("worker", self.id), host.leases.ttl / 3, self._beat)
@@ -154,6 +167,22 @@ class Worker:
         if now:
             self._now.set()
         self._host.signals.notify()
+
+    def halt(self) -> None:
+        """Its engine closes: a serving worker is stopped (it drains); one not serving
+        never starts (nothing else of the engine is told to drain)."""
+        self._stopping.set()
+        if self._idle.is_set():
+            self._host.signals.notify()
+        else:
+            self.stop()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until ``run()`` returned (or never ran); False if ``timeout`` passed first
+        (or this is the thread it serves in)."""
+        if self._serving is threading.current_thread() and not self._idle.is_set():
+            return False
+        return self._idle.wait(timeout)
 
     def running(self) -> list[str]:
         """The runs this worker executes now."""

@@ -13,6 +13,10 @@ from engine.errors import RunNotFound, UsageError
 from engine.log.history import read_events
 from tests.conftest import all_backends, backends
 
+# A worker thread that outlives its engine's close fails on the closed store during a
+# later test: an error here, not a warning.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
 
 @pytest.fixture
 def eng(store_url: str) -> Iterator[Engine]:

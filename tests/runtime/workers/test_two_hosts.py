@@ -19,6 +19,10 @@ from two_hosts import can_run  # noqa: E402
 
 WHY = can_run()
 
+# A worker thread that outlives its engine's close fails on the closed store during a
+# later test: an error here, not a warning.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
 
 @pytest.mark.skipif(WHY is not None, reason=f"two hosts cannot be made here: {WHY}")
 def test_a_cut_off_worker_stops_writing_and_its_run_continues_elsewhere() -> None:
