@@ -1,0 +1,68 @@
+"""``app(engine)``: the UI as a Starlette ASGI app (pages, actions, the live stream, its
+own static files), errors as pages: an unknown run 404, a bad value 400, never a
+traceback; behind :class:`~replay.ui.guard.TokenGate` when given a token."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from engine.errors import AgentlogError, CorruptData, RunNotFound, UsageError
+
+from . import actions, live, pages
+from .guard import TokenGate
+from .render import HERE, error
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from engine import Engine
+
+
+def _status_of(exc: Exception) -> int:
+    if isinstance(exc, RunNotFound):
+        return 404
+    if isinstance(exc, UsageError):
+        return 400
+    return 500
+
+
+def _refused(request: Request, exc: Exception) -> Response:
+    """An engine's refusal as the page of its one line (a damaged log says so: 500)."""
+    what = "the log is damaged: " if isinstance(exc, CorruptData) else ""
+    return error(request, _status_of(exc), what + str(exc))
+
+
+def _http(request: Request, exc: Exception) -> Response:
+    code = exc.status_code if isinstance(exc, HTTPException) else 500
+    text = "no such page" if code == 404 else (exc.detail if isinstance(exc, HTTPException) else "")
+    return error(request, code, f"{text} ({request.url.path})")
+
+
+def app(engine: Engine, *, token: str | None = None) -> Starlette:
+    """The UI over ``engine`` (its store, and its agents for the actions), an ASGI app to
+    serve (``agentlog ui``) or mount in a server of yours; with ``token``, every request
+    must present it (header, or the cookie a first ``?token=`` visit sets)."""
+    routes = [
+        Route("/", pages.board),
+        Route("/runs/{run_id}", pages.run),
+        Route("/runs/{run_id}/state", pages.state),
+        Route("/runs/{run_id}/{action}", actions.act, methods=["POST"]),
+        Route("/diff", pages.diff),
+        Route("/stats", pages.stats),
+        Route("/live", live.stream),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    web = Starlette(
+        routes=routes,
+        middleware=[Middleware(TokenGate, token=token)],
+        exception_handlers={AgentlogError: _refused, HTTPException: _http},
+    )
+    web.state.engine = engine
+    return web
