@@ -15,10 +15,10 @@ def client(engine: Engine, **options: Any) -> TestClient:
     return TestClient(app(engine, **options))
 
 
-def csrf(c: TestClient) -> str:
-    """The CSRF value the browser holds (a first page sets it)."""
+def csrf(c: TestClient, root: str = "") -> str:
+    """The CSRF value the browser holds (a first page, under ``root``, sets it)."""
     if c.cookies.get("agentlog_csrf") is None:
-        c.get("/")
+        c.get(f"{root}/")
     value = c.cookies.get("agentlog_csrf")
     assert value is not None
     return value
