@@ -82,7 +82,7 @@ def run(request: Request) -> HTMLResponse:
     engine = _engine(request)
     rid = engine.resolve(request.path_params["run_id"])
     seen = live.fingerprint(engine, rid)  # before the read: a later change is news
-    found = runpage.read(engine, rid, types, number)
+    found = runpage.read(engine, request.app.state.stories, rid, types, number)
     return page(request, "run.html", run=found, live=rid, seen=seen)
 
 

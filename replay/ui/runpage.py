@@ -4,7 +4,8 @@ the tree of child runs, the forks, checkpoints and standing effects."""
 
 from __future__ import annotations
 
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -12,17 +13,18 @@ from markupsafe import Markup
 
 from engine.errors import AgentlogError
 from engine.kinds import RunStatus
-from engine.log.history import started
+from engine.log.history import checkpoint_refs, started
 from engine.log.state import ForkOf, lineage_of
 from engine.log.subtree import fork_effects
 
 from .. import timeline
-from ..output import state_doc
+from ..output import Piece, state_doc
 from .render import line
 
 if TYPE_CHECKING:
     from engine import Engine, RunState
     from engine.log.effects import Effect
+    from engine.log.state import CheckpointRef
     from engine.runtime.run.tree import RunNode
 
 PAGE = 500  # events a timeline page shows: a 20,000-event run opens at its last page
@@ -63,27 +65,67 @@ def forks(engine: Engine, run_id: str) -> list[tuple[str, int | None]]:
     return found
 
 
-def read(engine: Engine, run_id: str, types: frozenset[str], page: int | None) -> RunPage:
+@dataclass(frozen=True)
+class Told:
+    """A run's story up to a position: each event's position and type, its line, and the
+    summary line; its checkpoints."""
+
+    positions: list[int]
+    tags: list[str]
+    lines: list[list[Piece]]
+    marks: list[CheckpointRef]
+
+
+class Stories:
+    """The last few runs' stories, by run id and position: a log only grows, so the story
+    of a run at a position is told once, then paged and filtered from here."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._kept: OrderedDict[tuple[str, int, float], Told] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def told(self, engine: Engine, state: RunState) -> Told:
+        key = (state.run_id, state.position, state.updated_at or 0.0)
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        # read after the state: events the run added meanwhile wait for the next refresh
+        rid = state.run_id
+        found = [r for r in timeline.events(engine, rid) if r.position <= state.position]
+        tags = [str(r.event.__struct_config__.tag) for r in found]
+        # the checkpoints from the events read, not from a second read of the log
+        told = Told(
+            [r.position for r in found], tags, list(timeline.story(found)), checkpoint_refs(found)
+        )
+        with self._lock:
+            self._kept[key] = told
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        return told
+
+
+def read(
+    engine: Engine, stories: Stories, run_id: str, types: frozenset[str], page: int | None
+) -> RunPage:
     """The page of run ``run_id`` (an id or a unique prefix): ``types`` keeps only those
     event types (none: all); ``page`` counts from 1 (None: the last)."""
     rid = engine.resolve(run_id)
     state = engine.state(rid)
-    found = list(timeline.events(engine, rid))
-    story = list(timeline.story(found))
-    tags = [str(r.event.__struct_config__.tag) for r in found]
-    kept = [i for i, t in enumerate(tags) if not types or t in types]
+    told = stories.told(engine, state)
+    kept = [i for i, t in enumerate(told.tags) if not types or t in types]
     pages = max(1, -(-len(kept) // PAGE))
     number = pages if page is None else min(max(page, 1), pages)
     chosen = kept[(number - 1) * PAGE : number * PAGE]
-    events = [Event(found[i].position, tags[i], line(story[i])) for i in chosen]
-    marks = engine.checkpoints(rid, state.position)
-    doc = state_doc(state, marks, started(engine.store, rid).input)
+    events = [Event(told.positions[i], told.tags[i], line(told.lines[i])) for i in chosen]
+    doc = state_doc(state, told.marks, started(engine.store, rid).input)
     return RunPage(
         state=state,
         doc=doc,
         events=events,
-        summary=line(story[-1]),
-        types=sorted(Counter(tags).items()),
+        summary=line(told.lines[-1]),
+        types=sorted(Counter(told.tags).items()),
         shown_types=types,
         page=number,
         pages=pages,

@@ -14,7 +14,7 @@ from starlette.staticfiles import StaticFiles
 
 from engine.errors import AgentlogError, CorruptData, RunNotFound, UsageError
 
-from . import actions, live, pages
+from . import actions, live, pages, runpage
 from .guard import TokenGate
 from .render import HERE, error
 
@@ -65,4 +65,5 @@ def app(engine: Engine, *, token: str | None = None) -> Starlette:
         exception_handlers={AgentlogError: _refused, HTTPException: _http},
     )
     web.state.engine = engine
+    web.state.stories = runpage.Stories()
     return web

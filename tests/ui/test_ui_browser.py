@@ -30,6 +30,7 @@ ARGS = [
 ]
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.processes,  # a browser process: scripts/test --quick leaves these out
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="no /usr/bin/chromium here"),
 ]
 WAIT_MS = 15_000

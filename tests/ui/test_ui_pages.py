@@ -5,6 +5,7 @@ the live stream; values from the log and the URL are escaped, bad ones a 400 or 
 from __future__ import annotations
 
 from html import unescape
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -167,3 +168,29 @@ def test_a_fork_is_listed_on_its_parents_page(eng: Engine) -> None:
     page = client(eng).get(f"/runs/{rid}").text
     assert 'id="forks"' in page and fork in page
     assert "fork of" in client(eng).get("/").text
+
+
+def test_a_secret_input_shows_redacted_on_every_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With encryption at rest a secret-named input is kept (resume needs it); the run's
+    page, its state, the diff and the board show ``<redacted>`` in its place, as the CLI."""
+    from eventsourcing.cipher import AESCipher
+
+    monkeypatch.setenv("AGENTLOG_CIPHER_KEY", AESCipher.create_key(32))
+    secret = "S3CR3T-ui-input-0042"
+    eng = Engine.open(f"sqlite:///{tmp_path}/sealed.db")
+
+    @eng.agent
+    def with_token(run: Any, customer: str, api_token: str) -> str:
+        return str(run.ask("go?"))
+
+    try:
+        rid = eng.run(with_token, customer="c1", api_token=secret).run_id
+        c = client(eng)
+        for path in [f"/runs/{rid}", f"/runs/{rid}/state?at=1", f"/diff?a={rid}@1&b={rid}", "/"]:
+            text = c.get(path).text
+            assert secret not in text, path
+        assert "&lt;redacted&gt;" in c.get(f"/runs/{rid}/state").text
+    finally:
+        eng.close()
