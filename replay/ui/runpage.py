@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from engine.errors import AgentlogError
-from engine.kinds import RunStatus
+from engine.kinds import FINAL, LIVE, RunStatus
 from engine.log.history import checkpoint_refs, started
 from engine.log.state import ForkOf, lineage_of
-from engine.log.subtree import fork_effects
+from engine.log.subtree import fork_effects, tree_effects
 
 from .. import timeline
 from ..output import Piece, state_doc
@@ -28,7 +28,22 @@ if TYPE_CHECKING:
     from engine.runtime.run.tree import RunNode
 
 PAGE = 500  # events a timeline page shows: a 20,000-event run opens at its last page
-OVER = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABANDONED})
+
+
+def offered(status: str) -> frozenset[str]:
+    """The actions a run's page offers in ``status``: answer a paused run, approve a held
+    one, resume a failed, live (its owner may be gone) or waiting one, abandon any run not
+    over for good, fork from any run."""
+    found = {"rewind"}
+    if status == RunStatus.PAUSED:
+        found.add("answer")
+    if status == RunStatus.HELD:
+        found.add("approve")
+    if status == RunStatus.FAILED or status == RunStatus.WAITING or status in LIVE:
+        found.add("resume")
+    if status not in FINAL:
+        found.add("abandon")
+    return frozenset(found)
 
 
 @dataclass(frozen=True)
@@ -51,7 +66,8 @@ class RunPage:
     tree: RunNode | None
     forks: list[tuple[str, int | None]]
     standing: list[Effect]
-    over: bool
+    actions: frozenset[str]  # what :func:`offered` says for its status
+    undoable: list[Effect]  # what an abandon would find standing, deepest first
 
 
 def forks(engine: Engine, run_id: str) -> list[tuple[str, int | None]]:
@@ -132,8 +148,18 @@ def read(
         tree=_tree(engine, rid),
         forks=forks(engine, rid),
         standing=fork_effects(engine.store, rid)[0] if state.parent_run_id else [],
-        over=state.status in OVER,
+        actions=offered(state.status),
+        undoable=_undoable(engine, rid) if state.status not in FINAL else [],
     )
+
+
+def _undoable(engine: Engine, rid: str) -> list[Effect]:
+    """The committed effects of the run (its own, not a fork's inherited ones) and of its
+    children that are not undone: an abandon compensates those whose tool declares
+    ``compensate=``, in reverse order, as ``abandon`` reports them."""
+    inherited = started(engine.store, rid).inherited
+    found = tree_effects(engine.store, rid, after=1 + inherited)
+    return [fx for fx in found if fx.own and not fx.undone]
 
 
 def _tree(engine: Engine, run_id: str) -> RunNode | None:

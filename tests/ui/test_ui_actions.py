@@ -72,9 +72,12 @@ def test_a_json_answer_and_the_scripts_json_reply(eng: Engine) -> None:
 
 @backends("sqlite", "postgres")
 def test_abandon_compensates_the_charge(eng: Engine) -> None:
+    """The page names the standing charge before; the abandon compensates it."""
     rid = paused(eng, "ab")
     ui_agents.REFUNDS.clear()
     c = client(eng)
+    before = c.get(f"/runs/{rid}").text
+    assert 'id="undoable"' in before and "charge (call 2)" in before
     r = c.post(f"/runs/{rid}/abandon", data={"csrf": csrf(c)}, follow_redirects=False)
     assert r.status_code == 303
     assert eng.state(rid).status == RunStatus.ABANDONED
@@ -158,3 +161,13 @@ def test_the_app_mounts_under_a_path_of_a_users_server(eng: Engine) -> None:
     assert c.get(f"{mounted}/static/ui.js").status_code == 200
     r = c.post(f"{mounted}/runs/{rid}/answer", data={"value": "no", "csrf": csrf(c, mounted)})
     assert r.status_code == 200 and eng.state(rid).status == RunStatus.COMPLETED
+
+
+def test_the_actions_offered_follow_the_status() -> None:
+    from replay.ui.runpage import offered
+
+    assert offered(RunStatus.PAUSED) == {"answer", "abandon", "rewind"}
+    assert offered(RunStatus.HELD) == {"approve", "abandon", "rewind"}
+    assert offered(RunStatus.FAILED) == {"resume", "abandon", "rewind"}
+    assert offered(RunStatus.RUNNING) == {"resume", "abandon", "rewind"}
+    assert offered(RunStatus.COMPLETED) == offered(RunStatus.ABANDONED) == {"rewind"}

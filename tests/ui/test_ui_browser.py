@@ -106,6 +106,7 @@ def test_markup_is_text_a_click_shows_the_state_and_abandon_asks_first(  # type:
 
     def reply(dialog) -> None:  # type: ignore[no-untyped-def]
         asked.append(dialog.type)
+        assert "charge" in dialog.message  # what the abandon compensates, named first
         dialog.accept() if next(replies) else dialog.dismiss()
 
     page.on("dialog", reply)
