@@ -4,11 +4,14 @@ timeline's story, ``replay.diff``, ``engine.stats``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.responses import HTMLResponse
 
+from engine.errors import AgentlogError
+from engine.kinds import SUSPENDED
 from engine.log.history import started
 from projections.views.runs import counts, list_runs
 
@@ -61,7 +64,7 @@ def board(request: Request) -> HTMLResponse:
     return page(
         request,
         "board.html",
-        rows=[board_doc(r) for r in rows[:limit]],
+        rows=[_waiting(engine, board_doc(r)) for r in rows[:limit]],
         more=len(rows) > limit,
         limit=limit,
         offset=offset,
@@ -71,6 +74,16 @@ def board(request: Request) -> HTMLResponse:
         live="",
         seen=seen,
     )
+
+
+def _waiting(engine: Engine, doc: dict[str, Any]) -> dict[str, Any]:
+    """A board row with what a suspended run waits on (its state says; the runs view
+    keeps no such column), None for the others or a log that cannot be read."""
+    doc["waiting"] = None
+    if doc["status"] in SUSPENDED:
+        with contextlib.suppress(AgentlogError):
+            doc["waiting"] = engine.state(doc["run_id"]).waiting
+    return doc
 
 
 def run(request: Request) -> HTMLResponse:

@@ -31,6 +31,7 @@ def test_the_board_lists_runs_filtered_by_status_with_counts(eng: Engine) -> Non
     assert everything.status_code == 200
     assert waiting in everything.text and done in everything.text
     assert "paused 1" in everything.text and "completed 1" in everything.text
+    assert '<span class="waiting">ship it?</span>' in everything.text  # what it waits on
     only = c.get("/?status=paused")
     assert waiting in only.text and done not in only.text
     by_agent = c.get("/", params={"agent": "tests.agents.ui_agents:stocker"})
