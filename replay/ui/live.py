@@ -1,11 +1,11 @@
 """Live pages: a server-sent event stream that says "changed" whenever what a page shows
-moved on (a run's indexed position; the board's run index), polling the store (the
-store's own notification is global; a page follows one run or the index)."""
+moved on (a run's indexed position; the board's run index), looked at again each time
+the store has news (:mod:`replay.ui.news`) and at least every ``POLL_S`` seconds."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -13,13 +13,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 
 from . import params
+from .news import News
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
     from engine import Engine
 
-POLL_S = 0.25
+POLL_S = 5.0  # a look without news (news the store's notification missed)
 LIFETIME_S = 300.0  # then the stream ends; EventSource reconnects on its own
 
 
@@ -44,10 +45,13 @@ def stream(request: Request) -> StreamingResponse:
     once = request.query_params.get("once") == "1"
     fingerprint(engine, run_id)  # an unknown run is a 404 now, not a broken stream
 
+    news: News = request.app.state.news
+
     async def changes() -> AsyncIterator[str]:
-        last, waited = seen, 0.0
+        heard = await run_in_threadpool(news.wait, -1, 0)  # listening from here on
+        last, ends = seen, time.monotonic() + LIFETIME_S
         yield ": agentlog live\n\n"
-        while waited < LIFETIME_S:
+        while time.monotonic() < ends:
             now = await run_in_threadpool(fingerprint, engine, run_id)
             if now != last:
                 last = now
@@ -56,8 +60,7 @@ def stream(request: Request) -> StreamingResponse:
                     return
             if await request.is_disconnected():
                 return
-            await asyncio.sleep(POLL_S)
-            waited += POLL_S
+            heard = await run_in_threadpool(news.wait, heard, POLL_S)
 
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return StreamingResponse(changes(), media_type="text/event-stream", headers=headers)

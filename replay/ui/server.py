@@ -16,6 +16,7 @@ from engine.errors import AgentlogError, CorruptData, RunNotFound, UsageError
 
 from . import actions, live, pages, runpage
 from .guard import TokenGate
+from .news import News
 from .render import HERE, error
 
 if TYPE_CHECKING:
@@ -66,4 +67,5 @@ def app(engine: Engine, *, token: str | None = None) -> Starlette:
     )
     web.state.engine = engine
     web.state.stories = runpage.Stories()
+    web.state.news = News(engine.store)
     return web

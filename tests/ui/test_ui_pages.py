@@ -195,3 +195,17 @@ def test_a_secret_input_shows_redacted_on_every_page(
         assert "&lt;redacted&gt;" in c.get(f"/runs/{rid}/state").text
     finally:
         eng.close()
+
+
+@backends("sqlite", "postgres")
+def test_the_news_of_an_append_wakes_the_waiting_pages(eng: Engine) -> None:
+    """One watcher per UI waits on the store (LISTEN/NOTIFY on PostgreSQL, polling on
+    SQLite): an append after a page started listening moves the count it waits on."""
+    from replay.ui.news import News
+
+    rid = paused(eng)
+    news = News(eng.store)
+    heard = news.wait(-1, 0)  # the first listener starts the watcher
+    assert news.wait(heard, 0.05) == heard  # nothing appended: no news
+    eng.answer(rid, "no")
+    assert news.wait(heard, 30) != heard
