@@ -16,6 +16,7 @@ from .commands import cwd_first
 
 INSTALL = "pip install 'agentlog[ui]'"
 _NEEDS = ("starlette", "jinja2", "uvicorn", "multipart")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def loopback(addr: str) -> bool:
@@ -95,7 +96,9 @@ def _serve(engine: Any, token: str | None, sock: socket.socket) -> None:
 
     from ..ui import app as ui_app
 
-    config = uvicorn.Config(
-        ui_app(engine, token=token), log_level="warning", access_log=False, lifespan="off"
-    )
+    # Without a token (loopback only), a request must name this machine: a site whose
+    # name is rebound to 127.0.0.1 (DNS rebinding) gets no page and no CSRF value.
+    hosts = None if token is not None else LOOPBACK_HOSTS
+    web = ui_app(engine, token=token, hosts=hosts)
+    config = uvicorn.Config(web, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])

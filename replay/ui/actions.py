@@ -17,7 +17,7 @@ from engine.kinds import Effects
 
 from ..output import result_doc
 from . import params
-from .guard import CSRF_FIELD, csrf_ok
+from .guard import CSRF_FIELD, csrf_ok, same_origin
 from .render import error
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ async def act(request: Request) -> Response:
     a refusal by the engine is a 400 with its one line."""
     form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
     fetched = request.headers.get(ASYNC_HEADER) == "1"
-    if not csrf_ok(request, form.get(CSRF_FIELD)):
+    if not csrf_ok(request, form.get(CSRF_FIELD)) or not same_origin(request):
         message = "this form's CSRF token is missing or stale: reload the page"
         if fetched:
             return _json({"error": message}, 403)

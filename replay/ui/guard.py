@@ -50,6 +50,15 @@ def csrf_ok(request: Request, form_value: object) -> bool:
     return isinstance(form_value, str) and cookie is not None and same(form_value, cookie)
 
 
+def same_origin(request: Request) -> bool:
+    """Whether a POST comes from a page of this UI: its ``Origin`` (browsers send one with
+    every POST) names the host it was sent to; a request without one (a script) passes."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    return origin.split("://", 1)[-1] == request.headers.get("host", "")
+
+
 class TokenGate:
     """ASGI middleware: with a token, every request must present it (``X-Agentlog-Token``,
     ``Authorization: Bearer``, or the cookie); a GET with the right ``?token=`` sets the

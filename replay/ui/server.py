@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -20,6 +21,8 @@ from .news import News
 from .render import HERE, error
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from starlette.requests import Request
     from starlette.responses import Response
 
@@ -46,10 +49,14 @@ def _http(request: Request, exc: Exception) -> Response:
     return error(request, code, f"{text} ({request.url.path})")
 
 
-def app(engine: Engine, *, token: str | None = None) -> Starlette:
+def app(
+    engine: Engine, *, token: str | None = None, hosts: Sequence[str] | None = None
+) -> Starlette:
     """The UI over ``engine`` (its store, and its agents for the actions), an ASGI app to
     serve (``agentlog ui``) or mount in a server of yours; with ``token``, every request
-    must present it (header, or the cookie a first ``?token=`` visit sets)."""
+    must present it (header, or the cookie a first ``?token=`` visit sets); with
+    ``hosts``, a request naming another host is refused (a page of another site whose
+    name was rebound to this address reads nothing)."""
     routes = [
         Route("/", pages.board),
         Route("/runs/{run_id}", pages.run),
@@ -62,7 +69,10 @@ def app(engine: Engine, *, token: str | None = None) -> Starlette:
     ]
     web = Starlette(
         routes=routes,
-        middleware=[Middleware(TokenGate, token=token)],
+        middleware=[
+            *([Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts else []),
+            Middleware(TokenGate, token=token),
+        ],
         exception_handlers={AgentlogError: _refused, HTTPException: _http},
     )
     web.state.engine = engine

@@ -31,6 +31,36 @@ def test_a_post_without_the_csrf_value_is_refused_and_changes_nothing(eng: Engin
     assert eng.state(rid).status == RunStatus.PAUSED
 
 
+def test_a_post_from_a_page_of_another_origin_is_refused(eng: Engine) -> None:
+    """A browser names the page's origin with every POST: another site's is refused even
+    with a CSRF value (one read by a page that rebound its name to this address)."""
+    rid = paused(eng)
+    c = client(eng)
+    form = {"value": "yes", "csrf": csrf(c)}
+    r = c.post(f"/runs/{rid}/answer", data=form, headers={"Origin": "http://evil.example"})
+    assert r.status_code == 403
+    assert eng.state(rid).status == RunStatus.PAUSED
+    ok = c.post(f"/runs/{rid}/answer", data=form, headers={"Origin": "http://testserver"})
+    assert ok.status_code == 200 and eng.state(rid).status == RunStatus.COMPLETED
+
+
+def test_with_hosts_a_request_naming_another_host_is_refused(eng: Engine) -> None:
+    """``agentlog ui`` on loopback without a token names its hosts: a rebound name
+    (DNS rebinding) gets no page."""
+    from replay.cli.web import LOOPBACK_HOSTS
+
+    rid = paused(eng)
+    from starlette.testclient import TestClient
+
+    from replay.ui import app
+
+    web = app(eng, hosts=LOOPBACK_HOSTS)
+    assert TestClient(web, base_url="http://evil.example:8765").get("/").status_code == 400
+    for base in ["http://127.0.0.1:8765", "http://localhost:8765", "http://[::1]:8765"]:
+        page = TestClient(web, base_url=base).get(f"/runs/{rid}")
+        assert page.status_code == 200, base
+
+
 def test_a_csrf_value_from_another_browser_is_refused(eng: Engine) -> None:
     """The value must be this browser's cookie, not any value the UI ever issued."""
     rid = paused(eng)
