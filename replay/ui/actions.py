@@ -5,7 +5,6 @@ back; a plain form, a redirect to the run's page (the fork's, for a rewind)."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -15,6 +14,7 @@ from starlette.responses import RedirectResponse, Response
 from engine.errors import RunNotFound, UsageError
 from engine.kinds import Effects
 
+from ..jsonvalue import json_value, shown
 from ..output import result_doc
 from . import params
 from .guard import CSRF_FIELD, csrf_ok, same_origin
@@ -37,10 +37,7 @@ def _answer(engine: Engine, rid: str, form: dict[str, str]) -> RunResult:
         raise UsageError("the answer is longer than 100,000 characters")
     if form.get("as_json") != "1":
         return engine.answer(rid, value)
-    try:
-        parsed: Any = json.loads(value)
-    except ValueError as e:
-        raise UsageError(f"the answer is not JSON: {e}") from None
+    parsed = json_value(value, "the answer")  # as `agentlog answer --json-value` reads it
     return engine.answer(rid, Given(parsed))
 
 
@@ -67,7 +64,7 @@ def _act(engine: Engine, action: str, run_id: str, form: dict[str, str]) -> RunR
             return engine.abandon(rid)
         case "rewind":
             return _rewind(engine, rid, form)
-    raise UsageError(f"no action {params.shown(action)}")
+    raise UsageError(f"no action {shown(action)}")
 
 
 def _json(doc: dict[str, Any], status: int = 200) -> Response:
@@ -91,7 +88,7 @@ async def act(request: Request) -> Response:
     engine: Engine = request.app.state.engine
     action, run_id = request.path_params["action"], request.path_params["run_id"]
     if action not in ACTIONS:
-        return error(request, 404, f"no action {params.shown(action)}")
+        return error(request, 404, f"no action {shown(action)}")
     try:
         result = await run_in_threadpool(_act, engine, action, run_id, form)
     except UsageError as e:

@@ -8,16 +8,11 @@ import time
 from engine.errors import UsageError
 from engine.kinds import RunStatus
 
-from ..output import printable
+from ..jsonvalue import shown
 
 STATUSES = tuple(s.value for s in RunStatus)
 COUNT_MAX = 2**62
 MAX_TEXT = 300  # longer than any run id, agent name or checkpoint name worth asking for
-
-
-def shown(value: str) -> str:
-    """``value`` quoted for an error line: control characters escaped, cut short."""
-    return f"'{printable(value if len(value) <= 40 else value[:39] + '…')}'"
 
 
 def text(value: str | None, name: str) -> str | None:

@@ -96,8 +96,18 @@ def test_a_json_answer_and_the_scripts_json_reply(eng: Engine) -> None:
     assert r.json()["status"] == "completed" and r.json()["output"]["answer"] == "no"
     again = c.post(f"/runs/{rid}/answer", data=form, headers={"X-Agentlog-Fetch": "1"})
     assert again.status_code == 400 and "not waiting for an answer" in again.json()["error"]
-    bad = c.post(f"/runs/{paused(eng, 'b')}/answer", data={**form, "value": "{"})
-    assert bad.status_code == 400 and "not JSON" in main_text(bad.text)
+    refused = paused(eng, "b")
+    for value, says in [
+        ("{", "not valid JSON"),
+        (str(10**30), "beyond 64 bits"),
+        ("1e400", "not a finite number"),
+        ("NaN", "not a finite number"),
+        ('"\\ud800"', "lone surrogate"),
+        ("[" * 3000 + "]" * 3000, "nests deeper"),
+    ]:  # read as `agentlog answer --json-value` reads it: 400, one line, nothing recorded
+        bad = c.post(f"/runs/{refused}/answer", data={**form, "value": value})
+        assert bad.status_code == 400 and says in main_text(bad.text), value
+    assert eng.state(refused).status == RunStatus.PAUSED
 
 
 @backends("sqlite", "postgres")
