@@ -14,7 +14,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 if TYPE_CHECKING:
     from starlette.requests import Request
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 TOKEN_COOKIE = "agentlog_token"
 CSRF_COOKIE = "agentlog_csrf"
@@ -57,6 +57,35 @@ def same_origin(request: Request) -> bool:
     if origin is None:
         return True
     return origin.split("://", 1)[-1] == request.headers.get("host", "")
+
+
+HEADERS = [
+    # no script but the UI's own file, no frame around its buttons (clickjacking), no
+    # address (a first visit's ?token=) sent on to another site
+    (
+        b"content-security-policy",
+        b"default-src 'self'; style-src 'self' 'unsafe-inline'; "
+        b"frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+class Headers:
+    """ASGI middleware: every response carries :data:`HEADERS`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, sending if scope["type"] == "http" else send)
 
 
 class TokenGate:

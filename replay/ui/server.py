@@ -13,10 +13,11 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from engine import observe
 from engine.errors import AgentlogError, CorruptData, RunNotFound, UsageError
 
 from . import actions, live, pages, runpage
-from .guard import TokenGate
+from .guard import Headers, TokenGate
 from .news import News
 from .render import HERE, error
 
@@ -49,6 +50,12 @@ def _http(request: Request, exc: Exception) -> Response:
     return error(request, code, f"{text} ({request.url.path})")
 
 
+def _broken(request: Request, exc: Exception) -> Response:
+    """An unexpected error: one log line, and a page that says so (no traceback)."""
+    observe.get().error("ui_error", path=request.url.path, error=f"{type(exc).__name__}: {exc}")
+    return error(request, 500, f"unexpected {type(exc).__name__}; the server's log says more")
+
+
 def app(
     engine: Engine, *, token: str | None = None, hosts: Sequence[str] | None = None
 ) -> Starlette:
@@ -70,10 +77,11 @@ def app(
     web = Starlette(
         routes=routes,
         middleware=[
+            Middleware(Headers),
             *([Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts else []),
             Middleware(TokenGate, token=token),
         ],
-        exception_handlers={AgentlogError: _refused, HTTPException: _http},
+        exception_handlers={AgentlogError: _refused, HTTPException: _http, Exception: _broken},
     )
     web.state.engine = engine
     web.state.stories = runpage.Stories()

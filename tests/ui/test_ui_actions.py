@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import backends
 from ui_kit import client, csrf, main_text
 
@@ -211,3 +212,31 @@ def test_the_actions_offered_follow_the_status() -> None:
     assert offered(RunStatus.FAILED) == {"resume", "abandon", "rewind"}
     assert offered(RunStatus.RUNNING) == {"resume", "abandon", "rewind"}
     assert offered(RunStatus.COMPLETED) == offered(RunStatus.ABANDONED) == {"rewind"}
+
+
+def test_every_response_forbids_frames_and_foreign_scripts(eng: Engine) -> None:
+    """No page can be framed (its buttons under another site's clicks), run a script but
+    the UI's own, or send its address (a first visit's token) to another site."""
+    c = client(eng, token=TOKEN)
+    for r in [c.get("/"), c.get("/", headers={"X-Agentlog-Token": TOKEN}), c.get("/nope")]:
+        assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+        assert "default-src 'self'" in r.headers["content-security-policy"]
+        assert r.headers["x-frame-options"] == "DENY"
+        assert r.headers["referrer-policy"] == "no-referrer"
+
+
+def test_an_unexpected_error_is_a_500_page_not_a_traceback(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from starlette.testclient import TestClient
+
+    from replay.ui import app, runpage
+
+    def broken(*args: object) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(runpage, "read", broken)
+    rid = paused(eng)
+    r = TestClient(app(eng), raise_server_exceptions=False).get(f"/runs/{rid}")
+    assert r.status_code == 500
+    assert "unexpected ZeroDivisionError" in main_text(r.text) and "Traceback" not in r.text
