@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -100,5 +101,13 @@ def _serve(engine: Any, token: str | None, sock: socket.socket) -> None:
     # name is rebound to 127.0.0.1 (DNS rebinding) gets no page and no CSRF value.
     hosts = None if token is not None else LOOPBACK_HOSTS
     web = ui_app(engine, token=token, hosts=hosts)
-    config = uvicorn.Config(web, log_level="warning", access_log=False, lifespan="off")
-    uvicorn.Server(config).run(sockets=[sock])
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            web.state.news.stop()  # open pages' live streams end now, not at a timeout
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(
+        web, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
+    )
+    Server(config).run(sockets=[sock])

@@ -38,7 +38,7 @@ def fingerprint(engine: Engine, run_id: str | None) -> str:
 def stream(request: Request) -> StreamingResponse:
     """``GET /live?run=ID&seen=FP``: an ``event: changed`` (its data the new fingerprint)
     each time the fingerprint differs from the last one sent (or from ``seen``);
-    ``once=1`` ends the stream after the first."""
+    ``once=1`` ends the stream after the first; a stopping server ends it too."""
     engine: Engine = request.app.state.engine
     run_id = params.text(request.query_params.get("run"), "run")
     seen = request.query_params.get("seen", "")
@@ -61,6 +61,8 @@ def stream(request: Request) -> StreamingResponse:
             if await request.is_disconnected():
                 return
             heard = await run_in_threadpool(news.wait, heard, POLL_S)
+            if news.stopped:  # the server stops: end the stream, the page reconnects later
+                return
 
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return StreamingResponse(changes(), media_type="text/event-stream", headers=headers)

@@ -27,6 +27,13 @@ class News:
         self._count = 0
         self._listened = time.monotonic()
         self._thread: threading.Thread | None = None
+        self.stopped = False
+
+    def stop(self) -> None:
+        """The server stops: every wait returns now, and the streams end."""
+        with self._changed:
+            self.stopped = True
+            self._changed.notify_all()
 
     def wait(self, seen: int, timeout: float) -> int:
         """The count once it moved past ``seen``, or after ``timeout`` seconds."""
@@ -38,7 +45,7 @@ class News:
                     target=self._watch, args=(after,), name="agentlog-ui-news", daemon=True
                 )
                 self._thread.start()
-            self._changed.wait_for(lambda: self._count != seen, timeout)
+            self._changed.wait_for(lambda: self._count != seen or self.stopped, timeout)
             return self._count
 
     def _watch(self, after: int) -> None:
@@ -46,7 +53,7 @@ class News:
         try:
             while True:
                 with self._changed:
-                    if time.monotonic() - self._listened > IDLE_S:
+                    if self.stopped or time.monotonic() - self._listened > IDLE_S:
                         self._thread = None
                         return
                 if self.store.views.wait_for_events(after, LOOK_S):

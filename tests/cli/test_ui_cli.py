@@ -4,6 +4,7 @@ short token, without the ``agentlog[ui]`` extra; served on loopback, it answers 
 from __future__ import annotations
 
 import importlib.util
+import socket
 from pathlib import Path
 
 import httpx
@@ -53,11 +54,23 @@ def test_it_serves_the_board_on_loopback(tmp_path: Path) -> None:
     args = ("ui", "--port", "0")
     says = "serving the agentlog UI on http://127.0.0.1:"
     env = {"AGENTLOG_UI_TOKEN": token}
+    live = socket.socket()
     with serving(work, *args, says=says, stopped=130, env=env) as (proc, first):
         base = first.split()[-3].rstrip("/")
         assert httpx.get(base + "/", timeout=10).status_code == 401
         board = httpx.get(base + "/", headers={"X-Agentlog-Token": token}, timeout=10)
         assert board.status_code == 200 and "agents:hello" in board.text
+        # a page left open holds its live stream: Ctrl-C stops the server all the same
+        host, port = base.removeprefix("http://").split(":")
+        live.connect((host, int(port)))
+        live.sendall(
+            f"GET /live HTTP/1.1\r\nHost: {host}\r\nX-Agentlog-Token: {token}\r\n\r\n".encode()
+        )
+        heard = b""
+        while b"agentlog live" not in heard and len(heard) < 8192:
+            heard += live.recv(4096)  # the headers, then the stream's first comment
+        assert b"200 OK" in heard and b"agentlog live" in heard
+    live.close()
     assert proc.stderr is not None
     said = proc.stderr.read().decode()  # Ctrl-C: exit 130, no traceback, no token
     assert token not in said and "Traceback" not in said, said
