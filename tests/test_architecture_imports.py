@@ -17,6 +17,7 @@ TOPS = ("engine", "projections", "replay")
 # name is that one module. docs/architecture.md draws this list.
 LAYERS = [
     "replay.cli/ replay.__main__",  # the agentlog command line
+    "replay.ui/",  # the web UI (agentlog ui, replay.ui.app)
     "replay/",  # the operator library: timeline, context, diff, export/import
     "projections/",
     "engine",  # the face: from engine import X

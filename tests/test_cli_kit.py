@@ -4,10 +4,13 @@ commands one after another in one such process (a Python start for all of them).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -215,3 +218,29 @@ def one_line_error(r: Result, *needles: str) -> None:
     assert "Traceback" not in r.err, r.err
     for needle in needles:
         assert needle in r.err, (needle, r.err)
+
+
+@contextlib.contextmanager
+def serving(
+    work: Workdir, *args: str, says: str, stopped: int, env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``agentlog ARGS --url URL`` serving in a real process, its first line starting with
+    ``says``: the process and that line; on leaving, Ctrl-C must stop it with ``stopped``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", *args, "--url", work.url],
+        cwd=work.path,
+        env=clean_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert line.startswith(says), line
+        yield proc, line
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -17,6 +17,7 @@ from . import (
     scheduling,
     stats,
     tree,
+    web,
     working,
 )
 from .app import app
@@ -33,6 +34,7 @@ __all__ = [
     "scheduling",
     "stats",
     "tree",
+    "web",
     "working",
 ]
 
@@ -41,13 +43,13 @@ __all__ = [
 _ORDER = {
     m.__name__: n
     for n, m in enumerate(
-        (commands, locking, projecting, reading, scheduling, stats, tree, working, retention)
+        (commands, locking, projecting, reading, scheduling, stats, tree, working, retention, web)
     )
 }
 app.registered_commands.sort(key=lambda c: _ORDER.get(getattr(c.callback, "__module__", ""), 99))
 
 # Commands whose output has one form only: --json changes nothing there.
-NO_JSON = frozenset({"demo", "export", "metrics"})
+NO_JSON = frozenset({"demo", "export", "metrics", "ui"})
 _ClickException: type[Exception] = next(
     c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
 )

@@ -5,7 +5,6 @@ a live scrape over HTTP."""
 from __future__ import annotations
 
 import contextlib
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_cli_kit as kit
 from prometheus_client.parser import text_string_to_metric_families
 from test_cli_kit import Workdir, agentlog, clean_env, make_workdir, one_line_error, sqlite_url
 
@@ -197,24 +197,12 @@ def test_an_empty_store_gives_zeros(tmp_path: Path) -> None:
 def serving(work: Workdir) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """``agentlog metrics serve`` on a free port in a real process: it and its URL; on
     leaving, Ctrl-C must stop it with status 130."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "replay.cli", "metrics", "serve", "--port", "0", "--url", work.url],
-        cwd=work.path,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        assert line.startswith("serving metrics on http://127.0.0.1:"), line
+    args = ("metrics", "serve", "--port", "0")
+    with kit.serving(work, *args, says="serving metrics on http://127.0.0.1:", stopped=130) as (
+        proc,
+        line,
+    ):
         yield proc, line.split()[3]
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_metrics_serve_answers_each_scrape_afresh(w: Workdir) -> None:
