@@ -18,6 +18,8 @@ from .base import Event as Event
 from .base import Replayed as Replayed
 from .base import event_data as event_data
 from .base import now as now
+from .graphs import *  # noqa: F403  (a LangGraph thread's events, by their __all__)
+from .graphs import AnyGraphEvent
 
 # A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
 # member: msgspec leaves a default out by identity, so a value equal to it is left out
@@ -363,6 +365,7 @@ AnyEvent = (
     | EffectCommitted
     | EffectReleased
     | AnyAgentEvent
+    | AnyGraphEvent
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {t.__struct_config__.tag: t for t in AnyEvent.__args__}
