@@ -257,6 +257,33 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         topic=st.none() | short,
         child_run_id=st.none() | run_ids,
     ),
+    "graph_checkpointed": st.builds(
+        ev.GraphCheckpointed,
+        at=ats,
+        ns=short,
+        checkpoint_id=short,
+        kind=st.just("msgpack"),
+        checkpoint=st.binary(max_size=16),
+        metadata_kind=st.just("msgpack"),
+        metadata=st.binary(max_size=16),
+        values=st.lists(
+            st.builds(ev.GraphValue, channel=short, version=calls, kind=short), max_size=3
+        ),
+    ),
+    "graph_written": st.builds(
+        ev.GraphWritten,
+        at=ats,
+        ns=short,
+        checkpoint_id=short,
+        task_id=short,
+        writes=st.lists(
+            st.builds(ev.GraphWrite, channel=short, idx=calls, kind=short, data=st.binary()),
+            max_size=3,
+        ),
+    ),
+    "graph_forgotten": st.builds(
+        ev.GraphForgotten, at=ats, runs=st.lists(short, max_size=2), pruned=st.booleans()
+    ),
 }
 any_event = st.one_of(*EVENT_STRATEGIES.values())
 # Most runs begin with agent_started; some histories are arbitrary (the fold must not care).

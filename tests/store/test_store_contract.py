@@ -127,6 +127,29 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
         ev.MessageReceived(at=t + 22.78, call=11, topic="bid", message_id="m1", value={"v": 2}),
         ev.TimerSet(at=t + 22.8, call=12, until=t + 99, purpose="recv", topic="bid"),
         ev.RunWaiting(at=t + 22.82, call=12, reason="message", until=t + 99, topic="bid"),
+        ev.GraphCheckpointed(
+            at=t + 22.84,
+            ns="",
+            checkpoint_id="c1",
+            kind="msgpack",
+            checkpoint=b"\x80\x00",
+            metadata_kind="json",
+            metadata=b"{}",
+            values=[ev.GraphValue(channel="m", version="1.5", kind="msgpack", data=b"\x91\x01")],
+            run="lr1",
+            step=0,
+            source="loop",
+        ),
+        ev.GraphWritten(
+            at=t + 22.86,
+            ns="",
+            checkpoint_id="c1",
+            task_id="t1",
+            writes=[ev.GraphWrite(channel="m", idx=0, kind="msgpack", data=b"\x01")],
+        ),
+        ev.GraphForgotten(
+            at=t + 22.88, pruned=True, keep=[ev.GraphKept(ns="", checkpoint_id="c1")]
+        ),
         ev.AgentFinished(at=t + 23, output={"refunded": 30.5}),
     ]
 
