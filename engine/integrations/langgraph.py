@@ -44,12 +44,20 @@ from ..events import (
     now,
 )
 from ._lg_log import AGENT, Threads, thread_run_id
+from ._lg_node import durable_node, node_run_id
 from ._lg_thread import Thread, extends, value_chain
 
 if TYPE_CHECKING:
     from ..runtime.engine import Engine
 
-__all__ = ["AgentlogSaver", "AsyncAgentlogSaver", "safe_serde", "thread_run_id"]
+__all__ = [
+    "AgentlogSaver",
+    "AsyncAgentlogSaver",
+    "durable_node",
+    "node_run_id",
+    "safe_serde",
+    "thread_run_id",
+]
 
 
 def safe_serde() -> JsonPlusSerializer:
