@@ -1,15 +1,16 @@
 """LangGraph threads as runs of one store: a thread's run id, reading its stream into a
 :class:`~engine.integrations._lg_thread.Thread`, and appending to it (no LangGraph import).
 
-Every thread a saver touched stays folded in memory; each read first folds what other
-processes appended since (one read of the stream's tail), and an append that finds its
-position taken folds the tail and tries again.
+The threads a saver used last (``KEPT``) stay folded in memory; each read first folds
+what other processes appended since (one read of the stream's tail), and an append that
+finds its position taken folds the tail and tries again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from ..errors import ConcurrencyError
@@ -23,6 +24,7 @@ from ._lg_thread import Thread
 PREFIX = "lg:"  # a thread's run id: lg:<thread id>, or lg-<digest> for any other id
 AGENT = "langgraph:"  # a thread's agent: langgraph:<the saver's name>
 TRIES = 50  # appends raced by other writers of the same thread before giving up
+KEPT = 256  # threads kept folded in memory; the least recently used one is read again
 
 
 def thread_run_id(thread_id: str) -> str:
@@ -40,7 +42,7 @@ class Threads:
         self._store = store
         self.agent = agent
         self.lock = threading.RLock()  # LangGraph writes a superstep's tasks from threads
-        self._threads: dict[str, Thread] = {}
+        self._threads: OrderedDict[str, Thread] = OrderedDict()
 
     @property
     def store(self) -> Store:
@@ -52,6 +54,9 @@ class Threads:
             thread = self._threads.get(thread_id)
             if thread is None:
                 thread = self._threads[thread_id] = Thread()
+                if len(self._threads) > KEPT:
+                    self._threads.popitem(last=False)
+            self._threads.move_to_end(thread_id)
             stream = run_stream(thread_run_id(thread_id))
             for r in self.store.read(stream, after=thread.position):
                 thread.fold(r.position, r.event)
@@ -63,6 +68,7 @@ class Threads:
         stream = run_stream(thread_run_id(thread_id))
         with self.lock:
             thread = self._threads.get(thread_id) or self.read(thread_id)
+            self._threads.move_to_end(thread_id)
             for _ in range(TRIES):
                 events = make(thread)
                 if not events:

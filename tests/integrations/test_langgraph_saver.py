@@ -103,3 +103,24 @@ def test_the_serializer_never_pickles(eng: Engine) -> None:
     assert saver.serde.pickle_fallback is False  # type: ignore[attr-defined]
     with pytest.raises(TypeError):
         saver.serde.dumps_typed(lambda: None)
+
+
+@all_backends
+def test_a_tasks_regular_write_is_kept_once_and_a_special_one_replaced(eng: Engine) -> None:
+    """As LangGraph's savers do: the first regular write of (task, index) stays; an
+    interrupt written again replaces the earlier one."""
+    saver = AgentlogSaver(eng)
+    config: Any = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
+    checkpoint: Any = {
+        "v": 1, "id": "1", "ts": "", "channel_values": {}, "channel_versions": {},
+        "versions_seen": {}, "pending_sends": [], "updated_channels": None,
+    }  # fmt: skip
+    stored = saver.put(config, checkpoint, {"source": "loop", "step": 0}, {})
+    saver.put_writes(stored, [("a", 1), ("__interrupt__", "first")], "task")
+    saver.put_writes(stored, [("a", 2), ("__interrupt__", "again")], "task")
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert sorted((c, v) for _, c, v in tup.pending_writes or []) == [
+        ("__interrupt__", "again"),
+        ("a", 1),
+    ]
