@@ -30,12 +30,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 sys.path.insert(0, str(Path(__file__).parent))
-from benchkit import PG_URL  # noqa: E402
+from benchkit import PG_URL
 
-from engine import Engine  # noqa: E402
-from engine.integrations.langgraph import AgentlogSaver, thread_run_id  # noqa: E402
-from engine.log.history import read_events  # noqa: E402
-from engine.store.codec import encode_event  # noqa: E402
+from engine import Engine
+from engine.integrations.langgraph import AgentlogSaver, thread_run_id
+from engine.log.history import read_events
+from engine.store.codec import encode_event
 
 TEXT = "m" * 90  # with its step number, ~100 bytes of content per message
 
