@@ -13,9 +13,8 @@ as that version plus the appended tail.
 
 from __future__ import annotations
 
-import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -26,6 +25,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
@@ -43,6 +43,8 @@ from ..events import (
     GraphWritten,
     now,
 )
+from ._lg_async import AsyncMethods
+from ._lg_delta import delta_history
 from ._lg_log import AGENT, Threads, thread_run_id
 from ._lg_node import durable_node, node_run_id
 from ._lg_thread import Thread, extends, value_chain
@@ -66,7 +68,7 @@ def safe_serde() -> JsonPlusSerializer:
     return JsonPlusSerializer(pickle_fallback=False, allowed_msgpack_modules=None)
 
 
-class AgentlogSaver(BaseCheckpointSaver[str]):
+class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer whose storage is ``engine``'s log (memory, SQLite or
     PostgreSQL). ``name`` makes the threads' agent ``langgraph:<name>``. Sync and async
     methods both work; the async ones run the store's I/O in a worker thread."""
@@ -307,54 +309,22 @@ class AgentlogSaver(BaseCheckpointSaver[str]):
         number = 0 if current is None else int(str(current).split(".")[0])
         return f"{number + 1:032}.{random.random():016}"
 
-    # --- async: the same, the store's I/O off the event loop ----------------------------
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        found = await asyncio.to_thread(
-            lambda: [*self.list(config, filter=filter, before=before, limit=limit)]
-        )
-        for tup in found:
-            yield tup
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """LangGraph's DeltaChannel history: the parent chain walked once (_lg_delta)."""
+        conf = config["configurable"]
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        with self.threads.lock:
+            thread = self.threads.read(thread_id)
+            return delta_history(  # type: ignore[return-value]
+                thread,
+                ns,
+                get_checkpoint_id(config),
+                channels,
+                self.serde.loads_typed,
+                lambda ch, v: self._value(value_chain(thread, ns, ch, v)),
+            )
 
 
 # The async saver is the same object: LangGraph calls the a-methods from its async graphs.

@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from conftest import all_backends
+from langgraph.channels import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 
 from engine import Engine
@@ -124,3 +125,41 @@ def test_a_tasks_regular_write_is_kept_once_and_a_special_one_replaced(eng: Engi
         ("__interrupt__", "again"),
         ("a", 1),
     ]
+
+
+def _delta_add(state: list[str], writes: Any) -> list[str]:
+    return [*state, *(item for w in writes for item in w)]
+
+
+class DeltaChat(TypedDict):
+    history: Annotated[list[str], DeltaChannel(_delta_add, snapshot_frequency=50)]
+    n: int
+
+
+@all_backends
+def test_langgraphs_delta_channel_rebuilds_its_history_from_our_log(
+    store_url: str, eng: Engine
+) -> None:
+    """A DeltaChannel history past two of its snapshots: a saver of another engine
+    rebuilds it (ancestor writes plus the nearest snapshot) and walks its history."""
+
+    def turn(state: DeltaChat) -> dict[str, Any]:
+        return {"history": [str(state["n"])], "n": state["n"] + 1}
+
+    def graph(saver: AgentlogSaver) -> Any:
+        builder = StateGraph(DeltaChat)
+        builder.add_node("turn", turn)
+        builder.add_edge(START, "turn")
+        builder.add_conditional_edges("turn", lambda s: END if s["n"] >= 120 else "turn")
+        return builder.compile(checkpointer=saver)
+
+    config: Any = {"configurable": {"thread_id": "delta"}, "recursion_limit": 500}
+    graph(AgentlogSaver(eng)).invoke({"history": [], "n": 0}, config)
+    other = eng if store_url == "memory://" else Engine.open(store_url)
+    try:
+        again = graph(AgentlogSaver(other))
+        assert again.get_state(config).values["history"] == [str(i) for i in range(120)]
+        assert len(list(again.get_state_history(config))) == 122
+    finally:
+        if other is not eng:
+            other.close()
