@@ -9,14 +9,16 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from conftest import all_backends
+from conftest import all_backends, backends
 from langgraph.channels import DeltaChannel
 from langgraph.graph import END, START, StateGraph
+from test_store_cipher import KEY, MARK, table_bytes
 
 from engine import Engine
 from engine.events import GraphCheckpointed
 from engine.integrations.langgraph import AgentlogSaver, thread_run_id
 from engine.log.history import read_events
+from engine.store.cipher import CIPHER_ENV
 from replay.cli.entry import run_cli
 
 STEPS = 60
@@ -163,3 +165,23 @@ def test_langgraphs_delta_channel_rebuilds_its_history_from_our_log(
     finally:
         if other is not eng:
             other.close()
+
+
+@backends("sqlite", "postgres")
+@pytest.mark.parametrize("encrypted", [True, False], ids=["encrypted", "clear"])
+def test_a_sealed_store_seals_a_threads_checkpoints(
+    store_url: str, encrypted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With AGENTLOG_CIPHER_KEY a channel value is in no raw byte of the events table
+    (in clear it is), and the thread reads back the same."""
+    if encrypted:
+        monkeypatch.setenv(CIPHER_ENV, KEY)
+    eng = Engine.open(store_url)
+    try:
+        config: Any = {"configurable": {"thread_id": "sealed"}}
+        out = _graph(AgentlogSaver(eng)).invoke({"history": [MARK], "title": MARK, "n": 59}, config)
+        assert out["title"] == MARK and out["history"][0] == MARK
+        raw = table_bytes(store_url, eng.store, "events")
+        assert (MARK.encode() in raw) is not encrypted
+    finally:
+        eng.close()
