@@ -52,6 +52,9 @@ from ._lg_thread import Thread, extends, value_chain
 if TYPE_CHECKING:
     from ..runtime.engine import Engine
 
+# id of a stored part -> (the list it ends, its length): the values one list() rebuilt.
+Memo = dict[int, tuple[list[Any], int]]
+
 __all__ = [
     "AgentlogSaver",
     "AsyncAgentlogSaver",
@@ -125,6 +128,7 @@ class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
                     if (not cid_only or cid == cid_only) and (not before_id or cid < before_id)
                 ]
             found.sort(key=lambda c: c.checkpoint_id, reverse=True)
+            memo: Memo = {}
             for c in found:
                 if left is not None and left <= 0:
                     return
@@ -133,16 +137,18 @@ class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
                 if left is not None:
                     left -= 1
                 with self.threads.lock:
-                    tup = self._tuple(thread, thread_id, c)
+                    tup = self._tuple(thread, thread_id, c, memo)
                 yield tup
 
-    def _tuple(self, thread: Thread, thread_id: str, c: GraphCheckpointed) -> CheckpointTuple:
+    def _tuple(
+        self, thread: Thread, thread_id: str, c: GraphCheckpointed, memo: Memo | None = None
+    ) -> CheckpointTuple:
         checkpoint: Checkpoint = self.serde.loads_typed((c.kind, c.checkpoint))
         values = {}
         for channel, version in checkpoint["channel_versions"].items():
             chain = value_chain(thread, c.ns, channel, version)
             if chain:
-                values[channel] = self._value(chain)
+                values[channel] = self._value(chain, memo)
         writes = [
             (task, channel, self.serde.loads_typed((kind, data)))
             for task, channel, kind, data, _ in thread.ordered_writes(c.ns, c.checkpoint_id)
@@ -155,14 +161,23 @@ class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
             pending_writes=writes,
         )
 
-    def _value(self, chain: Sequence[GraphValue]) -> Any:
+    def _value(self, chain: Sequence[GraphValue], memo: Memo | None = None) -> Any:
+        """The value a chain of stored parts makes (a whole value, then its tails). A
+        ``memo`` shared by the tuples of one ``list`` keeps each part's list and length:
+        an older version of the history is then a slice of a newer one, not decoded again."""
+        if memo is not None and id(chain[-1]) in memo:
+            whole, n = memo[id(chain[-1])]
+            return whole[:n]
         value = self.serde.loads_typed((chain[0].kind, chain[0].data))
         if len(chain) == 1:
             return value
         whole = list(value)
-        for tail in chain[1:]:
-            whole.extend(self.serde.loads_typed((tail.kind, tail.data)))
-        return whole
+        for part in chain:
+            if part is not chain[0]:
+                whole.extend(self.serde.loads_typed((part.kind, part.data)))
+            if memo is not None:
+                memo[id(part)] = (whole, len(whole))
+        return whole[:] if memo is not None else whole
 
     def _metadata(self, c: GraphCheckpointed) -> CheckpointMetadata:
         meta: CheckpointMetadata = self.serde.loads_typed((c.metadata_kind, c.metadata))

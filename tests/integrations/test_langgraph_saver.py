@@ -59,7 +59,8 @@ def test_a_growing_history_is_stored_as_its_tails_and_read_back_whole(
 ) -> None:
     """60 steps each appending 100 bytes: every stored history after the first is one
     tail of about 100 bytes (linear, not the whole list again), the title, never
-    changed, is stored once, and a saver of another engine reads the whole history."""
+    changed, is stored once, and a saver of another engine reads the whole history, and
+    at every checkpoint of its history the history as it was then."""
     config: Any = {"configurable": {"thread_id": "chat-1"}, "recursion_limit": 500}
     _graph(AgentlogSaver(eng)).invoke({"history": [], "title": "t", "n": 0}, config)
     sizes = _stored(eng, "chat-1", "history")
@@ -68,7 +69,11 @@ def test_a_growing_history_is_stored_as_its_tails_and_read_back_whole(
     assert len(_stored(eng, "chat-1", "title")) == 1
     other = eng if store_url == "memory://" else Engine.open(store_url)
     try:
-        state = _graph(AgentlogSaver(other)).get_state(config).values
+        again = _graph(AgentlogSaver(other))
+        state = again.get_state(config).values
+        for past in again.get_state_history(config):  # each checkpoint's own history
+            n = past.values.get("n", 0)
+            assert past.values.get("history", []) == [f"{i}:{ITEM}" for i in range(n)]
     finally:
         if other is not eng:
             other.close()
