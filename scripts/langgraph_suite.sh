@@ -26,31 +26,42 @@ cat >> "$src/tests/conftest.py" <<'PY'
 import os as _os
 import tempfile as _tempfile
 import uuid as _uuid
+from contextlib import contextmanager
+
+from psycopg import Connection
 
 from engine import Engine as _Engine
 from engine.integrations.langgraph import AgentlogSaver as _AgentlogSaver
 
 
-def _agentlog_url() -> str:
+@contextmanager
+def _agentlog_saver():
     pg = _os.environ.get("AGENTLOG_SUITE_PG")
+    schema = f"lgsuite_{_uuid.uuid4().hex[:10]}"
     if pg:
         sep = "&" if "?" in pg else "?"
-        return f"{pg}{sep}schema=lgsuite_{_uuid.uuid4().hex[:10]}"
-    return f"sqlite:///{_tempfile.mkdtemp()}/agentlog.db"
+        engine = _Engine.open(f"{pg}{sep}schema={schema}")
+    else:
+        engine = _Engine.open(f"sqlite:///{_tempfile.mkdtemp()}/agentlog.db")
+    try:
+        yield _AgentlogSaver(engine)
+    finally:
+        engine.close()
+        if pg:
+            with Connection.connect(pg.split("?")[0], autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture(scope="function", params=[pytest.param("agentlog", id="sqlite")])
 def sync_checkpointer(request: pytest.FixtureRequest):
-    engine = _Engine.open(_agentlog_url())
-    yield _AgentlogSaver(engine)
-    engine.close()
+    with _agentlog_saver() as saver:
+        yield saver
 
 
 @pytest.fixture(scope="function", params=[pytest.param("agentlog", id="sqlite_aio")])
 async def async_checkpointer(request: pytest.FixtureRequest):
-    engine = _Engine.open(_agentlog_url())
-    yield _AgentlogSaver(engine)
-    engine.close()
+    with _agentlog_saver() as saver:
+        yield saver
 PY
 cd "$src"
 tests=(tests/test_time_travel.py tests/test_time_travel_async.py tests/test_pregel.py
