@@ -43,6 +43,7 @@ def _agentlog_saver():
         engine = _Engine.open(f"{pg}{sep}schema={schema}")
     else:
         engine = _Engine.open(f"sqlite:///{_tempfile.mkdtemp()}/agentlog.db")
+    engine.store.runs()  # open the store (and make its schema) before a test times anything
     try:
         yield _AgentlogSaver(engine)
     finally:
