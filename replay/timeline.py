@@ -25,6 +25,7 @@ from projections.views.timeline import Figures, tally_at
 
 from .output import Piece, brief, clock, seconds, short
 from .timeline_agents import RENDER as AGENT_LINES
+from .timeline_graphs import RENDER as GRAPH_LINES
 
 if TYPE_CHECKING:
     from engine.runtime.run.catalog import Catalog
@@ -135,9 +136,9 @@ Render = Callable[[_Story, Any, float], list[Piece]]
 
 
 def _other(e: ev.Event, at: float) -> list[Piece]:
-    """The line of an event of many agents (:mod:`replay.timeline_agents`), or of any
-    other event: its type and fields."""
-    agents = AGENT_LINES.get(type(e))
+    """The line of an event of many agents (:mod:`replay.timeline_agents`), of a
+    LangGraph thread (:mod:`replay.timeline_graphs`), or of any other: its type and fields."""
+    agents = AGENT_LINES.get(type(e)) or GRAPH_LINES.get(type(e))
     if agents is not None:
         return agents(e, at)
     return [(f"· {e.__struct_config__.tag} ", "dim"), brief(ev.event_data(e), 120)]

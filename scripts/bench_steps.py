@@ -140,6 +140,12 @@ def langgraph_runner(kind: str, path_or_url: str) -> Runner | None:
     builder.add_edge(START, "tool")
     builder.add_conditional_edges("tool", lambda s: END if s["i"] >= s["steps"] else "tool")
 
+    if kind.startswith("agentlog "):  # LangGraph on our log: AgentlogSaver on that store
+        from engine import Engine
+        from engine.integrations.langgraph import AgentlogSaver
+
+        graph = builder.compile(checkpointer=AgentlogSaver(Engine.open(path_or_url)))
+        return _graph_runner(graph)
     if kind == "sqlite":
         import sqlite3
 
@@ -154,8 +160,10 @@ def langgraph_runner(kind: str, path_or_url: str) -> Runner | None:
         pg = psycopg.connect(path_or_url, autocommit=True, prepare_threshold=0)
         saver = PostgresSaver(pg)  # type: ignore[arg-type]
     saver.setup()
-    graph = builder.compile(checkpointer=saver)
+    return _graph_runner(builder.compile(checkpointer=saver))
 
+
+def _graph_runner(graph: Any) -> Runner:
     def go(steps: int) -> float:
         config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": steps + 10}
         started = time.perf_counter()
@@ -240,6 +248,9 @@ def systems_of(args: argparse.Namespace, tmp: str, pg_url: str) -> dict[str, Run
             f"sqlite:///{tmp}/a.db", True, business=True
         )
         systems["langgraph SqliteSaver"] = langgraph_runner("sqlite", f"{tmp}/lg.db")
+        systems["langgraph AgentlogSaver sqlite"] = langgraph_runner(
+            "agentlog sqlite", f"sqlite:///{tmp}/lga.db"
+        )
     if "postgres" in stores:
         systems["agentlog postgres (read-only step)"] = agentlog_runner(pg_url, False)
         systems["agentlog postgres (side-effect step)"] = agentlog_runner(pg_url, True)
@@ -250,6 +261,7 @@ def systems_of(args: argparse.Namespace, tmp: str, pg_url: str) -> dict[str, Run
             pg_url, True, business=True
         )
         systems["langgraph PostgresSaver"] = langgraph_runner("postgres", pg_base)
+        systems["langgraph AgentlogSaver postgres"] = langgraph_runner("agentlog postgres", pg_url)
     systems.update(raw_systems(stores, tmp, pg_url))
     dbos_url = f"sqlite:///{tmp}/dbos.db" if args.dbos == "sqlite" else pg_base
     systems[f"dbos {args.dbos}"] = dbos_runner(dbos_url)
@@ -307,6 +319,8 @@ def table(
             ratios[1] = over(med[name], RAW_ONE.format(store))
         elif not name.startswith("raw"):
             ratios[0] = over(med[name], f"agentlog {store} (side-effect step)")
+            if name.startswith("langgraph AgentlogSaver"):  # LangGraph on our log
+                ratios[3] = over(med[name], LANGGRAPH[store])
         lines.append(f"| {name} | {med[name]:.3f} | " + " | ".join(ratios) + " |")
     return lines
 

@@ -22,6 +22,8 @@ from .deploys import *  # noqa: F403  (a patch's marker)
 from .deploys import AnyDeployEvent
 from .forks import *  # noqa: F403  (forks with edits and dry runs, by their __all__)
 from .forks import AnyForkEvent
+from .graphs import *  # noqa: F403  (a LangGraph thread's events, by their __all__)
+from .graphs import AnyGraphEvent
 from .ledger import *  # noqa: F403  (the ledger's events, by its __all__)
 from .ledger import AnyLedgerEvent
 
@@ -345,6 +347,7 @@ AnyEvent = (
     | AnyAgentEvent
     | AnyDeployEvent
     | AnyForkEvent
+    | AnyGraphEvent
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {t.__struct_config__.tag: t for t in AnyEvent.__args__}

@@ -106,7 +106,7 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float | None = None
-    # Imported from a file and not adopted since: nothing runs it (see engine.adopt).
+    # Imported from a file and not adopted since, or a LangGraph thread: nothing here runs it.
     imported: bool = False
     dry_run: bool = False  # a dry-run fork, or a child of one (dry_run_started)
 
@@ -313,6 +313,9 @@ _HANDLERS: dict[type[ev.Event], _Handler] = {
     ev.RunWaiting: _waits,
     ev.RunImported: lambda s, e, p: replace(s, imported=True),
     ev.RunAdopted: lambda s, e, p: replace(s, imported=False, agent=e.agent),
+    # A LangGraph thread, like an imported run, is history no engine executes: its graph
+    # runs where LangGraph runs it (engine.integrations.langgraph), recover skips it.
+    ev.GraphCheckpointed: lambda s, e, p: s if s.imported else replace(s, imported=True),
     ev.RunHeld: lambda s, e, p: replace(s, waits_on=Approval(e.reason)),
     ev.RunApproved: lambda s, e, p: replace(s, waits_on=None),
 }

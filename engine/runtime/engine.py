@@ -20,12 +20,7 @@ from typing import Any, ParamSpec, TypeVar
 from .. import observe
 from ..errors import AgentlogError, ReplayKeyDiffers, RunBusy, UsageError
 from ..kinds import SUSPENDED, Effects, RunStatus
-from ..log.history import (
-    RunWriter,
-    check_run_id,
-    rebuild,
-    run_stream,
-)
+from ..log.history import RunWriter, check_run_id, rebuild, run_stream
 from ..log.state import RunState
 from ..policy.failure import describe
 from ..secrets import refuse_secret_input

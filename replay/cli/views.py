@@ -123,7 +123,9 @@ def state_rows(
         rows.append(row("pending", f"call {p.call} {p.tool} ({what}, key {p.key})"))
     if state.waiting:
         rows.append(row("waiting", (state.waiting, "yellow")))
-    if state.imported:
+    if state.imported and state.agent.startswith("langgraph:"):
+        rows.append(row("thread", ("a LangGraph thread: its graph runs it", "magenta")))
+    elif state.imported:
         hint = f"history only: nothing runs it until `agentlog adopt {state.run_id}`"
         rows.append(row("imported", (hint, "magenta")))
     rows.append(row("input", brief(redact(input), 200)))

@@ -197,6 +197,9 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
     "effect_released": st.builds(
         ev.EffectReleased, at=ats, key=short, run_id=run_ids, call=calls, reason=short
     ),
+    "key_expired": st.builds(
+        ev.KeyExpired, at=ats, key=short, ttl=st.floats(1.0, 1e7), last_at=ats
+    ),
     "child_spawned": st.builds(
         ev.ChildSpawned, at=ats, call=calls, child_run_id=run_ids, agent=short, args_hash=short
     ),
@@ -293,6 +296,33 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         output=values,
         stopped_at=st.none() | calls,
         error=maybe_short,
+    ),
+    "graph_checkpointed": st.builds(
+        ev.GraphCheckpointed,
+        at=ats,
+        ns=short,
+        checkpoint_id=short,
+        kind=st.just("msgpack"),
+        checkpoint=st.binary(max_size=16),
+        metadata_kind=st.just("msgpack"),
+        metadata=st.binary(max_size=16),
+        values=st.lists(
+            st.builds(ev.GraphValue, channel=short, version=calls, kind=short), max_size=3
+        ),
+    ),
+    "graph_written": st.builds(
+        ev.GraphWritten,
+        at=ats,
+        ns=short,
+        checkpoint_id=short,
+        task_id=short,
+        writes=st.lists(
+            st.builds(ev.GraphWrite, channel=short, idx=calls, kind=short, data=st.binary()),
+            max_size=3,
+        ),
+    ),
+    "graph_forgotten": st.builds(
+        ev.GraphForgotten, at=ats, runs=st.lists(short, max_size=2), pruned=st.booleans()
     ),
 }
 any_event = st.one_of(*EVENT_STRATEGIES.values())

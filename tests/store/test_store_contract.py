@@ -130,6 +130,43 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
         ev.TimerSet(at=t + 22.8, call=12, until=t + 99, purpose="recv", topic="bid"),
         ev.RunWaiting(at=t + 22.82, call=12, reason="message", until=t + 99, topic="bid"),
         ev.PatchMarked(at=t + 22.9, name="send-receipt", after=12),
+        ev.ForkEdited(
+            at=t + 22.91,
+            edits=[
+                ev.Edit(
+                    kind="decision", name="plan", call=3, position=7, old_hash="a", new_hash="b"
+                )
+            ],
+            by="ops@host",
+        ),
+        ev.DryRunStarted(at=t + 22.92),
+        ev.WouldSend(
+            at=t + 22.93, call=13, tool="charge", args={"amount": 5}, key="k", stopped=True
+        ),
+        ev.DryRunEnded(at=t + 22.94, stopped_at=13, error="stopped at a would-be effect"),
+        ev.GraphCheckpointed(
+            at=t + 22.84,
+            ns="",
+            checkpoint_id="c1",
+            kind="msgpack",
+            checkpoint=b"\x80\x00",
+            metadata_kind="json",
+            metadata=b"{}",
+            values=[ev.GraphValue(channel="m", version="1.5", kind="msgpack", data=b"\x91\x01")],
+            run="lr1",
+            step=0,
+            source="loop",
+        ),
+        ev.GraphWritten(
+            at=t + 22.86,
+            ns="",
+            checkpoint_id="c1",
+            task_id="t1",
+            writes=[ev.GraphWrite(channel="m", idx=0, kind="msgpack", data=b"\x01")],
+        ),
+        ev.GraphForgotten(
+            at=t + 22.88, pruned=True, keep=[ev.GraphKept(ns="", checkpoint_id="c1")]
+        ),
         ev.AgentFinished(at=t + 23, output={"refunded": 30.5}),
     ]
 
