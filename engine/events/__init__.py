@@ -18,6 +18,7 @@ from .base import Event as Event
 from .base import Replayed as Replayed
 from .base import event_data as event_data
 from .base import now as now
+from .traces import TraceNoted as TraceNoted
 
 # A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
 # member: msgspec leaves a default out by identity, so a value equal to it is left out
@@ -347,6 +348,7 @@ AnyEvent = (
     | UsageRecorded
     | Checkpoint
     | SavesTimed
+    | TraceNoted
     | HumanInputRequested
     | HumanInputProvided
     | ToolInvoked
