@@ -1,4 +1,6 @@
 """agentlog's log lines: structlog events with bound context; the application configures.
+And the observers of an engine's executions (``Observers``: the seam tracing uses, such as
+``engine.integrations.otel``): each sees an execution begin, what it commits, its end.
 
 Importing or using the engine never configures logging. Once the application has
 configured structlog, agentlog's lines follow that configuration (``get_logger("agentlog")``);

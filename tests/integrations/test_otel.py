@@ -6,6 +6,7 @@ emits no new tool span. Agents: tests/agents/otel_agents.py."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,12 +164,14 @@ def test_a_replay_emits_no_new_tool_spans(
     assert box.attributes["agentlog.call"] == 3  # hat (1) and the question (2) replayed
 
 
+@pytest.mark.parametrize("how", ["run", "enqueue"])
 @backends("sqlite")
 def test_a_run_started_inside_a_span_is_traced_under_it(
-    traced: Engine, spans: InMemorySpanExporter
+    traced: Engine, spans: InMemorySpanExporter, how: str
 ) -> None:
-    """The caller's current span is the run's origin (noted after agent_started): the
-    execution is its child."""
+    """The caller's current span (a request's) is the run's origin, noted right after
+    agent_started: its execution is a child of that span, also when a worker (of any
+    process) executes the run later, from its queue."""
     tracer = trace.get_tracer("test", tracer_provider=_provider(spans))
 
     @traced.agent
@@ -176,12 +179,27 @@ def test_a_run_started_inside_a_span_is_traced_under_it(
         return "hi"
 
     with tracer.start_as_current_span("request") as request:
-        r = traced.run(hello)
-    noted = traced.events(r.run_id)[1]
+        run_id = traced.run(hello).run_id if how == "run" else traced.enqueue(hello).run_id
+    if how == "enqueue":
+        _work(traced, run_id)
+    noted = traced.events(run_id)[1]
     assert noted.type == "trace_noted" and noted.data["origin"] is True
     assert noted.data["trace"] == traceparent(request.get_span_context())
     (run_span,) = _named(spans)["invoke_agent hello"]
     assert _parent(run_span) == request.get_span_context().span_id
+    assert run_span.context.trace_id == request.get_span_context().trace_id
+
+
+def _work(engine: Engine, run_id: str) -> None:
+    """A worker of ``engine`` executes the queued run ``run_id`` to its end."""
+    worker = engine.worker(concurrency=1, grace=5)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        assert engine.wait(run_id, timeout=60).status == "completed"
+    finally:
+        worker.stop()
+        thread.join()
 
 
 def test_a_malformed_trace_context_is_no_context() -> None:
