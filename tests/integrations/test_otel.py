@@ -5,6 +5,7 @@ emits no new tool span. Agents: tests/agents/otel_agents.py."""
 
 from __future__ import annotations
 
+import ast
 import json
 import threading
 import uuid
@@ -270,3 +271,29 @@ def test_a_resumed_execution_links_to_the_killed_one(
     assert "chat plan" not in named  # replayed from the log
     price = [s for s in named["execute_tool price"] if _parent(s) == _id(resumed)]
     assert price == []  # the parent's price replayed; the child's is under the child
+
+
+def test_only_the_integration_imports_opentelemetry() -> None:
+    """The core, the views and the CLI never import opentelemetry: engine.integrations.otel
+    alone does (an engine without the extra installed runs as before)."""
+    root = Path(__file__).resolve().parents[2]
+    sources = [
+        p for package in ("engine", "projections", "replay") for p in (root / package).rglob("*.py")
+    ]
+    importing = [
+        p.relative_to(root).as_posix()
+        for p in sources
+        if any(m.partition(".")[0] == "opentelemetry" for m in _imported(p))
+    ]
+    assert importing == ["engine/integrations/otel.py"]
+
+
+def _imported(path: Path) -> list[str]:
+    """The modules ``path`` imports (absolute names; a relative import's as written)."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            out.append(node.module or "")
+    return out
