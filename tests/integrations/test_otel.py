@@ -233,13 +233,15 @@ def _provider(spans: InMemorySpanExporter) -> TracerProvider:
 # --- a real SIGKILL mid-run, resumed in another process --------------------------------
 
 
+@pytest.mark.parametrize("how", ["resume", "worker"])
 @backends("sqlite", "postgres")
 def test_a_resumed_execution_links_to_the_killed_one(
-    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     """Killed after the charge ran, before its outcome was recorded: the resume (here, a
-    new process) makes a span linked to the killed execution's span, in the same trace;
-    the charge found by its verifier is marked uncertain; replayed calls make no span."""
+    new process: a person's resume, or a worker taking the dead owner's run over) makes a
+    span linked to the killed execution's span, in the same trace; the charge found by
+    its verifier is marked uncertain; replayed calls make no span."""
     monkeypatch.setenv("OTEL_DIR", str(tmp_path))
     rid = uuid.uuid4().hex
     env = {"OTEL_DIR": str(tmp_path), "AGENTLOG_FAILPOINTS": "after_tool:2"}
@@ -253,10 +255,12 @@ def test_a_resumed_execution_links_to_the_killed_one(
     spans = InMemorySpanExporter()
     e = otel_agents.traced(store_url, spans)
     try:
-        r = e.resume(rid)
+        if how == "resume":
+            assert e.resume(rid).status == "completed"
+        else:
+            _work(e, rid)
     finally:
         e.close()
-    assert r.status == "completed", r
     named = _named(spans)
     (resumed,) = named["invoke_agent shop"]
     assert [(link.context.trace_id, link.context.span_id) for link in resumed.links] == [
