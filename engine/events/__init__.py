@@ -341,6 +341,7 @@ AnyEvent = (
     | RunAdopted
     | RunHeld
     | RunApproved
+    | TraceNoted
     | PlanCreated
     | StepStarted
     | StepCompleted
@@ -348,7 +349,6 @@ AnyEvent = (
     | UsageRecorded
     | Checkpoint
     | SavesTimed
-    | TraceNoted
     | HumanInputRequested
     | HumanInputProvided
     | ToolInvoked

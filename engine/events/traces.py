@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from .base import Event
 
+# --- run lifecycle ---------------------------------------------------------------------
+
 
 class TraceNoted(Event, frozen=True, tag="trace_noted"):
     """The trace context (W3C ``traceparent``) of the execution that wrote it, riding
@@ -13,5 +15,5 @@ class TraceNoted(Event, frozen=True, tag="trace_noted"):
     a parent run's execution), written right after ``agent_started``. Not a fact of the
     run's work: re-execution passes over it."""
 
-    trace: str
-    origin: bool = False
+    trace: str  # W3C traceparent: 00-<trace id>-<span id>-<flags>
+    origin: bool = False  # the run's starting context, not an execution's span
