@@ -1,4 +1,6 @@
 """agentlog's log lines: structlog events with bound context; the application configures.
+And the observers of an engine's executions (``Observers``: the seam tracing uses, such as
+``engine.integrations.otel``): each sees an execution begin, what it commits, its end.
 
 Importing or using the engine never configures logging. Once the application has
 configured structlog, agentlog's lines follow that configuration (``get_logger("agentlog")``);
@@ -13,12 +15,14 @@ import logging
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from .secrets import Seen
 
 NAME = "agentlog"
+_T = TypeVar("_T")
 _STDLIB_LEVELS = (
     logging.NOTSET,
     logging.DEBUG,
@@ -138,3 +142,123 @@ def _stderr_logger(*_args: Any) -> Any:
     import structlog
 
     return structlog.PrintLogger(sys.stderr)
+
+
+# --- watching executions: the seam tracing integrations (engine.integrations.otel) use ---
+
+
+class Execution:
+    """One execution of a run as an observer sees it start: ``origin`` is the trace
+    context the run was started under (W3C ``traceparent``, recorded on ``agent_started``
+    or noted by its first execution), ``previous`` the one the last execution noted;
+    ``pending``: the calls whose side effect was in doubt as it began (intents without
+    an outcome, left by a crash)."""
+
+    __slots__ = (
+        "agent",
+        "number",
+        "origin",
+        "parent_run_id",
+        "pending",
+        "previous",
+        "resumed",
+        "run_id",
+    )
+
+    def __init__(
+        self,
+        run_id: str,
+        agent: str,
+        number: int,
+        *,
+        resumed: bool = False,
+        parent_run_id: str | None = None,
+        origin: str | None = None,
+        previous: str | None = None,
+        pending: frozenset[int] = frozenset(),
+    ) -> None:
+        self.run_id, self.agent, self.number = run_id, agent, number
+        self.resumed, self.parent_run_id = resumed, parent_run_id
+        self.origin, self.previous, self.pending = origin, previous, pending
+
+
+class Watch(Protocol):
+    """An observer's view of one execution: what it recorded, then how it ended.
+    ``trace`` is the context the execution notes in its log with its first commit."""
+
+    trace: str | None
+
+    def recorded(self, events: Sequence[Any]) -> None: ...
+
+    def ended(self, status: str, error: str | None) -> None: ...
+
+
+class Observer(Protocol):
+    """Watches the executions of an engine's runs (``engine.observers.add``)."""
+
+    def execution(self, execution: Execution) -> Watch: ...
+
+    def context(self) -> str | None:
+        """The trace context current in the caller (a new run's origin), if any."""
+        ...
+
+
+class Unwatched:
+    """The watch of an execution nobody observes."""
+
+    trace: str | None = None
+
+    def recorded(self, events: Sequence[Any]) -> None:
+        pass
+
+    def ended(self, status: str, error: str | None) -> None:
+        pass
+
+
+UNWATCHED = Unwatched()
+
+
+class Observers:
+    """An engine's observers. An observer that raises is logged, never the run's failure."""
+
+    def __init__(self) -> None:
+        self._all: list[Observer] = []
+
+    def add(self, observer: Observer) -> None:
+        self._all.append(observer)
+
+    def __bool__(self) -> bool:
+        return bool(self._all)
+
+    def execution(self, execution: Execution) -> Watch:
+        watches = [w for o in self._all if (w := _safe(o.execution, execution)) is not None]
+        if not watches:
+            return UNWATCHED
+        return _Watches(watches)
+
+    def context(self) -> str | None:
+        return next((c for o in self._all if (c := _safe(o.context))), None)
+
+
+class _Watches:
+    """Several observers' watches of one execution as one."""
+
+    def __init__(self, watches: list[Watch]) -> None:
+        self._watches = watches
+        self.trace = next((w.trace for w in watches if w.trace), None)
+
+    def recorded(self, events: Sequence[Any]) -> None:
+        for w in self._watches:
+            _safe(w.recorded, events)
+
+    def ended(self, status: str, error: str | None) -> None:
+        for w in self._watches:
+            _safe(w.ended, status, error)
+
+
+def _safe(fn: Callable[..., _T], *args: Any) -> _T | None:
+    try:
+        return fn(*args)
+    except Exception as e:  # an observer's bug is not the run's failure
+        get().warning("observer_failed", observer=repr(fn), error=str(e))
+        return None

@@ -26,6 +26,7 @@ from .graphs import *  # noqa: F403  (a LangGraph thread's events, by their __al
 from .graphs import AnyGraphEvent
 from .ledger import *  # noqa: F403  (the ledger's events, by its __all__)
 from .ledger import AnyLedgerEvent
+from .traces import TraceNoted as TraceNoted
 
 # A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
 # member: msgspec leaves a default out by identity, so a value equal to it is left out
@@ -324,6 +325,7 @@ AnyEvent = (
     | RunAdopted
     | RunHeld
     | RunApproved
+    | TraceNoted
     | PlanCreated
     | StepStarted
     | StepCompleted

@@ -109,6 +109,10 @@ class RunState(msgspec.Struct, frozen=True, omit_defaults=True):
     # Imported from a file and not adopted since, or a LangGraph thread: nothing here runs it.
     imported: bool = False
     dry_run: bool = False  # a dry-run fork, or a child of one (dry_run_started)
+    # Trace contexts (W3C traceparent, from TraceNoted) tracing integrations read: the one
+    # the run was started under (else its first execution's), and the last execution's.
+    trace_origin: str | None = None
+    trace: str | None = None
 
     @property
     def waiting(self) -> str | None:
@@ -191,6 +195,12 @@ def _started(s: RunState, e: ev.AgentStarted, position: int) -> RunState:
         fork_position=e.fork_position,
         lineage=lineage_of(e),
     )
+
+
+def _traced(s: RunState, e: ev.TraceNoted, position: int) -> RunState:
+    if e.origin:
+        return replace(s, trace_origin=e.trace)
+    return replace(s, trace=e.trace, trace_origin=s.trace_origin or e.trace)
 
 
 def _resumed(s: RunState, e: ev.AgentResumed, position: int) -> RunState:
@@ -291,6 +301,7 @@ def _stopped(s: RunState, e: Any, position: int) -> RunState:
 _HANDLERS: dict[type[ev.Event], _Handler] = {
     ev.AgentStarted: _started,
     ev.AgentResumed: _resumed,
+    ev.TraceNoted: _traced,
     ev.ToolInvoked: _invoked,
     ev.ToolSucceeded: _succeeded,
     ev.ToolFailed: _tool_failed,

@@ -28,7 +28,7 @@ from ..stats import span_seconds
 from ..store import Store, cipher_configured
 from .call import forks
 from .children import spawn as children
-from .children.start import agent_started
+from .children.start import agent_started, origin
 from .declare.decorators import Declaring
 from .defs.definitions import AgentDef, normalize
 from .defs.registry import Registry
@@ -104,6 +104,7 @@ class Engine(Catalog, Declaring, Working, Scheduling, Retention):
         self._background: set[threading.Thread] = set()  # runs it executes on its own
         self._signals = Signals()
         self.lock_keeper = LockKeeper(self.keeper)  # the cross-agent locks its runs hold
+        self.observers = observe.Observers()  # who watches its runs' executions (traces)
 
     @property
     def signals(self) -> Signals:
@@ -197,7 +198,7 @@ class Engine(Catalog, Declaring, Working, Scheduling, Retention):
                 clock=self.config.clock,
             )
             started = agent_started(a, data, run_id=rid)
-            writer.append(started)
+            writer.append(started, *origin(self.observers.context()))
             result = self._driver.drive(a, writer, Journal(), data, check=started.key_check)
         return self._after(result)
 

@@ -112,6 +112,7 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         snapshots=st.integers(0, 9),
         snapshot_ms=st.floats(0, 100),
     ),
+    "trace_noted": st.builds(ev.TraceNoted, at=ats, trace=names, origin=st.booleans()),
     "human_input_requested": st.builds(
         ev.HumanInputRequested,
         at=ats,

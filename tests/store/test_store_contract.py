@@ -58,6 +58,7 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
         ev.UsageRecorded(at=t + 5.5, call=3, tokens_in=7, tokens_out=1, cost=None),
         ev.Checkpoint(at=t + 6, call=4, name="customer info collected"),
         ev.SavesTimed(at=t + 6.5, checkpoints=2, checkpoint_ms=3.5, snapshots=1, snapshot_ms=0.25),
+        ev.TraceNoted(at=t + 6.6, trace="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
         ev.HumanInputRequested(at=t + 7, call=5, question="Refund 30 EUR?", reason="uncertain"),
         ev.HumanInputProvided(at=t + 8, call=5, value={"answer": "yes"}),
         ev.ToolInvoked(

@@ -12,7 +12,7 @@ import msgspec
 
 from ... import events as ev
 from ...log.history import RunWriter, run_stream
-from ...log.state import RunState, evolve
+from ...log.state import RunState, fold
 from ...secrets import key_check, replay_key
 from ...store import Append
 from ..defs.definitions import AgentDef
@@ -29,13 +29,12 @@ def open_child(
     leaves both or neither: never a child its parent does not know of."""
     child_id = record.child_run_id
     started = msgspec.structs.replace(started, run_id=child_id)  # a restart's copies its own
-    first = evolve(RunState(run_id=child_id), started, 1)
-    heads = [Append(run_stream(child_id), 1, started)]
+    head: list[ev.Event] = [started, *origin(ctx.watch.trace)]  # traced under this execution
     if ctx.writer.state.dry_run:  # a dry run's child is a dry run too
-        dry = ev.DryRunStarted(at=started.at)
-        heads.append(Append(run_stream(child_id), 2, dry))
-        first = evolve(first, dry, 2)
-    ctx.record(record, extra=heads, rows=[RunWriter.index_row(first)])
+        head.append(ev.DryRunStarted(at=started.at))
+    first = fold(list(enumerate(head, 1)), RunState(run_id=child_id))
+    appends = [Append(run_stream(child_id), i, e) for i, e in enumerate(head, 1)]
+    ctx.record(record, extra=appends, rows=[RunWriter.index_row(first)])
     ctx.host.start(child_id)
 
 
@@ -63,3 +62,9 @@ def agent_started(
         rpo_calls=None if agent.rpo is None else agent.rpo.calls,
         rpo_s=None if agent.rpo is None else agent.rpo.seconds,
     )
+
+
+def origin(trace: str | None) -> tuple[ev.TraceNoted, ...]:
+    """What follows a new run's ``agent_started`` when it starts under the trace context
+    ``trace`` (an observer's: engine.observe): nothing when untraced."""
+    return () if trace is None else (ev.TraceNoted(at=ev.now(), trace=trace, origin=True),)

@@ -10,6 +10,7 @@ import contextlib
 from concurrent.futures import Executor
 from typing import Protocol
 
+from ...observe import Observers
 from ...store import Store
 from .config import EngineConfig
 from .guards import Guards
@@ -56,6 +57,11 @@ class Host(Protocol):
     @property
     def lock_keeper(self) -> LockKeeper:
         """The heartbeat of the cross-agent locks this host's runs hold."""
+        ...
+
+    @property
+    def observers(self) -> Observers:
+        """Who watches the executions of the host's runs (engine.observe)."""
         ...
 
     def start(self, run_id: str) -> None:

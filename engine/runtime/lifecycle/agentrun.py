@@ -13,11 +13,12 @@ from ..children import spawn as children
 from ..defs.definitions import AgentDef
 from ..model import decisions, streams
 from ..run import patches
-from ..run.context import RunContext, current
+from ..run.context import current
 from ..waits import locks, mailbox, timers
+from .watched import Watched
 
 
-class AgentRun(RunContext):
+class AgentRun(Watched):
     """What an agent's ``run`` parameter is: see :class:`RunContext` for decisions,
     steps, checkpoints and questions; below, the calls that reach other runs."""
 

@@ -40,7 +40,7 @@ from ..journal.recorded import Journal
 from ..run.context import LogEnd, RunContext, _current
 from ..run.repository import LoadedRun, RunRepository, result_of
 from ..run.results import RunResult
-from . import approval
+from . import approval, watched
 from .agentrun import AgentRun
 
 
@@ -98,12 +98,17 @@ class Driver:
         )
         if not refresh:
             ctx.refresh = None
+        if not verify:  # a verification is not an execution: nothing is watched
+            ctx.watch = watched.watch(self.host, agent.name, writer.state, resumed=resumed)
         redact(input, seen=ctx.seen)  # secret input (stored encrypted): masked
         token, written = _current.set(ctx), writer.state.position
+        ended: tuple[str, str | None] = ("stopped", None)
         try:
             result = _outcome(ctx, input)
+            ended = (result.status, result.error)
             return msgspec.structs.replace(result, parent_run_id=writer.state.parent_run_id)
         except NonDeterminismError as e:
+            ended = ("diverged", str(e))
             raise diverged(ctx, e, written) from None
         finally:
             _current.reset(token)
@@ -112,6 +117,7 @@ class Driver:
             except (Exception, OutcomeNotRecorded) as e:  # uncertain: resolved on resume
                 ctx.log.warning("deferred_outcome_not_recorded", error=str(e))
             ctx.end()
+            ctx.watch.ended(*ended)
 
     def replays(self, store: Store, agent: AgentDef, run_id: str, events: list[ev.Event]) -> None:
         """Replay ``events`` (a fork's inherited prefix, a paused run's log) against the
@@ -235,9 +241,13 @@ def start(runs: RunRepository, driver: Driver, run_id: str, owner: str = "") -> 
         if run.state.status == RunStatus.QUEUED:
             return _dequeued(runs, driver, run)
         # A run whose log ends in a resume marker (a supervisor's restart) has one; a
-        # child that holds only its start (a dry run's: and its dry_run_started) is new.
+        # child that holds only its start (and its trace context, its dry_run_started) is new.
         last = run.recorded[-1].event
-        crashed = not isinstance(last, ev.AgentResumed | ev.AgentStarted | ev.DryRunStarted)
+        marked = isinstance(last, ev.AgentResumed)
+        fresh = isinstance(last, ev.AgentStarted | ev.DryRunStarted) or (
+            isinstance(last, ev.TraceNoted) and bool(last.origin)
+        )
+        crashed = run.state.position > 1 and not marked and not fresh
         running = run.state.status == RunStatus.RUNNING
         if crashed and running and approval.needs_approval(run.agent, run.state):
             return approval.hold(run, owner)

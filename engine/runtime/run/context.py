@@ -103,8 +103,8 @@ class RunContext:
         self.config = host.config
         self.guards = host.guards  # breakers, budgets, latencies: the engine's
         self.hash_key = hash_key  # the run's replay key (engine.secrets.run_key)
-        # Secret values this execution has seen: masked in its messages, evidence and logs.
-        self.seen = Seen()
+        self.seen = Seen()  # secrets it has seen: masked in its messages, evidence, logs
+        self.watch: observe.Watch = observe.UNWATCHED  # who observes it (engine.observe)
         self.writer = writer
         self.journal = journal
         self.agent = agent

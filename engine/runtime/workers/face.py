@@ -22,6 +22,7 @@ from .worker import Worker
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ...observe import Observers
     from ...store import Store
     from ..defs.definitions import AgentDef
     from ..defs.registry import Registry
@@ -51,6 +52,7 @@ class Working:
         leases: Leases
         keeper: Keeper
         key_gate: KeyGate
+        observers: Observers
 
         @property
         def signals(self) -> Signals: ...

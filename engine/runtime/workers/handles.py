@@ -20,10 +20,11 @@ from ...errors import ConcurrencyError, RunFailed, UsageError
 from ...kinds import ASKING, SETTLED, RunStatus
 from ...log.history import RunWriter, check_run_id, rebuild, run_stream
 from ...log.state import RunState
+from ...observe import Observers
 from ...secrets import refuse_secret_input
 from ...store import Store
 from ...store.queueing import QueueRow, check_partition, check_priority, check_queue
-from ..children.start import agent_started
+from ..children.start import agent_started, origin
 from ..defs.definitions import AgentDef, normalize
 from ..host.signals import Signals
 from ..run.repository import result_of
@@ -46,6 +47,8 @@ class QueueHost(Protocol):
     def signals(self) -> Signals: ...
     @property
     def config(self) -> EngineConfig: ...
+    @property
+    def observers(self) -> Observers: ...
 
 
 def enqueue(
@@ -79,7 +82,7 @@ def enqueue(
     every = agent.snapshot_every
     writer = RunWriter(store, RunState(run_id=rid), snapshot_every=every, rpo=agent.rpo)
     try:
-        writer.append(started, queued)
+        writer.append(started, *origin(host.observers.context()), queued)
     except ConcurrencyError:
         if run_id is None:
             raise
