@@ -151,7 +151,7 @@ class Engine(Catalog, Declaring, Working, Scheduling):
     @functools.cached_property
     def _runs(self) -> RunRepository:
         """How this engine finds, leases and loads runs."""
-        return RunRepository(self, self.leases, self.registry, self.config.clock)
+        return RunRepository(self, self.leases, self.registry, self.config.clock, self.config.wall)
 
     @functools.cached_property
     def _driver(self) -> Driver:
@@ -183,8 +183,9 @@ class Engine(Catalog, Declaring, Working, Scheduling):
                 fence=self.leases.fence(rid),
                 rpo=a.rpo,
                 clock=self.config.clock,
+                wall=self.config.wall,
             )
-            started = agent_started(a, data, run_id=rid)
+            started = agent_started(a, data, self.config.wall(), run_id=rid)
             writer.append(started)
             result = self._driver.drive(a, writer, Journal(), data, check=started.key_check)
         return self._after(result)

@@ -38,15 +38,16 @@ def open_child(
 def agent_started(
     agent: AgentDef[..., Any],
     input: dict[str, Any],
+    at: float,
     parent_run_id: str | None = None,
     reuses: str | None = None,
     run_id: str | None = None,
 ) -> ev.AgentStarted:
-    """The ``agent_started`` of a new run of ``agent`` on ``input`` (normalized), under
-    this machine's replay key; a child's names its parent, and the run whose effects it
-    takes over (``reuses``: the child a restarted run's same spawn started)."""
+    """The ``agent_started``, dated ``at``, of a new run of ``agent`` on ``input``
+    (normalized), under this machine's replay key; a child's names its parent, and the run
+    whose effects it takes over (``reuses``: the child a restarted run's same spawn started)."""
     return ev.AgentStarted(
-        at=ev.now(),
+        at=at,
         agent=agent.name,
         import_path=agent.import_path,
         input=input,

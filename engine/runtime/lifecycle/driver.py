@@ -120,7 +120,8 @@ class Driver:
         assert isinstance(head, ev.AgentStarted)
         recorded = [Recorded(run_stream(run_id), i + 1, e) for i, e in enumerate(events)]
         state = fold([(r.position, r.event) for r in recorded], RunState(run_id=run_id))
-        writer, journal = RunWriter(store, state), Journal.from_events(recorded)
+        writer = RunWriter(store, state, wall=self.host.config.wall)
+        journal = Journal.from_events(recorded)
         with contextlib.suppress(LogEnd):
             self.drive(agent, writer, journal, head.input, check=head.key_check, verify=True)
 
@@ -174,7 +175,7 @@ def _finished(ctx: RunContext, output: Any) -> RunResult:
         return result_of(state)
     # Secret-named entries of the output are redacted as a tool's result is.
     shown = redact(normalize(output, "agent output"), seen=ctx.seen)
-    ctx.record(ev.AgentFinished(at=ev.now(), output=shown))
+    ctx.record(ev.AgentFinished(at=ctx.config.wall(), output=shown))
     ctx.log.info("run_completed")
     return RunResult(rid, RunStatus.COMPLETED, ctx.writer.state.output)
 
@@ -189,7 +190,8 @@ def _failed(ctx: RunContext, e: Exception) -> RunResult:
     if ctx.verify:
         return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
     kind = e.kind if isinstance(e, ToolError) else FailureKind.PERMANENT
-    ctx.record(ev.AgentFailed(at=ev.now(), error=message, kind=kind, call=ctx.failed_call))
+    at = ctx.config.wall()
+    ctx.record(ev.AgentFailed(at=at, error=message, kind=kind, call=ctx.failed_call))
     ctx.log.info("run_failed", error=message)
     return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
 
@@ -231,7 +233,7 @@ def _dequeued(runs: RunRepository, driver: Driver, run: LoadedRun) -> RunResult:
     """Start the queued run ``run`` (its lease held): ``run_dequeued`` names who took it,
     then its agent executes from the start."""
     run.agent  # noqa: B018  (an agent that does not import leaves the run queued)
-    run.writer.append(ev.RunDequeued(at=ev.now(), owner=runs.leases.owner))
+    run.writer.append(ev.RunDequeued(at=run.writer.wall(), owner=runs.leases.owner))
     return driver.execute(run)
 
 

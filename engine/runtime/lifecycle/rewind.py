@@ -69,6 +69,7 @@ def rewind(
             fence=fence,
             rpo=agent.rpo,
             clock=runs.clock,
+            wall=runs.wall,
         )
         writer.append(head, *inherited)
         journal = Journal.from_events(read_events(runs.store, fork_id))
@@ -86,7 +87,7 @@ def _fork_head(
     key check (the inherited calls were hashed under its key), and the lineage."""
     started = parent.started
     return ev.AgentStarted(
-        at=ev.now(),
+        at=parent.wall(),
         agent=parent.agent_name,
         import_path=parent.import_path,
         input=started.input,
