@@ -105,6 +105,14 @@ class WaitReason(StrEnum):
     CHILD = "child"
 
 
+class LineageKind(StrEnum):
+    """Where a run comes from (``engine.log.state.Lineage``), as the run index keeps it."""
+
+    ROOT = "root"  # started by engine.run, a queue or an import
+    CHILD = "child"  # spawned by its parent (or restarted by its supervisor)
+    FORK = "fork"  # rewound from its parent at a position
+
+
 class CircuitState(StrEnum):
     """A tool's circuit breaker state (``circuit_opened`` and its siblings, tool stats)."""
 
@@ -124,6 +132,7 @@ __all__ = [
     "CircuitState",
     "Effects",
     "FailureKind",
+    "LineageKind",
     "Purpose",
     "RunStatus",
     "Source",

@@ -30,7 +30,7 @@ from .rpo import Cadence, Rpo, replay_tail
 from .runcheck import RunCheck
 from .savetimes import FLUSH_AT, LAST_WRITE, SaveTimes, ms_since
 from .snapshots import save_snapshot, snapshot_at_or_before
-from .state import CheckpointRef, RunState, evolve
+from .state import CheckpointRef, RunState, evolve, lineage_kind
 
 DEFAULT_SNAPSHOT_EVERY = 100
 # A checkpoint snapshots unless the newest snapshot is fewer than this many events back:
@@ -392,4 +392,5 @@ class RunWriter:
             updated_at=state.updated_at or 0.0,
             parent_run_id=state.parent_run_id,
             position=state.position,
+            lineage=lineage_kind(state.lineage),
         )

@@ -19,7 +19,7 @@ from eventsourcing.postgres import (
     PostgresRecorder,
 )
 from psycopg.conninfo import make_conninfo
-from psycopg.sql import SQL, Composable, Identifier
+from psycopg.sql import SQL, Composable, Composed, Identifier
 
 from ..errors import StoreUnavailable
 from .base import Store
@@ -31,7 +31,7 @@ from .postgres_queues import PostgresQueues
 from .postgres_schedules import PostgresSchedules
 from .postgres_views import PostgresViews
 
-_RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position"
+_RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position, lineage"
 
 
 class PostgresEventRecorder(OrderedReads, RunRecorder):
@@ -47,7 +47,7 @@ class PostgresEventRecorder(OrderedReads, RunRecorder):
                 "CREATE TABLE IF NOT EXISTS {0}.agentlog_runs ("
                 "run_id text PRIMARY KEY, agent text NOT NULL, status text NOT NULL, "
                 "started_at double precision NOT NULL, updated_at double precision NOT NULL, "
-                "parent_run_id text, position bigint NOT NULL DEFAULT 0)"
+                "parent_run_id text, position bigint NOT NULL DEFAULT 0, lineage text)"
             ).format(schema)
         )
         self.sql_create_statements.append(
@@ -73,8 +73,17 @@ class PostgresEventRecorder(OrderedReads, RunRecorder):
         self._append_call = SQL(
             "SELECT * FROM {0}.agentlog_append(%s::{1}[], %s::bigint[], %s::text[], "
             "%s::bytea[], %s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[], "
-            "%s::text[], %s::bigint[], %s::text, %s::bigint)"
+            "%s::text[], %s::bigint[], %s::text[], %s::text, %s::bigint)"
         ).format(schema, Identifier(datastore.originator_id_type))
+
+    def create_table(self) -> None:
+        super().create_table()
+        # An index an older agentlog made has no lineage: its roots get theirs here; a
+        # row with a parent gets it from its run's next commit, and is read lazily until.
+        table = SQL("{0}.agentlog_runs").format(Identifier(self.datastore.schema))
+        fill = "UPDATE {0} SET lineage = 'root' WHERE lineage IS NULL AND parent_run_id IS NULL"
+        add = SQL("ALTER TABLE {0} ADD COLUMN IF NOT EXISTS lineage text").format(table)
+        add_column(self.datastore, "agentlog_runs", "lineage", add, SQL(fill).format(table))
 
     def insert_events(
         self,
@@ -107,7 +116,7 @@ class PostgresEventRecorder(OrderedReads, RunRecorder):
         self, stored_events: Sequence[StoredEvent], runs: Sequence[RunRow], fence: Fence | None
     ) -> tuple[Any, ...]:
         """The parameters of ``append_call``, the call of ``agentlog_append``."""
-        columns = list(zip(*(r.params() for r in runs), strict=True)) if runs else [()] * 7
+        columns = list(zip(*(r.params() for r in runs), strict=True)) if runs else [()] * 8
         return (
             [s.originator_id for s in stored_events],
             [s.originator_version for s in stored_events],
@@ -174,6 +183,23 @@ class PostgresEventRecorder(OrderedReads, RunRecorder):
             return [row["run_id"] for row in curs.fetchall()]
 
 
+def add_column(
+    datastore: PostgresDatastore, table: str, column: str, alter: Composed, *then: Composed
+) -> None:
+    """Run ``alter`` (an ``ADD COLUMN IF NOT EXISTS``: a second opener's is a no-op), then
+    ``then``, if the store's ``table`` has no ``column`` (a table an older agentlog made).
+    Checked first: an ALTER would lock the table on every open, even a no-op one."""
+    with datastore.transaction(commit=True) as c:
+        c.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+            "AND table_name = %s AND column_name = %s",
+            (datastore.schema, table, column),
+        )
+        if c.fetchone() is None:
+            for statement in (alter, *then):
+                c.execute(statement)
+
+
 class PostgresLeases(PostgresRecorder, LeaseStore):
     """Owner leases in the ``agentlog_leases`` table of the store's schema."""
 
@@ -212,15 +238,7 @@ class PostgresLeases(PostgresRecorder, LeaseStore):
 
     def create_table(self) -> None:
         super().create_table()
-        with self.datastore.transaction(commit=True) as c:
-            # Checked first: an ALTER would lock the table on every open, even a no-op one.
-            c.execute(
-                "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
-                "AND table_name = 'agentlog_leases' AND column_name = 'epoch'",
-                (self.datastore.schema,),
-            )
-            if c.fetchone() is None:  # a table made by an older agentlog
-                c.execute(self._add_epoch)  # IF NOT EXISTS: a second opener's is a no-op
+        add_column(self.datastore, "agentlog_leases", "epoch", self._add_epoch)
 
     def take_lease_fenced(
         self, run_id: str, owner: str, until: float, now: float, dead: str = ""

@@ -54,7 +54,7 @@ def runs(
         if s.as_json:
             s.out.json_stream(run_doc(r) for r in found)
         else:
-            s.out.lines(views.run_rows(found, s.store_name, lineage=s.lineage(found)))
+            s.out.lines(views.run_rows(found, s.store_name))
         return 0
     from projections.views.runs import list_runs
 
