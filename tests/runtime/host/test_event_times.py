@@ -5,12 +5,15 @@ business key's ledger stream and of ``timeline --json`` is a reading that clock 
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import engine
 from engine import Engine, EngineConfig, RetryPolicy
 from engine import events as ev
 from engine.log.history import read_events
@@ -131,3 +134,18 @@ def test_every_event_of_a_run_tree_is_dated_by_the_engine_wall_clock(
     logged = read_events(eng.store, r.run_id)
     assert [row["at"] for row in rows] == [utc(x.event.at) for x in logged]
     assert all(row["at"].year == 2017 for row in rows)
+
+
+def test_no_engine_module_dates_an_event_by_the_process_clock() -> None:
+    """The paths the run above does not take (an abandon's undo records, an adoption, a
+    breaker's transitions...) read the engine's wall too: nothing in ``engine/`` calls
+    ``engine.events.now()`` (time.time), kept for tools outside an engine."""
+    root = Path(engine.__file__).parent
+    calls = re.compile(r"\b(?:ev|events|base)\.now\(\)")
+    found = [
+        f"{path.relative_to(root.parent)}:{n}"
+        for path in sorted(root.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if calls.search(line)
+    ]
+    assert found == []
