@@ -120,6 +120,14 @@ class KeyOutcome(StrEnum):
     COMPENSATED = "compensated"  # it happened and was undone: the key is free
 
 
+class LineageKind(StrEnum):
+    """Where a run comes from (``engine.log.state.Lineage``), as the run index keeps it."""
+
+    ROOT = "root"  # started by engine.run, a queue or an import
+    CHILD = "child"  # spawned by its parent (or restarted by its supervisor)
+    FORK = "fork"  # rewound from its parent at a position
+
+
 class CircuitState(StrEnum):
     """A tool's circuit breaker state (``circuit_opened`` and its siblings, tool stats)."""
 
@@ -140,6 +148,7 @@ __all__ = [
     "CircuitState",
     "Effects",
     "FailureKind",
+    "LineageKind",
     "Purpose",
     "RunStatus",
     "Source",

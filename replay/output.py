@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 import msgspec
 
 from engine import RunResult, RunState, RunSummary
-from engine.kinds import RunStatus
+from engine.kinds import LineageKind, RunStatus
 from engine.secrets import redact
 
 if TYPE_CHECKING:
@@ -290,6 +290,7 @@ def run_doc(r: RunSummary, version: str | None = None) -> dict[str, Any]:
         "updated_at": r.updated_at,
         "parent_run_id": r.parent_run_id,
         "version": version,
+        "lineage": r.lineage,
     }
     if r.unreadable:
         doc["unreadable"] = r.unreadable
@@ -299,7 +300,6 @@ def run_doc(r: RunSummary, version: str | None = None) -> dict[str, Any]:
 # What the runs view adds to a run's document (the board's columns beyond the index's).
 BOARD_FIELDS = (
     "position",
-    "lineage",
     "fork_position",
     "effects",
     "step",
@@ -328,7 +328,9 @@ def board_summary(r: RunBoardRow) -> RunSummary:
     from engine.store import RunRow  # not at start-up: `agentlog --help` loads no store
 
     row = RunRow(r.run_id, r.agent, r.status, r.started_at, r.updated_at, r.parent_run_id)
-    return RunSummary.of(msgspec.structs.replace(row, position=r.position))
+    # The view names a child's or a fork's lineage, and none for a root.
+    lineage = r.lineage or LineageKind.ROOT
+    return RunSummary.of(msgspec.structs.replace(row, position=r.position, lineage=lineage))
 
 
 def checkpoint_docs(refs: Iterable[CheckpointRef]) -> list[dict[str, Any]]:

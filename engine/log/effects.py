@@ -34,6 +34,15 @@ def may_have_landed(before: bool, kind: str) -> bool:
     return before or kind == FailureKind.INDETERMINATE
 
 
+def doubt_after(before: bool, failed: ev.ToolFailed) -> bool:
+    """Whether a call's effect may exist with nobody knowing after the attempt ``failed``
+    (``before``: what the earlier ones left): an indeterminate attempt leaves it in doubt;
+    one whose result could not be recorded (``landed``) settles it - the effect happened,
+    its key stays held - whatever came before. Every fold of a call's attempts steps by it
+    (the effects reader, the runtime's call state, the tools view)."""
+    return False if failed.landed else may_have_landed(before, failed.kind)
+
+
 def is_uncertain(*, answered: bool, failed: bool, maybe_landed: bool) -> bool:
     """The one rule of an uncertain call, for every reader (effects, the runtime's call
     state, the views): its intent went out and the log does not say how it ended - no
@@ -117,7 +126,7 @@ def effects(recorded: Iterable[ev.Positioned], after: int = 0) -> list[Effect]:
         if isinstance(e, ev.ToolSucceeded):
             found[call] = replace(fx, outcome=Outcome.COMMITTED, result=e.result, source=e.source)
         elif isinstance(e, ev.ToolFailed):
-            landed = may_have_landed(fx.maybe_landed, e.kind)
+            landed = doubt_after(fx.maybe_landed, e)
             ends = answered(e) is not None and fx.outcome == Outcome.UNKNOWN
             outcome = Outcome.FAILED if ends else fx.outcome
             found[call] = replace(fx, maybe_landed=landed, outcome=outcome)

@@ -30,7 +30,7 @@ from .rpo import Cadence, Rpo, replay_tail
 from .runcheck import RunCheck
 from .savetimes import FLUSH_AT, LAST_WRITE, SaveTimes, ms_since
 from .snapshots import save_snapshot, snapshot_at_or_before
-from .state import CheckpointRef, RunState, evolve
+from .state import CheckpointRef, RunState, evolve, lineage_kind
 
 DEFAULT_SNAPSHOT_EVERY = 100
 # A checkpoint snapshots unless the newest snapshot is fewer than this many events back:
@@ -293,8 +293,10 @@ class RunWriter:
         rpo: Rpo | None = None,
         clock: Callable[[], float] = time.monotonic,
         began: float | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
+        self.wall = wall  # the engine's wall clock (EngineConfig.wall): dates its events
         self.began = began  # when the resume that loaded ``state`` began reading it
         self.state = state
         self.fence = fence
@@ -317,7 +319,7 @@ class RunWriter:
         held = self.timings.held if measure else 0  # inline checks: the hot path
         flush = held and (held >= FLUSH_AT or (events and type(events[-1]) in LAST_WRITE))
         if flush and self.state.status not in FINAL:
-            events = self.timings.riding(events)
+            events = self.timings.riding(events, self.wall())
         state = self.state
         items = list(extra)
         due: list[RunState] = []  # the checkpoints' states to snapshot once committed
@@ -373,7 +375,7 @@ class RunWriter:
     def resumed(self, at: float, owner: str) -> ev.AgentResumed:
         """A resume's marker, measured at its first commit: the tail past the newest
         snapshot it folded again (None if unreadable), the seconds since it began."""
-        took = None if self.began is None else round(max(0.0, ev.now() - self.began), 6)
+        took = None if self.began is None else round(max(0.0, self.wall() - self.began), 6)
         try:
             tail = replay_tail(self.store, self.stream, self.state)
         except StoreError:  # a measure, not a fact of the run: never what stops a resume
@@ -390,4 +392,5 @@ class RunWriter:
             updated_at=state.updated_at or 0.0,
             parent_run_id=state.parent_run_id,
             position=state.position,
+            lineage=lineage_kind(state.lineage),
         )

@@ -40,11 +40,11 @@ class SaveTimes:
         self.snapshot_ms += sum(stored)
         self.held = self.checkpoints + self.snapshots
 
-    def riding(self, events: Sequence[ev.Event]) -> tuple[ev.Event, ...]:
-        """``events`` with the record of what is held in front. (A resumed execution's
-        writer is new and holds nothing, so its ``agent_resumed`` still comes first.)"""
+    def riding(self, events: Sequence[ev.Event], at: float) -> tuple[ev.Event, ...]:
+        """``events`` with the record of what is held in front, dated ``at``. (A resumed
+        execution's writer is new and holds nothing, so its ``agent_resumed`` comes first.)"""
         record = ev.SavesTimed(
-            at=ev.now(),
+            at=at,
             checkpoints=self.checkpoints,
             checkpoint_ms=round(self.checkpoint_ms, 6),
             snapshots=self.snapshots,

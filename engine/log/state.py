@@ -16,7 +16,7 @@ import msgspec
 from msgspec.structs import replace
 
 from .. import events as ev
-from ..kinds import RunStatus
+from ..kinds import LineageKind, RunStatus
 from .effects import answered
 from .waiting import Approval, WaitingOn, deadline, from_legacy, of, shown
 
@@ -74,9 +74,12 @@ def _lineage(parent_run_id: str | None, fork_position: int | None) -> Lineage:
     return ChildOf(parent_run_id) if fork_position is None else ForkOf(parent_run_id, fork_position)
 
 
-def lineage_kind(lineage: Lineage) -> str:
-    """``"root"``, ``"child"`` or ``"fork"`` (as the runs view and the CLI name it)."""
-    return str(lineage.__struct_config__.tag)
+def lineage_kind(lineage: Lineage) -> LineageKind:
+    """``root``, ``child`` or ``fork`` (as the run index, the runs view and the CLI name it)."""
+    return _KINDS[type(lineage)]  # a lookup: every commit's index row names it
+
+
+_KINDS = {Root: LineageKind.ROOT, ChildOf: LineageKind.CHILD, ForkOf: LineageKind.FORK}
 
 
 class RunState(msgspec.Struct, frozen=True, omit_defaults=True):

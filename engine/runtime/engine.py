@@ -164,7 +164,7 @@ class Engine(Catalog, Declaring, Working, Scheduling, Retention):
     @functools.cached_property
     def _runs(self) -> RunRepository:
         """How this engine finds, leases and loads runs."""
-        return RunRepository(self, self.leases, self.registry, self.config.clock)
+        return RunRepository(self, self.leases, self.registry, self.config.clock, self.config.wall)
 
     @functools.cached_property
     def _driver(self) -> Driver:
@@ -196,9 +196,10 @@ class Engine(Catalog, Declaring, Working, Scheduling, Retention):
                 fence=self.leases.fence(rid),
                 rpo=a.rpo,
                 clock=self.config.clock,
+                wall=self.config.wall,
             )
-            started = agent_started(a, data, run_id=rid)
-            writer.append(started, *origin(self.observers.context()))
+            started = agent_started(a, data, self.config.wall(), run_id=rid)
+            writer.append(started, *origin(self.observers.context(), started.at))
             result = self._driver.drive(a, writer, Journal(), data, check=started.key_check)
         return self._after(result)
 
@@ -379,10 +380,8 @@ class Engine(Catalog, Declaring, Working, Scheduling, Retention):
         return self._after(rewind_run(self._runs, self._driver, run_id, to, effects, edits))
 
     def verify(self, run_id: str) -> RunResult:
-        """Re-execute the agent against the log with every live call forbidden.
-
-        Raises ``NonDeterminismError`` naming the first call that diverges; writes nothing.
-        """
+        """Re-execute the agent against the log with every live call forbidden: raises
+        ``NonDeterminismError`` naming the first call that diverges; writes nothing."""
         return verify_run(self._runs, self._driver, run_id)
 
     def verify_all(

@@ -34,6 +34,9 @@ class RunRow(msgspec.Struct, frozen=True):
     updated_at: float
     parent_run_id: str | None = None
     position: int = 0
+    # "root", "child" or "fork" (engine.kinds.LineageKind); None: a row an older agentlog
+    # wrote with a parent (its agent_started tells: engine.runtime.run.catalog).
+    lineage: str | None = None
 
     def params(self) -> tuple[object, ...]:
         """The row's values in column order, for an insert."""
@@ -45,6 +48,7 @@ class RunRow(msgspec.Struct, frozen=True):
             self.updated_at,
             self.parent_run_id,
             self.position,
+            self.lineage,
         )
 
 
@@ -71,8 +75,8 @@ class RunIndex(ABC):
 
     @abstractmethod
     def children(self, parent_run_id: str) -> list[RunRow]:
-        """Rows whose ``parent_run_id`` is this run (its child runs and its forks: only a
-        run's ``agent_started`` tells them apart), oldest first (by start time, then id)."""
+        """Rows whose ``parent_run_id`` is this run (its child runs and its forks: their
+        ``lineage`` tells them apart), oldest first (by start time, then id)."""
 
 
 class Fence(msgspec.Struct, frozen=True):

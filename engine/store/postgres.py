@@ -30,9 +30,10 @@ from .postgres_fork import ForkGuard
 from .postgres_locks import PostgresLocks
 from .postgres_queues import PostgresQueues
 from .postgres_schedules import PostgresSchedules
+from .postgres_schema import add_column, has_events_table, refuse_caching_sequence
 from .postgres_views import PostgresViews
 
-_RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position"
+_RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position, lineage"
 
 
 class PostgresEventRecorder(OrderedReads, RunRecorder):
@@ -48,7 +49,7 @@ class PostgresEventRecorder(OrderedReads, RunRecorder):
                 "CREATE TABLE IF NOT EXISTS {0}.agentlog_runs ("
                 "run_id text PRIMARY KEY, agent text NOT NULL, status text NOT NULL, "
                 "started_at double precision NOT NULL, updated_at double precision NOT NULL, "
-                "parent_run_id text, position bigint NOT NULL DEFAULT 0)"
+                "parent_run_id text, position bigint NOT NULL DEFAULT 0, lineage text)"
             ).format(schema)
         )
         self.sql_create_statements.append(
@@ -74,8 +75,17 @@ class PostgresEventRecorder(OrderedReads, RunRecorder):
         self._append_call = SQL(
             "SELECT * FROM {0}.agentlog_append(%s::{1}[], %s::bigint[], %s::text[], "
             "%s::bytea[], %s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[], "
-            "%s::text[], %s::bigint[], %s::text, %s::bigint)"
+            "%s::text[], %s::bigint[], %s::text[], %s::text, %s::bigint)"
         ).format(schema, Identifier(datastore.originator_id_type))
+
+    def create_table(self) -> None:
+        super().create_table()
+        # An index an older agentlog made has no lineage: its roots get theirs here; a
+        # row with a parent gets it from its run's next commit, and is read lazily until.
+        table = SQL("{0}.agentlog_runs").format(Identifier(self.datastore.schema))
+        fill = "UPDATE {0} SET lineage = 'root' WHERE lineage IS NULL AND parent_run_id IS NULL"
+        add = SQL("ALTER TABLE {0} ADD COLUMN IF NOT EXISTS lineage text").format(table)
+        add_column(self.datastore, "agentlog_runs", "lineage", add, SQL(fill).format(table))
 
     def insert_events(
         self,
@@ -108,7 +118,7 @@ class PostgresEventRecorder(OrderedReads, RunRecorder):
         self, stored_events: Sequence[StoredEvent], runs: Sequence[RunRow], fence: Fence | None
     ) -> tuple[Any, ...]:
         """The parameters of ``append_call``, the call of ``agentlog_append``."""
-        columns = list(zip(*(r.params() for r in runs), strict=True)) if runs else [()] * 7
+        columns = list(zip(*(r.params() for r in runs), strict=True)) if runs else [()] * 8
         return (
             [s.originator_id for s in stored_events],
             [s.originator_version for s in stored_events],
@@ -220,15 +230,7 @@ class PostgresLeases(PostgresRecorder, LeaseStore):
 
     def create_table(self) -> None:
         super().create_table()
-        with self.datastore.transaction(commit=True) as c:
-            # Checked first: an ALTER would lock the table on every open, even a no-op one.
-            c.execute(
-                "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
-                "AND table_name = 'agentlog_leases' AND column_name = 'epoch'",
-                (self.datastore.schema,),
-            )
-            if c.fetchone() is None:  # a table made by an older agentlog
-                c.execute(self._add_epoch)  # IF NOT EXISTS: a second opener's is a no-op
+        add_column(self.datastore, "agentlog_leases", "epoch", self._add_epoch)
 
     def take_lease_fenced(
         self, run_id: str, owner: str, until: float, now: float, dead: str = ""
@@ -292,7 +294,7 @@ def open_postgres(
         # A direct probe gives precise errors (no such role/database, refused) and
         # serialises schema creation between processes opening the store at once.
         with psycopg.connect(make_conninfo(**server, **libpq), autocommit=True) as probe:
-            if not create and not _has_events_table(probe, schema):
+            if not create and not has_events_table(probe, schema):
                 from .memory import open_memory
 
                 return open_memory(name, read_only=True, **options)
@@ -302,7 +304,7 @@ def open_postgres(
                 pool = {"pool_size": pool_size, "max_overflow": max_overflow}
                 store = _open_schema(name, server, schema, pool, libpq, options)
                 try:
-                    _refuse_caching_sequence(probe, name, schema)
+                    refuse_caching_sequence(probe, name, schema)
                 except BaseException:
                     store.close()
                     raise
@@ -352,28 +354,6 @@ def _open_schema(
     assert isinstance(events, PostgresEventRecorder)
     events.guard_forks(lambda: made().pool)  # a forked child's own connections
     return store
-
-
-def _refuse_caching_sequence(conn: psycopg.Connection[Any], name: str, schema: str) -> None:
-    """Ids drawn from per-session caches (CACHE > 1) are not in the order the writers'
-    barrier proves: a reader would pass ids a session still holds (:mod:`.postgres_append`)."""
-    row = conn.execute(
-        "SELECT cache_size FROM pg_sequences WHERE schemaname = %s "
-        "AND sequencename = 'agentlog_events_notification_id_seq'",
-        (schema,),
-    ).fetchone()
-    if row is not None and row[0] > 1:
-        raise StoreUnavailable(
-            f"{name}: the sequence {schema}.agentlog_events_notification_id_seq caches "
-            f"{row[0]} ids per session; ALTER it to CACHE 1 and restart the writers"
-        )
-
-
-def _has_events_table(conn: psycopg.Connection[Any], schema: str) -> bool:
-    row = conn.execute(
-        "SELECT to_regclass(format('%%I.%%I', %s::text, 'agentlog_events'))", (schema,)
-    ).fetchone()
-    return row is not None and row[0] is not None
 
 
 def _reason(e: BaseException, password: str) -> str:

@@ -24,7 +24,9 @@ Cheap path: a read whose rows are all at or below a horizon already proven needs
 barrier; a read that finds nothing returns nothing (there is nothing to skip).
 
 Upgrade: every opener runs CREATE OR REPLACE, and a plpgsql function is recompiled in
-every session when its row changes, so an older process's next append runs this body. A
+every session when its row changes, so an older process's next append runs this body.
+A body with new parameters (``lineages``) is a new overload: an older process keeps
+calling its own, whose rows leave ``lineage`` NULL (read from the run's start instead). A
 transaction of the old body still in flight holds the EXCLUSIVE table lock without the
 barrier: the reader's ``LOCK TABLE ... IN ROW SHARE MODE`` conflicts with exactly that
 mode (not with writers' ROW EXCLUSIVE or autovacuum), so it waits for those too. Readers
@@ -55,7 +57,7 @@ APPEND_FUNCTION = """
 CREATE OR REPLACE FUNCTION {schema}.agentlog_append(
     ids {idtype}[], versions bigint[], topics text[], states bytea[],
     run_ids text[], agents text[], statuses text[], started float8[], updated float8[],
-    parents text[], positions bigint[], fence_run text, fence_epoch bigint
+    parents text[], positions bigint[], lineages text[], fence_run text, fence_epoch bigint
 ) RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
 DECLARE
     newer bigint;
@@ -73,10 +75,13 @@ BEGIN
         END IF;
     END IF;
     INSERT INTO {schema}.agentlog_runs AS r
-        (run_id, agent, status, started_at, updated_at, parent_run_id, position)
-        SELECT * FROM unnest(run_ids, agents, statuses, started, updated, parents, positions)
+        (run_id, agent, status, started_at, updated_at, parent_run_id, position, lineage)
+        SELECT * FROM unnest(
+            run_ids, agents, statuses, started, updated, parents, positions, lineages
+        )
         ON CONFLICT (run_id) DO UPDATE SET agent = excluded.agent, status = excluded.status,
-            updated_at = excluded.updated_at, position = excluded.position;
+            updated_at = excluded.updated_at, position = excluded.position,
+            lineage = coalesce(excluded.lineage, r.lineage);
     RETURN QUERY INSERT INTO {schema}.{table}
         (originator_id, originator_version, topic, state)
         SELECT * FROM unnest(ids, versions, topics, states)

@@ -36,7 +36,7 @@ RUNS_DDL = (
     "CREATE TABLE IF NOT EXISTS agentlog_runs ("
     "run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, status TEXT NOT NULL, "
     "started_at REAL NOT NULL, updated_at REAL NOT NULL, parent_run_id TEXT, "
-    "position INTEGER NOT NULL DEFAULT 0)",
+    "position INTEGER NOT NULL DEFAULT 0, lineage TEXT)",
     "CREATE INDEX IF NOT EXISTS agentlog_runs_started ON agentlog_runs (started_at)",
     "CREATE INDEX IF NOT EXISTS agentlog_runs_parent ON agentlog_runs (parent_run_id)",
 )
@@ -59,10 +59,19 @@ TAKE_LEASE = (
 DROP_LEASE = "UPDATE agentlog_leases SET owner='', expires_at=0 WHERE run_id=? AND owner=?"
 # The fenced append's check, in the append's transaction after its writes.
 NEWER_EPOCH = "SELECT epoch FROM agentlog_leases WHERE run_id=? AND epoch>?"
+RUN_COLUMNS = "run_id, agent, status, started_at, updated_at, parent_run_id, position, lineage"
 UPSERT_RUN = (
-    "INSERT INTO agentlog_runs VALUES (?,?,?,?,?,?,?) ON CONFLICT (run_id) DO UPDATE SET "
-    "agent=excluded.agent, status=excluded.status, updated_at=excluded.updated_at, "
-    "position=excluded.position"
+    f"INSERT INTO agentlog_runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?) "
+    "ON CONFLICT (run_id) DO UPDATE SET agent=excluded.agent, status=excluded.status, "
+    "updated_at=excluded.updated_at, position=excluded.position, "
+    "lineage=coalesce(excluded.lineage, agentlog_runs.lineage)"
+)
+SELECT_RUNS = f"SELECT {RUN_COLUMNS} FROM agentlog_runs"
+# An index an older agentlog made has no lineage: its roots get theirs here; a row with a
+# parent (a child or a fork) gets it from its run's next commit, and is read lazily until.
+ADD_LINEAGE = "ALTER TABLE agentlog_runs ADD COLUMN lineage TEXT"
+ROOT_LINEAGE = (
+    "UPDATE agentlog_runs SET lineage='root' WHERE lineage IS NULL AND parent_run_id IS NULL"
 )
 LOCKS_DDL = (
     "CREATE TABLE IF NOT EXISTS agentlog_locks (name TEXT PRIMARY KEY, holder TEXT, "
@@ -92,6 +101,19 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
 
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), *RUNS_DDL]
+
+    def create_table(self) -> None:
+        super().create_table()
+        with self.datastore.transaction(commit=False) as c:
+            if _has_column(c, "agentlog_runs", "lineage"):
+                return
+        # An index an older agentlog made. A write first: the transaction takes the write
+        # lock before it looks again, so two processes opening it at once add it once.
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("UPDATE agentlog_runs SET run_id = run_id WHERE run_id = ''")
+            if not _has_column(c, "agentlog_runs", "lineage"):
+                c.execute(ADD_LINEAGE)
+                c.execute(ROOT_LINEAGE)
 
     def insert_events(
         self,
@@ -132,7 +154,7 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
             return int(c.fetchone()[0])
 
     def runs(self, status: str | None = None) -> list[RunRow]:
-        sql = "SELECT * FROM agentlog_runs"
+        sql = SELECT_RUNS
         params: tuple[Any, ...] = ()
         if status is not None:
             sql += " WHERE status=?"
@@ -143,7 +165,7 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
             return [RunRow(*tuple(row)) for row in c.fetchall()]
 
     def runs_started(self, low: float, high: float) -> list[RunRow]:
-        sql = "SELECT * FROM agentlog_runs WHERE started_at BETWEEN ? AND ?"
+        sql = SELECT_RUNS + " WHERE started_at BETWEEN ? AND ?"
         with self.datastore.transaction(commit=False) as c:
             c.execute(sql, (low, high))
             return [RunRow(*tuple(row)) for row in c.fetchall()]
@@ -155,7 +177,7 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder, RunRecorder):
             return None if row is None else int(row[0])
 
     def children(self, parent_run_id: str) -> list[RunRow]:
-        sql = "SELECT * FROM agentlog_runs WHERE parent_run_id=? ORDER BY started_at, run_id"
+        sql = SELECT_RUNS + " WHERE parent_run_id=? ORDER BY started_at, run_id"
         with self.datastore.transaction(commit=False) as c:
             c.execute(sql, (parent_run_id,))
             return [RunRow(*tuple(row)) for row in c.fetchall()]
@@ -226,8 +248,12 @@ def _check_fence(c: Any, fence: Fence | None) -> None:
 
 
 def _has_epoch(c: Any) -> bool:
-    c.execute("PRAGMA table_info(agentlog_leases)")
-    return "epoch" in {str(r[1]) for r in c.fetchall()}
+    return _has_column(c, "agentlog_leases", "epoch")
+
+
+def _has_column(c: Any, table: str, column: str) -> bool:
+    c.execute(f"PRAGMA table_info({table})")
+    return column in {str(r[1]) for r in c.fetchall()}
 
 
 class SQLiteLocks(SQLiteRecorder, LockStore):

@@ -27,7 +27,7 @@ from msgspec.structs import replace
 
 from engine import events as ev
 from engine.kinds import Asked, CircuitState, Source
-from engine.log.effects import is_uncertain, may_have_landed
+from engine.log.effects import doubt_after, is_uncertain
 from engine.stats import ToolStats
 from engine.store import Store
 from engine.store.ports import Column, ColumnValue, ViewQuery
@@ -123,7 +123,9 @@ def _bump(d: Mapping[str, int], key: str) -> dict[str, int]:
 
 class View(Projection[Row]):
     name = "tools"
-    version = "4"  # 2: latency buckets from 1 µs; 3: decisions' attempts apart; 4: attempt_failures
+    # 2: latency buckets from 1 µs; 3: decisions' attempts apart; 4: attempt_failures;
+    # 5: a call whose result could not be recorded (landed) is settled, not in doubt
+    version = "5"
     row = Row
     columns = (Column("kind"), Column("agent"), Column("tool"), Column("window_start", "int"))
 
@@ -224,7 +226,7 @@ def _tool_event(
         counts = _attempted(counts, note, e.duration)
         counts = replace(counts, attempt_failures=_bump(counts.attempt_failures, e.kind))
     if note.side_effect:
-        note = replace(note, uncertain=may_have_landed(note.uncertain, e.kind))
+        note = replace(note, uncertain=doubt_after(note.uncertain, e))
     if e.final:
         counts = replace(counts, failures=_bump(counts.failures, e.kind))
         # Only the last final failure can get a fresh intent (a resume re-attempts the

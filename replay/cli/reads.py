@@ -68,7 +68,7 @@ def runs(
             known = _versions(s, found)
             s.out.json_stream(run_doc(r, known.get(r.run_id)) for r in found)
         else:
-            s.out.lines(views.run_rows(found, s.store_name, bool(narrow), s.lineage(found)))
+            s.out.lines(views.run_rows(found, s.store_name, bool(narrow)))
         searching.say_damaged(narrow)
         return 0
     from projections.views.runs import list_runs

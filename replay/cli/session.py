@@ -8,17 +8,14 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import AgentlogError
-from engine.kinds import RunStatus
-from engine.log.state import ForkOf, Root, lineage_kind, lineage_of
+from engine.kinds import LineageKind, RunStatus
+from engine.log.state import ForkOf, lineage_of
 
 from ..output import Out, exit_status, result_doc, when
 from . import views
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from engine import Engine, RunResult, RunSummary
+    from engine import Engine, RunResult
     from engine.runtime.run.catalog import Catalog
 
 STATUSES = tuple(s.value for s in RunStatus)
@@ -113,24 +110,9 @@ class Session:
         store = self.catalog.store
         found: list[tuple[str, int | None]] = []
         for row in store.children(run_id):
+            if row.lineage in (LineageKind.ROOT, LineageKind.CHILD):
+                continue  # the index says it is no fork: its start is not read
             fork = lineage_of(started(store, row.run_id))
             if isinstance(fork, ForkOf):
                 found.append((row.run_id, fork.fork_position))
-        return found
-
-    def lineage(self, runs: Sequence[RunSummary]) -> dict[str, str | None]:
-        """Run id -> "child" or "fork" for the listed runs that have a parent (their
-        ``agent_started`` tells; a run whose log cannot be read is left out)."""
-        from engine.log.history import started
-
-        found: dict[str, str | None] = {}
-        for r in runs:
-            if r.parent_run_id and not r.unreadable:
-                try:
-                    head = started(self.catalog.store, r.run_id)
-                except AgentlogError:
-                    continue
-                lineage = lineage_of(head)
-                if not isinstance(lineage, Root):
-                    found[r.run_id] = lineage_kind(lineage)
         return found

@@ -3,7 +3,7 @@ and the outcome of run/resume/answer/abandon/rewind with what to do next."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine import RunResult, RunState, RunSummary
@@ -35,14 +35,9 @@ def status_piece(status: str, width: int = 0) -> Piece:
     return (f"{status:<{width}}", "bold " + _STATUS_STYLE.get(status, ""))
 
 
-def run_rows(
-    runs: list[RunSummary],
-    store: str,
-    filtered: bool = False,
-    lineage: Mapping[str, str | None] | None = None,
-) -> list[list[Piece]]:
+def run_rows(runs: list[RunSummary], store: str, filtered: bool = False) -> list[list[Piece]]:
     """The run list; a run with a parent says whether it is a child or a fork of it, as
-    ``lineage`` (run id -> "child" or "fork") tells (unknown: "parent")."""
+    its lineage tells (unknown: "parent")."""
     if not runs:
         return [[(f"no runs {'match in' if filtered else 'in'} {store}", "dim")]]
     rows: list[list[Piece]] = [
@@ -57,7 +52,7 @@ def run_rows(
     for r in runs:
         parent: list[Piece] = []
         if r.parent_run_id:
-            kind = _LINEAGE.get((lineage or {}).get(r.run_id) or "", "parent ")
+            kind = _LINEAGE.get(r.lineage or "", "parent ")
             parent.append(("  " + kind + r.parent_run_id, "cyan"))
         if r.unreadable:
             parent.append(("  " + r.unreadable, "red"))
@@ -75,8 +70,7 @@ def run_rows(
 
 def board_rows(rows: Sequence[RunBoardRow], store: str) -> list[list[Piece]]:
     """The run list from the runs view (filtered), its lineage column saying child or fork."""
-    lineage = {r.run_id: r.lineage for r in rows}
-    return run_rows([board_summary(r) for r in rows], store, True, lineage)
+    return run_rows([board_summary(r) for r in rows], store, True)
 
 
 def state_rows(

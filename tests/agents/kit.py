@@ -80,7 +80,9 @@ def craft_uncertain(
     extra = []
     if t.key is not None:
         extra.append(
-            ledger.claim_event(key, ledger.read(engine.store, key).version, run_id, 1, ahash)
+            ledger.claim_event(
+                key, ledger.read(engine.store, key).version, run_id, 1, ahash, at=time.time()
+            )
         )
     writer.append(intent, extra=extra)
     return key

@@ -58,6 +58,9 @@ def test_the_view_and_the_index_list_the_same_runs(work: Workdir) -> None:
     assert {r["run_id"] for r in paused} == {ids["asker"], ids["booker"], ids["fork"]}
     fork = board[0]
     assert (fork["lineage"], fork["fork_position"], fork["effects"]) == ("fork", 3, "reuse")
+    lineage = {ids[k]: "fork" if k == "fork" else "root" for k in ids}
+    assert {r["run_id"]: r["lineage"] for r in index} == lineage  # the index's column
+    assert [r["lineage"] for r in board] == [r["lineage"] for r in index]
     hello = next(r for r in board if r["run_id"] == ids["hello"])
     assert (hello["steps_done"], hello["steps_planned"], hello["attempts"]) == (2, 2, 1)
     events = work.ok("timeline", ids["hello"], "--json").json()

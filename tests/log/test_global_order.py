@@ -179,7 +179,7 @@ def test_concurrent_first_opens_of_one_url_all_succeed(store_url: str) -> None:
 _APPEND = (
     'SELECT * FROM "{schema}".agentlog_append(%s::uuid[], %s::bigint[], %s::text[], %s::bytea[],'
     " %s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[], %s::text[], %s::bigint[],"
-    " %s::text, %s::bigint)"  # no fence
+    " %s::text[], %s::text, %s::bigint)"  # no fence
 )
 _WAITING = (  # a lock on the events table, or an advisory one (the writers' barrier)
     "SELECT count(*) FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation"
@@ -209,7 +209,22 @@ def test_a_later_append_never_commits_ahead_of_an_open_earlier_one(pg_url: str) 
         with psycopg.connect(base) as held, psycopg.connect(base, autocommit=True) as watch:
             row = held.execute(
                 _APPEND.format(schema=schema),
-                ([held_stream], [1], [topic], [payload], [], [], [], [], [], [], [], None, None),
+                (
+                    [held_stream],
+                    [1],
+                    [topic],
+                    [payload],
+                    [],
+                    [],
+                    [],
+                    [],
+                    [],
+                    [],
+                    [],
+                    [],
+                    None,
+                    None,
+                ),
             ).fetchone()
             assert row is not None
             writer.start()

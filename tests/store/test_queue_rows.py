@@ -27,7 +27,10 @@ FORGED_LIMITS = [
 def _queued_run(store_url: str, s: Store, run_id: str) -> None:
     """A run waiting in line (its place and its index row), so a claim reads the limits."""
     s.queues.put_queued(QueueRow(run_id, "default", enqueued_at=T0))
-    sql = "INSERT INTO {s}agentlog_runs VALUES (?, 'a', 'queued', 0, 0, NULL, 0)"
+    sql = (
+        "INSERT INTO {s}agentlog_runs (run_id, agent, status, started_at, updated_at) "
+        "VALUES (?, 'a', 'queued', 0, 0)"
+    )
     raw_sql(store_url, sql, (run_id,))
 
 

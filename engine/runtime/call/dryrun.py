@@ -70,7 +70,7 @@ def _sent(call: Call, state: CallState) -> ev.WouldSend:
     taken = forks.inheritance(call.ctx).take(call.tool.name, call.ahash)
     fx = None if taken is None or taken[1].outcome != Outcome.COMMITTED else taken[1]
     return ev.WouldSend(
-        at=ev.now(),
+        at=call.ctx.config.wall(),
         call=call.number,
         tool=call.tool.name,
         args=call.shown,
@@ -86,6 +86,8 @@ def would_post(ctx: RunContext, call: int, message: dict[str, Any], ahash: str) 
     """A dry run's ``run.send``: nothing is posted; ``would_send`` (tool ``run.send``)
     records the recipient, topic and value (redacted) it would have posted."""
     mid = f"{ctx.run_id}:{call}"
-    sent = ev.WouldSend(at=ev.now(), call=call, tool=SEND, args=message, args_hash=ahash, key=mid)
+    sent = ev.WouldSend(
+        at=ctx.config.wall(), call=call, tool=SEND, args=message, args_hash=ahash, key=mid
+    )
     ctx.record(sent)
     ctx.log.info("would_send", call=call, tool=SEND, to=message["to"])

@@ -42,6 +42,7 @@ from ..run.context import RunContext
 from . import dryrun, forks, ledger, refresh
 from .drive import drive
 from .record import Call, record
+from .record import claim as record_claim
 
 LEDGER_WAIT_DEFAULT = 10.0
 UNKNOWN = "the outcome of a sent request is unknown"
@@ -339,9 +340,7 @@ def _prepare(call: Call, state: CallState, step: Live | Intend | Reclaim) -> Ope
             state = record(call, state, with_intent=True)
         case Reclaim():
             assert state.key is not None
-            claim = ledger.claim_event(
-                state.key, step.version, ctx.run_id, number, call.ahash, state.sent_key
-            )
+            claim = record_claim(call, state, step.version)
             ctx.record(extra=[claim])  # fenced, as every write of the run
             state = evolve(state, claim.event, claim.position)
     return state, step.then
@@ -353,7 +352,7 @@ def _send(call: Call, state: CallState, version: int | None) -> tuple[CallState,
         return record(call, state, with_intent=True), None
     key, ctx = state.key, call.ctx
     assert key is not None
-    claim = ledger.claim_event(key, version, ctx.run_id, call.number, call.ahash, state.sent_key)
+    claim = record_claim(call, state, version)
     try:
         state = record(call, state, extra=[claim], with_intent=True)
     except ConcurrencyError:

@@ -33,7 +33,7 @@ def failed_attempt(
     evidence["agent_version"] = ctx.agent.version
     evidence.update(answer)
     return ev.ToolFailed(
-        at=ev.now(),
+        at=ctx.config.wall(),
         call=call.number,
         tool=tool.name,
         kind=kind,

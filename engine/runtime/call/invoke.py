@@ -131,7 +131,7 @@ def _keep_late_result(call: Call, future: concurrent.futures.Future[Any], since:
         seen = ctx.seen
         error = None if f.exception() is None else describe(f.exception())  # type: ignore[arg-type]
         event = ev.ToolLateResult(
-            at=ev.now(),
+            at=ctx.config.wall(),
             call=number,
             tool=tool.name,
             result=None if error else tool.redacted(_plain(f.result()), seen),

@@ -78,25 +78,34 @@ def check_args(state: KeyState, key: str, ahash: str) -> None:
 
 
 def claim_event(
-    key: str, version: int, run_id: str, call: int, ahash: str, sent: str | None = None
+    key: str,
+    version: int,
+    run_id: str,
+    call: int,
+    ahash: str,
+    sent: str | None = None,
+    *,
+    at: float,
 ) -> Append:
-    """Claim ``key``, whose stream is at ``version``, for ``call`` of ``run_id`` (its
-    request going out under ``sent``, a versioned key, when given)."""
-    e = ev.EffectClaimed(
-        at=ev.now(), key=key, run_id=run_id, call=call, args_hash=ahash, sent_key=sent
-    )
+    """Claim ``key``, whose stream is at ``version``, for ``call`` of ``run_id`` at ``at``
+    (its request going out under ``sent``, a versioned key, when given)."""
+    e = ev.EffectClaimed(at=at, key=key, run_id=run_id, call=call, args_hash=ahash, sent_key=sent)
     return Append(stream_of(key), version + 1, e)
 
 
-def commit_event(key: str, version: int, run_id: str, call: int, result: object) -> Append:
-    """Record that the effect under ``key`` happened, with ``result``."""
-    e = ev.EffectCommitted(at=ev.now(), key=key, run_id=run_id, call=call, result=result)
+def commit_event(
+    key: str, version: int, run_id: str, call: int, result: object, *, at: float
+) -> Append:
+    """Record that the effect under ``key`` happened, with ``result`` (recorded at ``at``)."""
+    e = ev.EffectCommitted(at=at, key=key, run_id=run_id, call=call, result=result)
     return Append(stream_of(key), version + 1, e)
 
 
-def release_event(key: str, version: int, run_id: str, call: int, reason: str) -> Append:
-    """Free ``key``: the effect did not happen (or was undone)."""
-    e = ev.EffectReleased(at=ev.now(), key=key, run_id=run_id, call=call, reason=reason)
+def release_event(
+    key: str, version: int, run_id: str, call: int, reason: str, *, at: float
+) -> Append:
+    """Free ``key`` at ``at``: the effect did not happen (or was undone)."""
+    e = ev.EffectReleased(at=at, key=key, run_id=run_id, call=call, reason=reason)
     return Append(stream_of(key), version + 1, e)
 
 

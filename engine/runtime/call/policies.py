@@ -110,7 +110,7 @@ def wait_retry(call: Call, state: CallState, failed: ev.ToolFailed) -> CallState
     guards = call.ctx.guards
     delay = call.tool.retry.delay(state.attempts, guards.rng)
     retry = ev.RetryScheduled(
-        at=ev.now(),
+        at=call.ctx.config.wall(),
         call=call.number,
         tool=call.tool.name,
         attempt=state.attempts + 1,
@@ -129,14 +129,15 @@ def _transition(call: Call, change: CircuitState | None) -> None:
     if change is None:
         return
     tool, ctx = call.tool, call.ctx
+    at = ctx.config.wall()
     event: Any
     if change == CircuitState.OPEN:
         assert tool.breaker is not None
         failures = ctx.guards.breaker(tool.name, tool.breaker).failures
-        event = ev.CircuitOpened(at=ev.now(), tool=tool.name, failures=failures)
+        event = ev.CircuitOpened(at=at, tool=tool.name, failures=failures)
     elif change == CircuitState.HALF_OPEN:
-        event = ev.CircuitHalfOpened(at=ev.now(), tool=tool.name)
+        event = ev.CircuitHalfOpened(at=at, tool=tool.name)
     else:
-        event = ev.CircuitClosed(at=ev.now(), tool=tool.name)
+        event = ev.CircuitClosed(at=at, tool=tool.name)
     tool_stream_append(ctx.store, tool.name, event)
     ctx.log.warning("circuit_" + change, tool=tool.name)

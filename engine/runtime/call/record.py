@@ -42,7 +42,7 @@ class Call(msgspec.Struct, frozen=True):
 
 def intent(call: Call, state: CallState) -> ev.ToolInvoked:
     return ev.ToolInvoked(
-        at=ev.now(),
+        at=call.ctx.config.wall(),
         call=call.number,
         tool=call.tool.name,
         args=call.shown,
@@ -106,7 +106,7 @@ def succeed(
     except (UsageError, RecursionError) as e:
         _unkeepable(call, state, str(e) if isinstance(e, UsageError) else "nested too deep")
     done = ev.ToolSucceeded(
-        at=ev.now(),
+        at=call.ctx.config.wall(),
         call=call.number,
         tool=tool.name,
         result=value,
@@ -137,6 +137,15 @@ def succeed(
     return value
 
 
+def claim(call: Call, state: CallState, version: int) -> Append:
+    """The claim of the call's key, whose stream is at ``version``, dated by the engine's
+    wall clock (its request goes out under ``state.sent_key`` when the key has one)."""
+    assert state.key is not None
+    at = call.ctx.config.wall()
+    run_id, number = call.ctx.run_id, call.number
+    return ledger.claim_event(state.key, version, run_id, number, call.ahash, state.sent_key, at=at)
+
+
 def _ledger_rows(
     call: Call, state: CallState, how: Settlement, value: Any, source: Source
 ) -> list[Append]:
@@ -145,10 +154,10 @@ def _ledger_rows(
     if how in (Settlement.RECORD, Settlement.DEFER):
         return []
     assert state.key is not None
-    key, version, run_id = state.key, state.claim, call.ctx.run_id
+    key, version, run_id, at = state.key, state.claim, call.ctx.run_id, call.ctx.config.wall()
     if how is Settlement.RELEASE:
-        return [ledger.release_event(key, version, run_id, call.number, source)]
-    return [ledger.commit_event(key, version, run_id, call.number, value)]
+        return [ledger.release_event(key, version, run_id, call.number, source, at=at)]
+    return [ledger.commit_event(key, version, run_id, call.number, value, at=at)]
 
 
 def fail(
@@ -169,7 +178,7 @@ def fail(
         if used:
             evidence = {**evidence, "usage": msgspec.structs.asdict(used)}
     final = ev.ToolFailed(
-        at=ev.now(),
+        at=ctx.config.wall(),
         call=call.number,
         tool=call.tool.name,
         kind=kind,
@@ -186,7 +195,10 @@ def fail(
     extra: list[Append] = []
     if releases(state, kind):
         assert state.key is not None
-        extra.append(ledger.release_event(state.key, state.claim, ctx.run_id, call.number, kind))
+        at = final.at
+        extra.append(
+            ledger.release_event(state.key, state.claim, ctx.run_id, call.number, kind, at=at)
+        )
     _outcome(call, state, final, extra, None)
     ctx.failed_call = call.number
     ctx.log.info("tool_failed", call=call.number, tool=call.tool.name, kind=kind, key=state.key)

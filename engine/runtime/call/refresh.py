@@ -64,7 +64,9 @@ def refreshed(call: Call, state: CallState, entry: CallState) -> Any:
         ctx.log.warning("refresh_failed", call=call.number, tool=tool.name, error=why)
         return recorded.result
     ctx.refresh.append(call.number)
-    ctx.log.info("tool_refreshed", call=call.number, tool=tool.name, age=ev.now() - recorded.at)
+    ctx.log.info(
+        "tool_refreshed", call=call.number, tool=tool.name, age=ctx.config.wall() - recorded.at
+    )
     return succeed(call, state, out.value, Source.REFRESHED, duration=out.duration)
 
 

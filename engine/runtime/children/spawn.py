@@ -97,7 +97,7 @@ def spawn(ctx: RunContext, agent: AgentDef[..., Any] | Any, input: dict[str, Any
     ctx.live(call, f"spawn {a.name!r}")
     child_id = uuid.uuid4().hex
     reuses = forks.replaced_child(ctx, call, a.name, ahash)
-    head = agent_started(a, data, parent_run_id=ctx.run_id, reuses=reuses)
+    head = agent_started(a, data, ctx.config.wall(), parent_run_id=ctx.run_id, reuses=reuses)
     record = ev.ChildSpawned(
         at=head.at, call=call, child_run_id=child_id, agent=a.name, args_hash=ahash
     )

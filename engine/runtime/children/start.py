@@ -29,7 +29,8 @@ def open_child(
     leaves both or neither: never a child its parent does not know of."""
     child_id = record.child_run_id
     started = msgspec.structs.replace(started, run_id=child_id)  # a restart's copies its own
-    head: list[ev.Event] = [started, *origin(ctx.watch.trace)]  # traced under this execution
+    trace = origin(ctx.watch.trace, started.at)  # traced under this execution, if traced
+    head: list[ev.Event] = [started, *trace]
     if ctx.writer.state.dry_run:  # a dry run's child is a dry run too
         head.append(ev.DryRunStarted(at=started.at))
     first = fold(list(enumerate(head, 1)), RunState(run_id=child_id))
@@ -41,15 +42,16 @@ def open_child(
 def agent_started(
     agent: AgentDef[..., Any],
     input: dict[str, Any],
+    at: float,
     parent_run_id: str | None = None,
     reuses: str | None = None,
     run_id: str | None = None,
 ) -> ev.AgentStarted:
-    """The ``agent_started`` of a new run of ``agent`` on ``input`` (normalized), under
-    this machine's replay key; a child's names its parent, and the run whose effects it
-    takes over (``reuses``: the child a restarted run's same spawn started)."""
+    """The ``agent_started``, dated ``at``, of a new run of ``agent`` on ``input``
+    (normalized), under this machine's replay key; a child's names its parent, and the run
+    whose effects it takes over (``reuses``: the child a restarted run's same spawn started)."""
     return ev.AgentStarted(
-        at=ev.now(),
+        at=at,
         agent=agent.name,
         import_path=agent.import_path,
         input=input,
@@ -64,7 +66,7 @@ def agent_started(
     )
 
 
-def origin(trace: str | None) -> tuple[ev.TraceNoted, ...]:
-    """What follows a new run's ``agent_started`` when it starts under the trace context
-    ``trace`` (an observer's: engine.observe): nothing when untraced."""
-    return () if trace is None else (ev.TraceNoted(at=ev.now(), trace=trace, origin=True),)
+def origin(trace: str | None, at: float) -> tuple[ev.TraceNoted, ...]:
+    """What follows a new run's ``agent_started`` (dated ``at``) when it starts under the
+    trace context ``trace`` (an observer's: engine.observe): nothing when untraced."""
+    return () if trace is None else (ev.TraceNoted(at=at, trace=trace, origin=True),)

@@ -65,9 +65,9 @@ class Episode:
     after: Sequence[ev.Event]
 
     @classmethod
-    def of(cls, events: Sequence[ev.Event], call: int, run_id: str) -> Episode:
+    def of(cls, events: Sequence[ev.Event], call: int, run_id: str, now: float) -> Episode:
         """The latest failure of ``run_id`` at spawn ``call`` that ``events`` (the parent's
-        log) record; one seen only now if none is recorded."""
+        log) record; one seen only ``now`` if none is recorded."""
         found = len(events)
         for i in range(len(events) - 1, -1, -1):
             e = events[i]
@@ -75,7 +75,7 @@ class Episode:
                 found = i
                 break
         end = events[found] if found < len(events) else None
-        at, status = (end.at, end.status) if isinstance(end, ev.ChildFinished) else (ev.now(), "")
+        at, status = (end.at, end.status) if isinstance(end, ev.ChildFinished) else (now, "")
         before, after = events[: found + 1], events[found + 1 :]
         kids = family(before).children
         failed = next((c for c in kids if c.call == call), Child(call, run_id, len(kids)))
@@ -110,7 +110,7 @@ def restart(ctx: RunContext, call: int, child_run_id: str, error: str | None) ->
         now = family(events).child(call)
         if now is not None and now.run_id != child_run_id:
             return now.run_id  # a stale failure: a restart replaced that run already
-        episode = Episode.of(events, call, child_run_id)
+        episode = Episode.of(events, call, child_run_id, ctx.config.wall())
         status = episode.status or rebuild(ctx.store, child_run_id).status
         abandoned = status == RunStatus.ABANDONED
         if episode.escalated():
@@ -134,7 +134,11 @@ def _escalate(
         f"{sup.within:g}s, at most {sup.max_restarts})"
     )
     event = ev.SupervisorEscalated(
-        at=ev.now(), call=episode.call, child_run_id=child, reason=reason, restarts=decision.count
+        at=ctx.config.wall(),
+        call=episode.call,
+        child_run_id=child,
+        reason=reason,
+        restarts=decision.count,
     )
     ctx.record(event)
     ctx.log.warning("supervisor_escalated", call=episode.call, child=child, reason=reason)
@@ -148,7 +152,7 @@ def _carry_out(
     runs to replace (latest spawned first), then record each restart in spawn order, the
     failed child's last; the run that does the failed child's work now."""
     done = episode.done()
-    at = next(iter(done.values())).at if done else ev.now()
+    at = next(iter(done.values())).at if done else ctx.config.wall()
     todo = [r for r in decision.restarts if (r.call, r.run_id) not in done]
     runs = _runs(ctx)
     stopping = Stopping(
@@ -211,7 +215,7 @@ def _resume(ctx: RunContext, record: ev.ChildRestarted, runs: RunRepository, s: 
         if state.status != RunStatus.FAILED:  # someone resumed it already
             ctx.record(record)
         else:
-            marker = ev.AgentResumed(at=ev.now(), owner=ctx.host.owner, reason="restarted")
+            marker = ev.AgentResumed(at=ctx.config.wall(), owner=ctx.host.owner, reason="restarted")
             after = evolve(state, marker, state.position + 1)
             extra = [Append(run_stream(child), after.position, marker)]
             ctx.record(record, extra=extra, rows=[RunWriter.index_row(after)])
@@ -224,6 +228,6 @@ def _start_new(ctx: RunContext, record: ev.ChildRestarted) -> None:
     effects its abandon left standing (no compensation) when it makes the same calls."""
     old = started(ctx.store, record.previous_run_id)  # a child: never a fork
     head = msgspec.structs.replace(
-        old, at=ev.now(), parent_run_id=ctx.run_id, reuses=record.previous_run_id
+        old, at=ctx.config.wall(), parent_run_id=ctx.run_id, reuses=record.previous_run_id
     )
     open_child(ctx, record, head)

@@ -189,7 +189,7 @@ def _finished(w: Waited, state: RunState) -> ev.ChildFinished | None:
     ctx = w.ctx
     completed = state.status in RETURNED  # a dry-run child's end too (not a failure)
     done = ev.ChildFinished(
-        at=ev.now(),
+        at=ctx.config.wall(),
         call=w.call,
         child_run_id=w.run_id,
         status=state.status,
@@ -229,7 +229,11 @@ def _pause(w: Waited, state: RunState) -> None:
         return
     asking, question = found
     paused = ev.ChildPaused(
-        at=ev.now(), call=w.call, child_run_id=w.run_id, asking_run_id=asking, question=question
+        at=ctx.config.wall(),
+        call=w.call,
+        child_run_id=w.run_id,
+        asking_run_id=asking,
+        question=question,
     )
     mine = ctx.writer.state
     if mine.status != RunStatus.PAUSED or mine.waits_on != of(paused):  # a resumed parent: once
@@ -243,7 +247,7 @@ def _suspend(w: Waited) -> None:
     ctx = w.ctx
     mine = ctx.writer.state
     waiting = ev.RunWaiting(
-        at=ev.now(), call=w.call, reason=WaitReason.CHILD, child_run_id=w.run_id
+        at=ctx.config.wall(), call=w.call, reason=WaitReason.CHILD, child_run_id=w.run_id
     )
     if mine.status != RunStatus.WAITING or mine.waits_on != of(waiting):
         _record(ctx, waiting)

@@ -18,7 +18,7 @@ from msgspec.structs import replace
 
 from ... import events as ev
 from ...kinds import Asked, FailureKind, Source
-from ...log.effects import is_uncertain, may_have_landed
+from ...log.effects import doubt_after, is_uncertain, may_have_landed
 from ..defs.definitions import ToolDef
 
 # The structs below hold events and plain values, never themselves: the cycle collector
@@ -116,7 +116,7 @@ def _failed(s: CallState | None, e: ev.ToolFailed, position: int) -> CallState:
         s,
         outcome=e if e.final else s.outcome,
         attempts=max(s.attempts, e.attempt),
-        maybe_landed=may_have_landed(s.maybe_landed, e.kind) or e.landed,
+        maybe_landed=doubt_after(s.maybe_landed, e),
     )
 
 

@@ -57,11 +57,11 @@ def _answer(runs: RunRepository, driver: Driver, rid: str, value: object) -> Run
         asked = [r.event for r in run.recorded if isinstance(r.event, ev.HumanInputRequested)]
         given = isinstance(value, Given)
         value = normalize(value.value if isinstance(value, Given) else value, "the answer")
-        call = asked[-1].call
+        call, at = asked[-1].call, runs.wall()
         if asked[-1].reason == Asked.UNCERTAIN:  # nothing is recorded for an unclear answer
-            answered = uncertain_answer(call, value, given=given)
+            answered = uncertain_answer(call, value, given=given, at=at)
         else:
-            answered = ev.HumanInputProvided(at=ev.now(), call=call, value=value)
+            answered = ev.HumanInputProvided(at=at, call=call, value=value)
         # Changed code would fail at the answer's call, and an answer that does not fit
         # the type the question declares (run.ask(..., returns=T), an uncertain tool's
         # return type) is refused: record nothing then.

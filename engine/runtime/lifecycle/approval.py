@@ -68,7 +68,7 @@ def hold(run: LoadedRun, owner: str) -> RunResult:
     """Record that the crashed ``run`` waits for approval; its result says so."""
     whose = f"its owner {owner}" if owner else "its owner"
     reason = f"{whose} died; agent {run.agent.name} resumes on approval"
-    run.writer.append(ev.RunHeld(at=ev.now(), reason=reason, owner=owner))
+    run.writer.append(ev.RunHeld(at=run.writer.wall(), reason=reason, owner=owner))
     observe.get(run_id=run.run_id, agent=run.agent.name).warning("run_held", owner=owner)
     state = run.writer.state
     return RunResult(
@@ -92,7 +92,7 @@ def approve(runs: RunRepository, driver: Driver, run_id: str, via: str = "approv
                 f"run {rid} is {status}, not held: approve lets a held run (a crashed run "
                 "of an agent with resume='approve') continue"
             )
-        run.writer.append(ev.RunApproved(at=ev.now(), by=who(), via=via))
+        run.writer.append(ev.RunApproved(at=run.writer.wall(), by=who(), via=via))
         observe.get(run_id=rid).info("run_approved", via=via)
         return driver.execute(run, resumed=True)
 

@@ -127,7 +127,8 @@ class Driver:
         assert isinstance(head, ev.AgentStarted)
         recorded = [Recorded(run_stream(run_id), i + 1, e) for i, e in enumerate(events)]
         state = fold([(r.position, r.event) for r in recorded], RunState(run_id=run_id))
-        writer, journal = RunWriter(store, state), Journal.from_events(recorded)
+        writer = RunWriter(store, state, wall=self.host.config.wall)
+        journal = Journal.from_events(recorded)
         with contextlib.suppress(LogEnd):
             self.drive(agent, writer, journal, head.input, check=head.key_check, verify=True)
 
@@ -185,7 +186,7 @@ def _finished(ctx: RunContext, output: Any) -> RunResult:
     shown = redact(normalize(output, "agent output"), seen=ctx.seen)
     if state.dry_run:
         return _dry_ended(ctx, shown, None)
-    ctx.record(ev.AgentFinished(at=ev.now(), output=shown))
+    ctx.record(ev.AgentFinished(at=ctx.config.wall(), output=shown))
     ctx.log.info("run_completed")
     return RunResult(rid, RunStatus.COMPLETED, ctx.writer.state.output)
 
@@ -196,7 +197,9 @@ def _dry_ended(ctx: RunContext, output: Any, stop: DryRunStop | None) -> RunResu
     error = None if stop is None else ctx.seen.mask(stop.reason)
     if not ctx.verify:
         call = None if stop is None else stop.call
-        ctx.record(ev.DryRunEnded(at=ev.now(), output=output, stopped_at=call, error=error))
+        ctx.record(
+            ev.DryRunEnded(at=ctx.config.wall(), output=output, stopped_at=call, error=error)
+        )
         ctx.log.info("dry_run_ended", stopped_at=call)
     return RunResult(ctx.run_id, RunStatus.DRY_RUN, output, error=error)
 
@@ -211,7 +214,8 @@ def _failed(ctx: RunContext, e: Exception) -> RunResult:
     if ctx.verify:
         return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
     kind = e.kind if isinstance(e, ToolError) else FailureKind.PERMANENT
-    ctx.record(ev.AgentFailed(at=ev.now(), error=message, kind=kind, call=ctx.failed_call))
+    at = ctx.config.wall()
+    ctx.record(ev.AgentFailed(at=at, error=message, kind=kind, call=ctx.failed_call))
     ctx.log.info("run_failed", error=message)
     return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
 
@@ -258,7 +262,7 @@ def _dequeued(runs: RunRepository, driver: Driver, run: LoadedRun) -> RunResult:
     """Start the queued run ``run`` (its lease held): ``run_dequeued`` names who took it,
     then its agent executes from the start."""
     run.agent  # noqa: B018  (an agent that does not import leaves the run queued)
-    run.writer.append(ev.RunDequeued(at=ev.now(), owner=runs.leases.owner))
+    run.writer.append(ev.RunDequeued(at=run.writer.wall(), owner=runs.leases.owner))
     return driver.execute(run)
 
 

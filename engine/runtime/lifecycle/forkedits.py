@@ -158,15 +158,16 @@ def question_at(
     return None
 
 
-def answer_event(asked: ev.HumanInputRequested, value: Any) -> ev.HumanInputProvided:
-    """The fork's answer to ``asked``, recorded as an answer to the run would be."""
+def answer_event(asked: ev.HumanInputRequested, value: Any, at: float) -> ev.HumanInputProvided:
+    """The fork's answer to ``asked`` (dated ``at``), recorded as an answer to the run would
+    be."""
     if asked.reason != Asked.QUESTION:  # inside a call: the fork would send it again
         raise UsageError(
             f"call {asked.call} asks whether an effect happened: answer the run itself "
             "(agentlog answer), a fork cannot"
         )
     value = redact(normalize(value, "the answer"), seen=Seen())
-    return ev.HumanInputProvided(at=ev.now(), call=asked.call, value=value)
+    return ev.HumanInputProvided(at=at, call=asked.call, value=value)
 
 
 def answer_edit(asked: ev.HumanInputRequested, position: int, answered: Any, key: bytes) -> ev.Edit:

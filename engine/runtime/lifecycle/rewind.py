@@ -88,9 +88,9 @@ def rewind(
     head = _fork_head(run, fork_id, target, Effects(effects), copied)
     events[copied:] = [msgspec.structs.replace(e, at=head.at) for e in events[copied:]]  # own
     if edited:
-        events.append(ev.ForkEdited(at=ev.now(), edits=edited, by=edits.by or who()))
+        events.append(ev.ForkEdited(at=head.at, edits=edited, by=edits.by or who()))
     if edits.dry_run or run.state.dry_run:  # a dry run's fork is one too
-        events.append(ev.DryRunStarted(at=ev.now()))
+        events.append(ev.DryRunStarted(at=head.at))
     agent = run.agent
     _replays(driver, runs, run, [head, *events], edited)  # changed code: no fork
     undone = compensate_after(runs, run.run_id, target) if effects == forks.COMPENSATE else []
@@ -104,6 +104,7 @@ def rewind(
             fence=fence,
             rpo=agent.rpo,
             clock=runs.clock,
+            wall=runs.wall,
         )
         writer.append(head, *events)
         journal = Journal.from_events(read_events(runs.store, fork_id))
@@ -133,7 +134,7 @@ def _prefix(
     key = run_key(run.started.key_check, fork_id)
     events, edited = forkedits.apply(kept, edits.values, target, key, _returns(run.agent))
     if asked is not None:
-        answered = forkedits.answer_event(asked, edits.answer)
+        answered = forkedits.answer_event(asked, edits.answer, run.wall())
         events.append(answered)
         edited.append(forkedits.answer_edit(asked, target, answered, key))
     return target, events, edited
@@ -149,7 +150,7 @@ def _answer_later(runs: RunRepository, driver: Driver, fork_id: str, edits: Edit
         key = run_key(run.started.key_check, fork_id)
         position = run.state.position
         edit = forkedits.later_edit(str(question), call, position, edits.answer, key)
-        run.writer.append(ev.ForkEdited(at=ev.now(), edits=[edit], by=edits.by or who()))
+        run.writer.append(ev.ForkEdited(at=run.wall(), edits=[edit], by=edits.by or who()))
     return answer_run(runs, driver, fork_id, edits.answer)
 
 
@@ -194,7 +195,7 @@ def _fork_head(
     ``version`` is the agent's now (the code that runs the fork)."""
     started = parent.started
     return ev.AgentStarted(
-        at=ev.now(),
+        at=parent.wall(),
         agent=parent.agent_name,
         import_path=parent.import_path,
         input=started.input,

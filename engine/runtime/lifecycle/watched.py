@@ -41,7 +41,7 @@ class Watched(RunContext):
         if seen is observe.UNWATCHED:
             return super()._commit(events, extra, rows)
         if not self.noted and seen.trace:
-            events = (ev.TraceNoted(at=ev.now(), trace=seen.trace), *events)
+            events = (ev.TraceNoted(at=self.config.wall(), trace=seen.trace), *events)
         batch = tuple(map(self.seen.scrub, (*self.pending.events, *events)))
         super()._commit(events, extra, rows)
         self.noted = True

@@ -177,7 +177,7 @@ def record(ctx: RunContext, d: Identity, raw: Any, duration: float, attempt: int
     used = (budget.usage_of(raw) or budget.NONE) + ctx.take_usage()
     ctx.record(
         ev.LlmDecided(
-            at=ev.now(),
+            at=ctx.config.wall(),
             call=d.call,
             name=d.name,
             value=value,
@@ -219,7 +219,11 @@ def usage_call(ctx: RunContext, used: budget.Usage) -> None:
         return
     ctx.live(call, "usage")
     event = ev.UsageRecorded(
-        at=ev.now(), call=call, tokens_in=used.tokens_in, tokens_out=used.tokens_out, cost=used.cost
+        at=ctx.config.wall(),
+        call=call,
+        tokens_in=used.tokens_in,
+        tokens_out=used.tokens_out,
+        cost=used.cost,
     )
     ctx.record(event)
     if used:

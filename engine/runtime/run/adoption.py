@@ -65,9 +65,11 @@ def adopt(
         if not state.imported:
             raise UsageError(f"run {rid} is not an imported run waiting to be adopted")
         name, path = _agent(agent, history.started)
-        writer = RunWriter(store, state, fence=leases.fence(rid))
+        writer = RunWriter(store, state, fence=leases.fence(rid), wall=leases.wall)
         writer.append(
-            ev.RunAdopted(at=ev.now(), agent=name, import_path=path, by=who(), owner=leases.owner)
+            ev.RunAdopted(
+                at=writer.wall(), agent=name, import_path=path, by=who(), owner=leases.owner
+            )
         )
         done = writer.state
     return RunResult(

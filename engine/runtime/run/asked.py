@@ -108,18 +108,18 @@ def offering(run_id: str, given: ev.HumanInputProvided) -> Iterator[None]:
         _offered.reset(token)
 
 
-def uncertain_answer(call: int, value: object, *, given: bool) -> ev.HumanInputProvided:
-    """A person's word on an uncertain effect, as it is recorded: 'not done' (it is sent
-    again), 'done' (it happened, with no result: None), or, ``given`` as a value or any
-    value that is not a word, the result the effect had. Any other word is refused: it
-    would be taken as 'not done' and re-send an effect that may be done."""
+def uncertain_answer(call: int, value: object, *, given: bool, at: float) -> ev.HumanInputProvided:
+    """A person's word on an uncertain effect, as it is recorded (at ``at``): 'not done'
+    (it is sent again), 'done' (it happened, with no result: None), or, ``given`` as a
+    value or any value that is not a word, the result the effect had. Any other word is
+    refused: it would be taken as 'not done' and re-send an effect that may be done."""
     if given or not isinstance(value, str | bool):
-        return ev.HumanInputProvided(at=ev.now(), call=call, value=value, confirmed=True)
+        return ev.HumanInputProvided(at=at, call=call, value=value, confirmed=True)
     word = str(value).strip().lower()
     if word in NEGATIVE:
-        return ev.HumanInputProvided(at=ev.now(), call=call, value=value)
+        return ev.HumanInputProvided(at=at, call=call, value=value)
     if word in AFFIRMATIVE:
-        return ev.HumanInputProvided(at=ev.now(), call=call, value=None, confirmed=True)
+        return ev.HumanInputProvided(at=at, call=call, value=None, confirmed=True)
     raise UsageError(
         f"answer {value!r} does not say whether the effect happened: answer 'done' or "
         "'not done', or give the result it had with --json-value (or abandon the run)"

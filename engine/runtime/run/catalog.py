@@ -12,16 +12,34 @@ import datetime as dt
 import threading
 import time
 
+from msgspec.structs import replace
+
 from ... import stats as figures
-from ...errors import RunNotFound
+from ...errors import AgentlogError, RunNotFound
+from ...kinds import LineageKind
 from ...log.claims import KeyClaim, claims
-from ...log.history import check_run_id, checkpoints, read_events, state_at
-from ...log.state import CheckpointRef, RunState
+from ...log.history import check_run_id, checkpoints, read_events, started, state_at
+from ...log.state import CheckpointRef, RunState, lineage_kind, lineage_of
 from ...store import Store, open_store
 from .results import EventView, RunSummary
 from .search import RunQuery, select
 from .tree import MAX_DEPTH, RunNode
 from .tree import tree as run_tree
+
+
+def with_lineage(store: Store, summary: RunSummary) -> RunSummary:
+    """``summary`` with its lineage: the index's, else its run's ``agent_started``'s (a
+    row an older agentlog wrote, until the run's next commit writes it; None if that
+    start cannot be read)."""
+    if summary.lineage is not None or summary.unreadable:
+        return summary
+    if summary.parent_run_id is None:
+        return replace(summary, lineage=LineageKind.ROOT)
+    try:
+        found = lineage_kind(lineage_of(started(store, summary.run_id)))
+    except AgentlogError:
+        return summary
+    return replace(summary, lineage=found)
 
 
 class Catalog:
@@ -64,8 +82,10 @@ class Catalog:
         raise RunNotFound(f"{run_id!r} is ambiguous: it matches {', '.join(found[:3])}, ...")
 
     def runs(self, status: str | None = None) -> list[RunSummary]:
-        """Summaries of runs, newest first (a damaged index row as an unreadable one)."""
-        return [RunSummary.of(r) for r in self.store.runs(status)]
+        """Summaries of runs, newest first (a damaged index row as an unreadable one),
+        each with its lineage (an older agentlog's row: read from its run's start)."""
+        store = self.store
+        return [with_lineage(store, RunSummary.of(r)) for r in store.runs(status)]
 
     def find(
         self,

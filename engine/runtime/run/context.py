@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import contextvars
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
@@ -114,7 +113,7 @@ class RunContext:
         self.refresh: list[int] | None = [] if resumed and not verify else None
         # When this execution took the run up again (the resume marker's time, not its
         # first write's: a crash's time to recover is not stretched by the work redone).
-        self._resumed_at = ev.now()
+        self._resumed_at = self.config.wall()
         # Self-resolving outcomes ride with the next commit: one commit a step (deferred).
         self.pending = Deferred(self.flush)
         # Questions waiting for a person (the journal's, then this execution's).
@@ -323,7 +322,7 @@ class RunContext:
         if self.recorded(call, "plan", ",".join(steps)) is not None:
             return
         self.live(call, "plan")
-        self.record(ev.PlanCreated(at=ev.now(), call=call, steps=steps))
+        self.record(ev.PlanCreated(at=self.config.wall(), call=call, steps=steps))
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -332,13 +331,13 @@ class RunContext:
         entry = self.recorded(call, "step", name)
         if entry is None:
             self.live(call, f"step {name!r}")
-            self.record(ev.StepStarted(at=ev.now(), call=call, name=name))
+            self.record(ev.StepStarted(at=self.config.wall(), call=call, name=name))
         began = self.writer.state.started_at or 0.0  # a fork's inherited step began earlier
-        started = time.time() if entry is None else max(entry.started_at, began)
+        started = self.config.wall() if entry is None else max(entry.started_at, began)
         yield
         if entry is None or not entry.completed:
             self.live(call, f"complete step {name!r}")
-            now = ev.now()
+            now = self.config.wall()
             self.record(ev.StepCompleted(at=now, call=call, name=name, duration=now - started))
 
     def checkpoint(self, name: str) -> None:
@@ -347,7 +346,7 @@ class RunContext:
         if self.recorded(call, "checkpoint", name) is not None:
             return
         self.live(call, f"checkpoint {name!r}")
-        self.record(ev.Checkpoint(at=ev.now(), call=call, name=name))
+        self.record(ev.Checkpoint(at=self.config.wall(), call=call, name=name))
 
     def ask(self, question: str, *, returns: Any = None) -> Any:
         """Pause the run until a person answers; the answer (as ``returns``) is returned."""
@@ -370,7 +369,9 @@ class RunContext:
             waiting = self._waiting_on()
             if waiting is None or waiting.call == call:
                 self.record(
-                    ev.HumanInputRequested(at=ev.now(), call=call, question=question, reason=reason)
+                    ev.HumanInputRequested(
+                        at=self.config.wall(), call=call, question=question, reason=reason
+                    )
                 )
                 waiting = None
         raise Paused(question if waiting is None else waiting.question)
@@ -390,7 +391,7 @@ class RunContext:
             if state.status != RunStatus.PAUSED or state.waits_on != Person(waiting.question):
                 self.record(
                     ev.HumanInputRequested(
-                        at=ev.now(),
+                        at=self.config.wall(),
                         call=waiting.call,
                         question=waiting.question,
                         reason=waiting.reason,

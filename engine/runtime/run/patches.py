@@ -25,7 +25,7 @@ def patched(ctx: RunContext, name: str) -> bool:
     taken = name in ctx.journal.patches or not passed(ctx)
     if taken and name not in ctx.journal.patches:
         ctx.live(ctx.calls + 1, f"patch {name!r}")  # verifying: the log ends here
-        ctx.record(ev.PatchMarked(at=ev.now(), name=name, after=ctx.calls))
+        ctx.record(ev.PatchMarked(at=ctx.config.wall(), name=name, after=ctx.calls))
     ctx.patches[name] = taken
     return taken
 

@@ -39,9 +39,11 @@ class LoadedRun:
         leases: Leases | None = None,
         clock: Callable[[], float] = time.monotonic,
         began: float | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.clock = clock  # the engine's (EngineConfig.clock): an rpo="30s" cadence reads it
+        self.wall = wall  # the engine's (EngineConfig.wall): the writer dates events by it
         self.began = began  # when loading it began (epoch s): a resume's RTO counts from it
         self._leases = leases  # whose hold of the run, if any, fences the writer
         self._known = known  # the running engine's definitions, looked up first
@@ -77,6 +79,7 @@ class LoadedRun:
             rpo=a.rpo,
             clock=self.clock,
             began=self.began,
+            wall=self.wall,
         )
 
 
@@ -101,11 +104,13 @@ class RunRepository:
         leases: Leases,
         known: registry.Registry | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._catalog = catalog
         self.leases = leases
         self.known = known  # the running engine's tools and agents
         self.clock = clock  # the engine's monotonic clock, for its writers' RPO cadence
+        self.wall = wall  # the engine's wall clock, which dates every event its writers make
 
     @property
     def store(self) -> Store:
@@ -122,6 +127,8 @@ class RunRepository:
     def load(self, run_id: str, act: str) -> LoadedRun:
         """The run ``run_id`` (a full id), read and checked; refuses an imported run nobody
         adopted, saying it cannot ``act`` ("be resumed", "be answered", ...)."""
-        began = ev.now()
+        began = self.wall()
         log = read_run(self.store, run_id)
-        return LoadedRun(self.store, log, act, self.known, self.leases, self.clock, began)
+        return LoadedRun(
+            self.store, log, act, self.known, self.leases, self.clock, began, self.wall
+        )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ...events import event_data
-from ...kinds import RunStatus
+from ...kinds import LineageKind, RunStatus
 from ...log.effects import Effect
 from ...showing import shown, utc
 
@@ -62,7 +62,9 @@ class EventView(msgspec.Struct, frozen=True):
 
 class RunSummary(msgspec.Struct, frozen=True):
     """A row of the run index. ``unreadable`` says why a row the store holds cannot be
-    shown as it is (a value planted behind the store's back); its times are then None."""
+    shown as it is (a value planted behind the store's back); its times are then None.
+    ``lineage``: root, child or fork (None: not known, a row an older agentlog wrote
+    whose run's start could not be read)."""
 
     run_id: str
     agent: str
@@ -72,6 +74,7 @@ class RunSummary(msgspec.Struct, frozen=True):
     parent_run_id: str | None = None
     position: int = 0
     unreadable: str | None = None
+    lineage: LineageKind | None = None
 
     @classmethod
     def of(cls, row: RunRow) -> RunSummary:
@@ -86,6 +89,7 @@ class RunSummary(msgspec.Struct, frozen=True):
                 utc(row.updated_at),
                 None if row.parent_run_id is None else _text(row.parent_run_id),
                 _count(row.position),
+                lineage=None if row.lineage is None else LineageKind(row.lineage),
             )
         except (TypeError, ValueError, OverflowError, OSError) as e:
             return cls(

@@ -13,11 +13,11 @@ import msgspec
 
 from ... import events as ev
 from ...errors import CorruptData, UsageError
-from ...kinds import FINAL
+from ...kinds import FINAL, LineageKind
 from ...log.history import check_run_id, rebuild, run_stream
 from ...log.state import ChildOf, Lineage, Root, RunState
 from ...log.waiting import WaitingOn
-from ...store import Store
+from ...store import RunRow, Store
 
 MAX_DEPTH = 100  # levels shown below the root: JSON encoders recurse once per level
 STEP_TAIL = 256  # events read back from a run's end to find its open step
@@ -63,7 +63,7 @@ def tree(store: Store, run_id: str, depth: int = MAX_DEPTH) -> RunNode:
             kids[parent] = _children(store, parent, states, run_id)
             below += kids[parent]
         level = below
-    cut = {run for run in level if store.children(run)}  # not read: past the bound
+    cut = {run for run in level if any(map(_child_row, store.children(run)))}  # past the bound
     kids.update((run, []) for run in level)
     return _assemble(store, run_id, states, kids, cut)
 
@@ -71,7 +71,7 @@ def tree(store: Store, run_id: str, depth: int = MAX_DEPTH) -> RunNode:
 def _children(store: Store, parent: str, states: dict[str, RunState], root: str) -> list[str]:
     """The child runs of ``parent`` (its forks left out), each folded into ``states``."""
     found = []
-    for row in store.children(parent):
+    for row in filter(_child_row, store.children(parent)):
         child = row.run_id
         if child in states:
             raise CorruptData(
@@ -83,6 +83,12 @@ def _children(store: Store, parent: str, states: dict[str, RunState], root: str)
             states[child] = state
             found.append(child)
     return found
+
+
+def _child_row(row: RunRow) -> bool:
+    """Whether the index row of a run with a parent may be a child: not one it says is
+    a fork (an older agentlog's row, with no lineage, may be either: its log tells)."""
+    return row.lineage != LineageKind.FORK
 
 
 def _state(store: Store, run_id: str, parent: str | None = None) -> RunState:

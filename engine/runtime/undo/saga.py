@@ -97,6 +97,7 @@ class Saga:
     def __init__(self, writer: RunWriter) -> None:
         self.writer = writer
         self.run_id = writer.state.run_id
+        self.now = writer.wall  # the engine's wall clock: dates every undo record
 
     def settle(self, effect: Effect, tool: ToolDef) -> Effect | None:
         """An effect whose outcome is unknown, asked of its verifier: the effect with the
@@ -118,7 +119,7 @@ class Saga:
         if effect.outcome == Outcome.UNKNOWN and not ended:
             self.writer.append(
                 ev.ToolSucceeded(
-                    at=ev.now(),
+                    at=self.now(),
                     call=effect.call,
                     tool=effect.tool,
                     result=found,
@@ -136,7 +137,7 @@ class Saga:
         call, name = effect.call, effect.tool
         takes_key = undo_takes_key(effect, tool)
         self.writer.append(
-            ev.CompensationStarted(at=ev.now(), call=call, tool=name, key=effect.key)
+            ev.CompensationStarted(at=self.now(), call=call, tool=name, key=effect.key)
         )
         kwargs = {"idempotency_key": f"undo:{effect.sends_under}"} if takes_key else {}
         try:
@@ -144,13 +145,13 @@ class Saga:
             result = tool.redacted(normalize(undone, f"compensation of {name}"))
         except Exception as e:
             message = describe(e)
-            self.writer.append(ev.Compensated(at=ev.now(), call=call, tool=name, error=message))
+            self.writer.append(ev.Compensated(at=self.now(), call=call, tool=name, error=message))
             what = f"compensation of {name} (call {call}) failed: {message}"
             raise CannotUndo(effect, what, unknowable=False) from None
         failpoints.hit("in_compensation")
         extra = self.release(effect, tool, ledger.COMPENSATED)
         self.writer.append(
-            ev.Compensated(at=ev.now(), call=call, tool=name, result=result), extra=extra
+            ev.Compensated(at=self.now(), call=call, tool=name, result=result), extra=extra
         )
 
     def release(self, effect: Effect, tool: ToolDef, reason: str) -> list[Append]:
@@ -161,7 +162,9 @@ class Saga:
         if not key_state.owned_by(self.run_id, effect.call):
             return []
         return [
-            ledger.release_event(effect.key, key_state.version, self.run_id, effect.call, reason)
+            ledger.release_event(
+                effect.key, key_state.version, self.run_id, effect.call, reason, at=self.now()
+            )
         ]
 
     def stuck(
@@ -171,7 +174,7 @@ class Saga:
         A run that ended (a completed child a supervisor replaces) keeps its end: nothing
         but undo records may follow it."""
         if self.writer.state.status not in FINAL:
-            self.writer.append(ev.AgentFailed(at=ev.now(), call=call, kind=kind, error=message))
+            self.writer.append(ev.AgentFailed(at=self.now(), call=call, kind=kind, error=message))
         return RunResult(self.run_id, RunStatus.FAILED, error=message)
 
     def unknowable(self, stop: CannotUndo, flagged: set[int | None]) -> RunResult | None:
@@ -184,7 +187,7 @@ class Saga:
             return self.stuck(call, message, kind=UNDO_UNKNOWN)
         message = "not undone: its outcome is unknown; left as it is on a person's word"
         self.writer.append(
-            ev.Compensated(at=ev.now(), call=call, tool=stop.effect.tool, error=message)
+            ev.Compensated(at=self.now(), call=call, tool=stop.effect.tool, error=message)
         )
         return None
 
@@ -282,7 +285,7 @@ def abandon_held(
     if status == RunStatus.COMPLETED:
         runs.store.locks.release_all(rid)
         return RunResult(rid, RunStatus.COMPLETED, run.state.output, parent_run_id=parent)
-    run.writer.append(ev.AgentAbandoned(at=ev.now(), reason="abandoned by request"))
+    run.writer.append(ev.AgentAbandoned(at=run.writer.wall(), reason="abandoned by request"))
     runs.store.locks.release_all(rid)
     return RunResult(rid, RunStatus.ABANDONED, parent_run_id=parent)
 
@@ -304,7 +307,7 @@ def _abandon_children(
             result = abandon_held(runs, child, stopping, above=above)
         if result.status == RunStatus.FAILED:
             message = f"abandoning its child {child} stopped: {result.error}"
-            run.writer.append(ev.AgentFailed(at=ev.now(), error=message))
+            run.writer.append(ev.AgentFailed(at=run.writer.wall(), error=message))
             parent = run.state.parent_run_id
             return RunResult(run.run_id, RunStatus.FAILED, error=message, parent_run_id=parent)
     return None

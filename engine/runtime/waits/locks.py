@@ -85,7 +85,9 @@ def _acquire(ctx: RunContext, call: int, name: str, ttl: float) -> int:
     fence = poll_until(take, None, first=0.005, most=MAX_POLL, news=ctx.host.signals)
     assert fence is not None  # no deadline: only a fence ends the wait
     try:
-        ctx.record(ev.LockAcquired(at=ev.now(), call=call, name=name, fence=fence, ttl=ttl))
+        ctx.record(
+            ev.LockAcquired(at=ctx.config.wall(), call=call, name=name, fence=fence, ttl=ttl)
+        )
     except BaseException:  # not recorded: nobody may rely on this fence
         store.locks.release(name, ctx.run_id, fence)
         raise
@@ -126,7 +128,7 @@ def _leave(
     try:
         if entry is None or not entry.completed:
             ctx.live(call, f"release lock {name!r}")
-            ctx.record(ev.LockReleased(at=ev.now(), call=call, name=name, fence=fence))
+            ctx.record(ev.LockReleased(at=ctx.config.wall(), call=call, name=name, fence=fence))
     except BaseException:
         _forget(ctx, name, held)
         raise

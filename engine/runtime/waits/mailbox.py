@@ -105,7 +105,7 @@ def send(ctx: RunContext, to: str, topic: str, value: Any) -> None:
         parent = inherited[1]
         assert parent.key is not None
         taken = ev.MessageSent(
-            at=ev.now(),
+            at=ctx.config.wall(),
             call=call,
             to_run_id=to,
             topic=topic,
@@ -216,7 +216,7 @@ class Inbox:
                 return False, None
             self.ctx.record(
                 ev.MessageReceived(
-                    at=ev.now(),
+                    at=self.ctx.config.wall(),
                     call=call,
                     topic=topic,
                     message_id=message.message_id,
@@ -309,7 +309,7 @@ def _waited(box: Inbox, call: int, topic: str, until: float | None) -> Any:
         return value
     ctx = box.ctx
     if until is not None and ctx.config.wall() >= until:
-        ctx.record(ev.MessageReceived(at=ev.now(), call=call, topic=topic))
+        ctx.record(ev.MessageReceived(at=ctx.config.wall(), call=call, topic=topic))
         ctx.log.info("message_timed_out", call=call, topic=topic)
         return None
     timers.suspend(ctx, call, WaitReason.MESSAGE, until, topic)

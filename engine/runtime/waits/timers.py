@@ -107,7 +107,9 @@ def suspend(
     """Stop the run until ``until`` (or a message on ``topic``): ``run_waiting`` is
     recorded, unless the run's log already ends waiting on exactly this (a run resumed
     before it was due writes nothing), then Suspended."""
-    waiting = ev.RunWaiting(at=ev.now(), call=call, reason=reason, until=until, topic=topic)
+    waiting = ev.RunWaiting(
+        at=ctx.config.wall(), call=call, reason=reason, until=until, topic=topic
+    )
     state = ctx.writer.state
     if state.status != RunStatus.WAITING or state.waits_on != of(waiting):
         ctx.record(waiting)

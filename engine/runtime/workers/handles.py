@@ -75,14 +75,16 @@ def enqueue(
     # The row first: a claim joins it to the run's status, so a crash between the two
     # leaves a row no claim sees (the same enqueue again writes the run).
     store.queues.put_queued(QueueRow(rid, row.queue, row.priority, row.partition, now))
-    started = agent_started(agent, data, run_id=rid)
+    started = agent_started(agent, data, now, run_id=rid)
     queued = ev.RunQueued(
         at=started.at, queue=row.queue, priority=row.priority, partition=row.partition
     )
     every = agent.snapshot_every
-    writer = RunWriter(store, RunState(run_id=rid), snapshot_every=every, rpo=agent.rpo)
+    writer = RunWriter(
+        store, RunState(run_id=rid), snapshot_every=every, rpo=agent.rpo, wall=host.config.wall
+    )
     try:
-        writer.append(started, *origin(host.observers.context()), queued)
+        writer.append(started, *origin(host.observers.context(), started.at), queued)
     except ConcurrencyError:
         if run_id is None:
             raise

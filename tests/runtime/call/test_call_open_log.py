@@ -14,6 +14,8 @@ from engine import Engine, RetryPolicy
 from engine.runtime.call import ledger
 from engine.store import stream_id
 
+AT = 1_800_000_000.0  # when the planted ledger events say they happened
+
 KEY = "ship:o1"
 
 
@@ -57,12 +59,12 @@ def other_claims(eng: Engine, *, commit: bool = False) -> None:
     """Run ``other`` claims the key (its intent's arguments the same), and commits it."""
     held = ledger.read(eng.store, KEY)
     if held.claim is not None:
-        eng.store.append([ledger.release_event(KEY, held.version, "r", 1, "test")])
+        eng.store.append([ledger.release_event(KEY, held.version, "r", 1, "test", at=AT)])
         held = ledger.read(eng.store, KEY)
     ahash = held.claim.args_hash if held.claim else ""
-    eng.store.append([ledger.claim_event(KEY, held.version, "other", 1, ahash)])
+    eng.store.append([ledger.claim_event(KEY, held.version, "other", 1, ahash, at=AT)])
     if commit:
-        eng.store.append([ledger.commit_event(KEY, held.version + 1, "other", 1, "theirs")])
+        eng.store.append([ledger.commit_event(KEY, held.version + 1, "other", 1, "theirs", at=AT)])
 
 
 START, DONE, RESUMED = "agent_started", "agent_finished", "agent_resumed"
@@ -88,9 +90,9 @@ def test_a_recorded_intent_resolved_under_its_own_claim_or_a_freed_key(eng: Engi
     assert run_log(eng, "own") == [START, "tool_invoked", RESUMED, "tool_succeeded:executed", DONE]
     assert key_log(eng) == ["EffectClaimed", "EffectCommitted"]
 
-    eng.store.append([ledger.release_event(KEY, 2, "own", 1, "test")])
+    eng.store.append([ledger.release_event(KEY, 2, "own", 1, "test", at=AT)])
     craft_uncertain(eng, shipper, "freed", {"order": "o1"}, ship, ("o1",))
-    eng.store.append([ledger.release_event(KEY, 4, "freed", 1, "test")])
+    eng.store.append([ledger.release_event(KEY, 4, "freed", 1, "test", at=AT)])
     assert eng.resume("freed").output == "shipped o1"  # the key claimed again, alone
     assert run_log(eng, "freed") == [
         START,
@@ -111,7 +113,9 @@ def test_a_recorded_intent_whose_key_another_run_committed_or_still_holds(eng: E
     assert eng.resume("theirs").output == "theirs"  # the ledger's result, no second intent
     assert run_log(eng, "theirs") == [START, "tool_invoked", RESUMED, "tool_succeeded:ledger", DONE]
 
-    eng.store.append([ledger.release_event(KEY, ledger.read(eng.store, KEY).version, "o", 1, "")])
+    eng.store.append(
+        [ledger.release_event(KEY, ledger.read(eng.store, KEY).version, "o", 1, "", at=AT)]
+    )
     craft_uncertain(eng, mailer, "held", {"order": "o1"}, mail, ("o1",))
     other_claims(eng)
     paused = eng.resume("held")  # waited for the holder: a second intent, then a person

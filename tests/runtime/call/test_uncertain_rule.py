@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from engine import events as ev
-from engine.log.effects import effects, is_uncertain, may_have_landed
+from engine.log.effects import doubt_after, effects, is_uncertain, may_have_landed
 from engine.log.history import RunWriter
 from engine.log.state import RunState
 from engine.runtime.journal.callstate import CallState, evolve
@@ -26,6 +26,8 @@ INTENT = ev.ToolInvoked(at=AT, call=1, tool="pay", side_effect=True, key="k")
 def _failed(kind: str, final: bool = True) -> ev.ToolFailed:
     return ev.ToolFailed(at=AT, call=1, tool="pay", kind=kind, message="m", final=final)
 
+
+LANDED = ev.ToolFailed(at=AT, call=1, tool="pay", kind="permanent", message="m", landed=True)
 
 # A call's log after its intent, and whether the call is uncertain after it.
 SHAPES = [
@@ -46,6 +48,12 @@ SHAPES = [
         False,
         id="indeterminate-then-succeeded",
     ),
+    # The effect happened but its result could not be recorded (``landed``): the final
+    # failure settles the call (its key stays held), whatever attempts came before.
+    pytest.param([LANDED], False, id="landed-result-unrecordable"),
+    pytest.param(
+        [_failed("indeterminate", final=False), LANDED], False, id="indeterminate-then-landed"
+    ),
 ]
 
 
@@ -56,6 +64,7 @@ def test_the_rule_itself() -> None:
     assert not is_uncertain(answered=True, failed=False, maybe_landed=True)  # a success
     assert may_have_landed(False, "indeterminate") and may_have_landed(True, "permanent")
     assert not may_have_landed(False, "transient")
+    assert not doubt_after(True, LANDED) and doubt_after(True, _failed("permanent"))
 
 
 @pytest.mark.parametrize(("after", "uncertain"), SHAPES)

@@ -198,3 +198,15 @@ def test_the_parent_index_exists_on_sql_stores(store_url: str, store: Store) -> 
             ).fetchall()
         names = {r[0] for r in rows}
     assert "agentlog_runs_parent" in names
+
+
+@all_backends
+def test_a_run_whose_only_descendants_are_forks_is_not_cut_at_the_bound(store: Store) -> None:
+    """The index's lineage tells a fork's row from a child's: a leaf at the depth bound
+    that has forks and no children is not ``truncated``, and no fork is read as a child."""
+    leaf = root(store, "p").spawn("leaf")
+    root(store, "leaf-fork", parent_run_id="leaf", fork_position=2)
+    assert [r.lineage for r in store.children("leaf")] == ["fork"]
+    top = Catalog(store=store).tree("p", depth=1)
+    assert [(n.run_id, n.truncated) for n in top.walk()] == [("p", False), ("leaf", False)]
+    assert leaf.run_id == "leaf"
