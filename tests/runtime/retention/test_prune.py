@@ -324,3 +324,18 @@ def test_a_run_or_a_key_that_moved_since_the_plan_is_left_whole(eng: Engine) -> 
     assert not pruner.delete(moved, time.time()) and not _gone(eng.store, rid)
     assert pruner.delete(RunRows(rid, stream, end, ("completed",), (stream,)), time.time())
     assert _gone(eng.store, rid) and len(eng.store.read(key)) == at + 1
+
+
+@backends("memory", "sqlite", "postgres")
+def test_a_fork_made_after_the_plan_keeps_its_parent(eng: Engine) -> None:
+    """A rewind appends nothing to the run it forks: a fork made between a prune's plan
+    and its parent's transaction still keeps the parent (the fork reads it as it goes on:
+    the effects it reuses, what a dry run stands in with)."""
+    shop = Shop(eng)
+    rid = eng.run(shop.buy, order="f1").run_id
+    stream, end = run_stream(rid), eng.store.last_position(run_stream(rid))
+    plan = RunRows(rid, stream, end, ("completed",), (stream,))
+    fork = eng.rewind(rid, to="start", effects="reuse")
+    assert fork.parent_run_id == rid
+    assert not Pruner(eng.store).delete(plan, time.time())
+    assert not _gone(eng.store, rid)
