@@ -339,3 +339,30 @@ def test_a_fork_made_after_the_plan_keeps_its_parent(eng: Engine) -> None:
     assert fork.parent_run_id == rid
     assert not Pruner(eng.store).delete(plan, time.time())
     assert not _gone(eng.store, rid)
+
+
+@backends("memory", "sqlite", "postgres")
+def test_a_tree_whose_run_was_forked_after_the_plan_stays_whole(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork of a planned tree's parent, made after the plan (a prune of a large store
+    runs for minutes), reads the parent's children too: the tree stays whole, none of
+    its runs goes (a leaf first, then the parent refused, would leave half a tree)."""
+    from engine.runtime.retention import pruning
+
+    shop = Shop(eng)
+    parent = eng.run(shop.parent, order="t1").run_id
+    [child] = [r.run_id for r in eng.store.children(parent)]
+    planned = pruning.select
+    forks: list[str] = []
+
+    def select_then_fork(*args: Any) -> Any:
+        found = planned(*args)
+        forks.append(eng.rewind(parent, to=1, effects="reuse").run_id)
+        return found
+
+    monkeypatch.setattr(pruning, "select", select_then_fork)
+    report = eng.prune(older_than=0)
+    assert forks and report["runs"] == 0
+    assert {s["run_id"] for s in report["skipped_runs"]} == {parent, child}
+    assert not _gone(eng.store, parent) and not _gone(eng.store, child)
