@@ -206,6 +206,7 @@ class _Prune:
         self.freed += sum(self.sizes.get(s, 0) for s in streams)
         self.freed += sum(self.blob_sizes.get(b, 0) for b in blobs)
         self.pruned.append(rid)
+        self.present.discard(rid)  # a key it claimed may go with the next tree's runs
         return True
 
 

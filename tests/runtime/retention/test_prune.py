@@ -366,3 +366,28 @@ def test_a_tree_whose_run_was_forked_after_the_plan_stays_whole(
     assert forks and report["runs"] == 0
     assert {s["run_id"] for s in report["skipped_runs"]} == {parent, child}
     assert not _gone(eng.store, parent) and not _gone(eng.store, child)
+
+
+@backends("sqlite", "postgres")
+def test_an_expired_key_goes_with_the_last_of_its_claimers_in_one_prune(
+    store_url: str, clock: Clock
+) -> None:
+    """Two runs of two trees claimed one key: the prune that takes both deletes the
+    expired key's stream with the second, not only when a later prune meets the key
+    again (no later prune meets it: no run left names it)."""
+    eng = Engine.open(store_url, key_ttl="7d", config=EngineConfig(wall=clock))
+    try:
+        shop = Shop(eng)
+        first = eng.run(shop.buy, order="two").run_id
+        second = eng.run(shop.buy, order="two").run_id  # deduped: the key's result
+        key, now = ledger.stream_of("order:two"), time.time()
+        at = eng.store.last_position(key)
+        claimed = ev.EffectClaimed(at=now, key="order:two", run_id=second, call=2)
+        done = ev.EffectCommitted(at=now, key="order:two", run_id=second, call=2, result={})
+        eng.store.append([Append(key, at + 1, claimed), Append(key, at + 2, done)])
+        clock.at(now + 31 * DAY)
+        report = eng.prune(older_than="30d")
+        assert sorted(report["run_ids"]) == sorted([first, second])
+        assert eng.store.read(key) == []
+    finally:
+        eng.close()
