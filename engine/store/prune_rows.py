@@ -52,7 +52,8 @@ class PruneRows(ABC):
     @abstractmethod
     def delete(self, rows: RunRows, now: float) -> bool:
         """Delete ``rows`` in one transaction, unless the run moved since it was planned
-        (another status or position) or a live owner holds its lease: then nothing is
+        (another status or position), a run whose parent it is is left (a fork made
+        since: it reads its parent) or a live owner holds its lease: then nothing is
         written and False. The run's lease row stays, its epoch bumped: a stale owner's
         fenced append is refused."""
 
@@ -111,6 +112,14 @@ class _SQLRows(PruneRows):
         c.execute(f"SELECT status FROM {q('agentlog_runs')} WHERE run_id = {m}", (rows.run_id,))
         found = self._rows(c)
         if not found or str(found[0][0]) not in rows.statuses:
+            raise _Changed
+        # Its planned children went first (leaves first): one left is a fork or child
+        # made since the plan (a rewind appends nothing to its parent), which reads it.
+        c.execute(
+            f"SELECT run_id FROM {q('agentlog_runs')} WHERE parent_run_id = {m} LIMIT 1",
+            (rows.run_id,),
+        )
+        if self._rows(c):
             raise _Changed
         last = f"SELECT MAX(originator_version) FROM {q(TABLES[0])} WHERE originator_id = {m}"
         for stream, position in ((rows.stream, rows.position), *rows.keys):
@@ -197,6 +206,8 @@ class _MemoryPrune(PruneRows):
             row = events._runs.get(rows.run_id)
             if row is None or row.status not in rows.statuses:
                 return False
+            if any(r.parent_run_id == rows.run_id for r in events._runs.values()):
+                return False  # a fork or child made since the plan reads it
             for stream, position in ((rows.stream, rows.position), *rows.keys):
                 if (events._positions.get(str(stream)) or [0])[-1] != position:
                     return False

@@ -59,7 +59,9 @@ def read(store: Store, key: str) -> KeyState:
             undone += e.reason == COMPENSATED
         elif isinstance(e, ev.KeyExpired):  # past its TTL: the key names no effect now
             claim, committed = None, None
-    return KeyState(len(recs), claim, committed, undone)
+    # its last position, not its length: a claim read before a prune deleted the stream
+    # lands after a gap
+    return KeyState(recs[-1].position if recs else 0, claim, committed, undone)
 
 
 def sent_key(key: str, state: KeyState) -> str | None:

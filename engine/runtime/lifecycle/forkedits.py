@@ -28,7 +28,7 @@ from ...errors import UsageError
 from ...kinds import Asked
 from ...secrets import Seen, redact
 from ...store import Recorded
-from ..defs.definitions import args_hash, normalize
+from ..defs.definitions import ToolDef, args_hash, normalize
 
 DECISION, ANSWER, TOOL, EFFECT = "decision", "answer", "tool", "effect"
 
@@ -109,19 +109,23 @@ def apply(
     values: Mapping[str, Any],
     target: int,
     key: bytes,
-    returns: Callable[[str], Any] = lambda tool: None,
+    tool_of: Callable[[str], ToolDef | None] = lambda name: None,
 ) -> tuple[list[ev.Event], list[ev.Edit]]:
     """The inherited events with ``values`` set by name, and the edits made; a read-only
-    tool's new result must fit the type the tool declares (``returns(tool)``: None, any)."""
+    tool's new result (``tool_of(name)``: its definition, None if unknown) must fit the
+    type the tool declares and is redacted with the tool's own secret names, as its
+    recorded results are."""
     events = [r.event for r in kept]
     found = candidates(kept)
     edits: list[ev.Edit] = []
     for name, value in values.items():
         c = pick(str(name), found, target)
         what = f"the value set for {name!r}"
-        new = redact(normalize(value, what), seen=Seen())
-        if c.kind == TOOL:  # a tool's result replays as it is: checked here, not there
-            codec.typed(new, returns(c.name), what, live=True)
+        new = normalize(value, what)
+        tool = tool_of(c.name) if c.kind == TOOL else None
+        new = redact(new, seen=Seen()) if tool is None else tool.redacted(new, Seen())
+        if tool is not None:  # a tool's result replays as it is: checked here, not there
+            codec.typed(new, tool.returns, what, live=True)
         events[c.index], old = _with_value(events[c.index], new)
         edits.append(_edit(c, old, new, key))
     return events, edits

@@ -132,7 +132,7 @@ def _prefix(
     target = outside_calls(run.recorded, target)
     kept = [r for r in run.recorded[1:target] if not isinstance(r.event, _LIFECYCLE)]
     key = run_key(run.started.key_check, fork_id)
-    events, edited = forkedits.apply(kept, edits.values, target, key, _returns(run.agent))
+    events, edited = forkedits.apply(kept, edits.values, target, key, _tools(run.agent))
     if asked is not None:
         answered = forkedits.answer_event(asked, edits.answer, run.wall())
         events.append(answered)
@@ -154,14 +154,13 @@ def _answer_later(runs: RunRepository, driver: Driver, fork_id: str, edits: Edit
     return answer_run(runs, driver, fork_id, edits.answer)
 
 
-def _returns(agent: AgentDef) -> Callable[[str], Any]:
-    """The result type the tool of that name declares, as ``agent`` would call it."""
+def _tools(agent: AgentDef) -> Callable[[str], ToolDef | None]:
+    """The tool of that name, as ``agent`` would call it (None if it knows none)."""
 
-    def returns(name: str) -> Any:
-        tool = registry.tool_for(agent, name)
-        return None if tool is None else tool.returns
+    def tool_of(name: str) -> ToolDef | None:
+        return registry.tool_for(agent, name)
 
-    return returns
+    return tool_of
 
 
 def _replays(

@@ -49,7 +49,7 @@ def key_fate(store: Store, key: str, ttl: float | None, now: float) -> KeyFate:
     if ttl is None or last.at + ttl > now:
         return KeyFate(key, sid, "kept", claimers)
     expired = ev.KeyExpired(at=now, key=key, ttl=ttl, last_at=last.at)
-    return KeyFate(key, sid, "expired", claimers, Append(sid, len(recs), expired))
+    return KeyFate(key, sid, "expired", claimers, Append(sid, recs[-1].position, expired))
 
 
 def record_expiry(store: Store, fate: KeyFate) -> bool:

@@ -150,12 +150,14 @@ class _Prune:
 
     def _tree(self, tree: list[RunRow]) -> None:
         """Prune one tree, leaves first; a run that moved keeps it and its ancestors."""
+        ids = {r.run_id for r in tree}
+        if any(k.run_id not in ids for r in tree for k in self.store.children(r.run_id)):
+            return self._skip(tree, "a run of its tree was forked since the prune began")
         logs = {r.run_id: self.store.read(run_stream(r.run_id)) for r in tree}
         fates = self._fates(logs)
         busy = [f for f in fates.values() if f.fate == "busy"]
         if busy:
             return self._skip(tree, f"business key {busy[0].key!r} has an effect in flight")
-        ids = {r.run_id for r in tree}
         doomed = [  # the expired keys no run left claims: their streams go with the root
             (f.stream, self.store.last_position(f.stream))
             for f in fates.values()
@@ -204,6 +206,7 @@ class _Prune:
         self.freed += sum(self.sizes.get(s, 0) for s in streams)
         self.freed += sum(self.blob_sizes.get(b, 0) for b in blobs)
         self.pruned.append(rid)
+        self.present.discard(rid)  # a key it claimed may go with the next tree's runs
         return True
 
 

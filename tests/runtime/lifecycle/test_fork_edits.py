@@ -227,3 +227,29 @@ def test_answer_with_a_fork_point_before_the_question_answers_the_fork_s_questio
     assert [(x["kind"], x["name"]) for x in answered["edits"]] == [("answer", "approve?")]
     assert eng.rewind(parent.run_id, to="planned", answer="yes").output["cents"] == 100
     assert a.sent == [("o4", 100)]
+
+
+@both
+def test_a_read_only_result_set_is_redacted_with_the_tool_s_own_secret_names(
+    eng: Engine,
+) -> None:
+    """A tool declaring ``redact=["ssn"]`` has ``ssn`` redacted in its recorded result; a
+    fork setting that result records it redacted too, never in clear."""
+
+    @eng.tool(name="ssn_lookup", redact=["ssn"])
+    def lookup(cid: str) -> dict[str, Any]:
+        return {"id": cid, "ssn": "000-00-0000"}
+
+    @eng.agent(name="tests:ssn_edit")
+    def agent(run: Any) -> str:
+        person = lookup("c1")
+        run.checkpoint("read")
+        return str(person["id"])
+
+    parent = eng.run(agent)
+    assert "000-00-0000" not in str([e.data for e in eng.events(parent.run_id)])
+    fork = eng.rewind(
+        parent.run_id, to="read", set={"ssn_lookup": {"id": "c2", "ssn": "123-45-6789"}}
+    )
+    assert fork.output == "c2"
+    assert "123-45-6789" not in str([e.data for e in eng.events(fork.run_id)])

@@ -324,3 +324,70 @@ def test_a_run_or_a_key_that_moved_since_the_plan_is_left_whole(eng: Engine) -> 
     assert not pruner.delete(moved, time.time()) and not _gone(eng.store, rid)
     assert pruner.delete(RunRows(rid, stream, end, ("completed",), (stream,)), time.time())
     assert _gone(eng.store, rid) and len(eng.store.read(key)) == at + 1
+
+
+@backends("memory", "sqlite", "postgres")
+def test_a_fork_made_after_the_plan_keeps_its_parent(eng: Engine) -> None:
+    """A rewind appends nothing to the run it forks: a fork made between a prune's plan
+    and its parent's transaction still keeps the parent (the fork reads it as it goes on:
+    the effects it reuses, what a dry run stands in with)."""
+    shop = Shop(eng)
+    rid = eng.run(shop.buy, order="f1").run_id
+    stream, end = run_stream(rid), eng.store.last_position(run_stream(rid))
+    plan = RunRows(rid, stream, end, ("completed",), (stream,))
+    fork = eng.rewind(rid, to="start", effects="reuse")
+    assert fork.parent_run_id == rid
+    assert not Pruner(eng.store).delete(plan, time.time())
+    assert not _gone(eng.store, rid)
+
+
+@backends("memory", "sqlite", "postgres")
+def test_a_tree_whose_run_was_forked_after_the_plan_stays_whole(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork of a planned tree's parent, made after the plan (a prune of a large store
+    runs for minutes), reads the parent's children too: the tree stays whole, none of
+    its runs goes (a leaf first, then the parent refused, would leave half a tree)."""
+    from engine.runtime.retention import pruning
+
+    shop = Shop(eng)
+    parent = eng.run(shop.parent, order="t1").run_id
+    [child] = [r.run_id for r in eng.store.children(parent)]
+    planned = pruning.select
+    forks: list[str] = []
+
+    def select_then_fork(*args: Any) -> Any:
+        found = planned(*args)
+        forks.append(eng.rewind(parent, to=1, effects="reuse").run_id)
+        return found
+
+    monkeypatch.setattr(pruning, "select", select_then_fork)
+    report = eng.prune(older_than=0)
+    assert forks and report["runs"] == 0
+    assert {s["run_id"] for s in report["skipped_runs"]} == {parent, child}
+    assert not _gone(eng.store, parent) and not _gone(eng.store, child)
+
+
+@backends("sqlite", "postgres")
+def test_an_expired_key_goes_with_the_last_of_its_claimers_in_one_prune(
+    store_url: str, clock: Clock
+) -> None:
+    """Two runs of two trees claimed one key: the prune that takes both deletes the
+    expired key's stream with the second, not only when a later prune meets the key
+    again (no later prune meets it: no run left names it)."""
+    eng = Engine.open(store_url, key_ttl="7d", config=EngineConfig(wall=clock))
+    try:
+        shop = Shop(eng)
+        first = eng.run(shop.buy, order="two").run_id
+        second = eng.run(shop.buy, order="two").run_id  # deduped: the key's result
+        key, now = ledger.stream_of("order:two"), time.time()
+        at = eng.store.last_position(key)
+        claimed = ev.EffectClaimed(at=now, key="order:two", run_id=second, call=2)
+        done = ev.EffectCommitted(at=now, key="order:two", run_id=second, call=2, result={})
+        eng.store.append([Append(key, at + 1, claimed), Append(key, at + 2, done)])
+        clock.at(now + 31 * DAY)
+        report = eng.prune(older_than="30d")
+        assert sorted(report["run_ids"]) == sorted([first, second])
+        assert eng.store.read(key) == []
+    finally:
+        eng.close()

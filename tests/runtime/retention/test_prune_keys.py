@@ -48,3 +48,24 @@ def test_a_claim_without_an_outcome_is_busy_and_a_moved_key_is_not_expired(
     fate = key_fate(store, "m", 1.0, T + 10)
     _write(store, "m", ev.EffectClaimed(at=T + 5, key="m", run_id="r4", call=1))
     assert not record_expiry(store, fate)  # claimed again meanwhile: left as it is
+
+
+def test_a_key_stream_claimed_again_after_its_prune_reads_its_last_position(
+    store: Store,
+) -> None:
+    """A run that read an expired key just before a prune deleted its stream claims it
+    at the position it read (after a gap): the key's version is its last position, so
+    the next claim, and an expiry, go after the events already there, not before them
+    in the stream's order."""
+    sid = ledger.stream_of("g")
+    store.append([Append(sid, 5, ev.EffectClaimed(at=T, key="g", run_id="r5", call=1))])
+    store.append([Append(sid, 6, ev.EffectReleased(at=T, key="g", run_id="r5", call=1))])
+    state = ledger.read(store, "g")
+    assert state.version == 6
+    store.append([ledger.claim_event("g", state.version, "r6", 1, "h")])
+    claim = ledger.read(store, "g").claim
+    assert claim is not None and claim.run_id == "r6"
+    store.append([Append(sid, 8, ev.EffectReleased(at=T, key="g", run_id="r6", call=1))])
+    fate = key_fate(store, "g", 1.0, T + 10)
+    assert record_expiry(store, fate)
+    assert isinstance(store.read(sid)[-1].event, ev.KeyExpired)
