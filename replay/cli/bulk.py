@@ -145,12 +145,13 @@ def over(
         if picked:
             raise UsageError(f"add --yes to {verb} these {plural(len(picked), 'run')}")
         return 0
-    return _each(s, action, picked, what)
+    return _each(s, action, picked, what, status)
 
 
-def _each(s: Session, action: str, picked: list[str], what: str) -> int:
+def _each(s: Session, action: str, picked: list[str], what: str, status: str) -> int:
     """``action`` on each run in turn; a run that cannot be acted on is reported and the
-    rest go on (Ctrl-C stops between two runs, as inside one)."""
+    rest go on (Ctrl-C stops between two runs, as inside one). A run whose status moved
+    on since the listing (resumed, answered or abandoned meanwhile) is left alone."""
     work, verb, well = ACTIONS[action]
     codes: list[int] = []
     docs: list[dict[str, Any]] = []
@@ -158,7 +159,7 @@ def _each(s: Session, action: str, picked: list[str], what: str) -> int:
         s.out.line(f"{verb} {plural(len(picked), 'run')} ({what}):")
     for rid in picked:
         try:
-            code, doc = work(s, rid)
+            code, doc = _unless_moved(s, rid, status) or work(s, rid)
         except AgentlogError as e:
             code, doc = 2, _refused(rid, str(e) or type(e).__name__)
         except Exception as e:  # one run's bug must not stop the others
@@ -173,6 +174,15 @@ def _each(s: Session, action: str, picked: list[str], what: str) -> int:
     else:
         s.out.line(f"{verb}: {plural(len(picked), 'run')}, {ok} {well}, {len(picked) - ok} not")
     return worst(codes)
+
+
+def _unless_moved(s: Session, rid: str, status: str) -> tuple[int, dict[str, Any]] | None:
+    """A refusal if the run is no longer of ``status`` (read from its log, just before the
+    action), None if it still is."""
+    now = str(s.engine.state(rid).status)
+    if now == status:
+        return None
+    return 2, _refused(rid, f"now {now}, not {status} as when listed: left alone")
 
 
 def _outcome_line(doc: dict[str, Any], code: int) -> list[Any]:
