@@ -240,3 +240,22 @@ def test_an_unexpected_error_is_a_500_page_not_a_traceback(
     r = TestClient(app(eng), raise_server_exceptions=False).get(f"/runs/{rid}")
     assert r.status_code == 500
     assert "unexpected ZeroDivisionError" in main_text(r.text) and "Traceback" not in r.text
+
+
+def test_a_langgraph_thread_offers_no_action_the_engine_would_refuse(eng: Engine) -> None:
+    """A LangGraph thread (like an imported run) is history no engine here executes:
+    its page offers no resume, abandon or fork, each of which would only be refused."""
+    pytest.importorskip("langgraph")
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from engine.integrations.langgraph import AgentlogSaver
+
+    saver = AgentlogSaver(eng)
+    saver.put({"configurable": {"thread_id": "t1"}}, empty_checkpoint(), {}, {})
+    text = client(eng).get("/runs/lg:t1").text
+    assert 'id="no-actions"' in text
+    for form in ("resume", "abandon", "rewind"):
+        assert f'/runs/lg%3At1/{form}"' not in text, form
+    from replay.ui.runpage import offered
+
+    assert offered(RunStatus.RUNNING, imported=True) == frozenset()
