@@ -99,3 +99,36 @@ def test_a_run_whose_status_moved_on_since_the_listing_is_left_alone(
     assert code == 2
     (state,) = work.many([["state", rid, "--json"]])
     assert state.json()["status"] == "paused"
+
+
+def test_ctrl_c_mid_bulk_still_reports_what_was_done_and_what_was_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Interrupted at its second run, ``abandon --status paused --yes --json`` still
+    writes which run was abandoned, which one it was at and which it never touched,
+    and exits 130."""
+    from replay.cli import bulk
+    from replay.cli.entry import run_cli
+
+    work = make_workdir(tmp_path, sqlite_url(tmp_path))
+    made = work.many([["run", "agents:booker", "--json"]] * 3)
+    work_one, verb, well = bulk.ACTIONS["abandon"]
+    calls: list[str] = []
+
+    def interrupted(s: Any, rid: str) -> Any:
+        calls.append(rid)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return work_one(s, rid)
+
+    monkeypatch.setitem(bulk.ACTIONS, "abandon", (interrupted, verb, well))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    code = run_cli(["abandon", "--status", "paused", "--yes", "--json", "--url", work.url])
+    assert code == 130
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["done"] is False
+    assert [r["run_id"] for r in doc["runs"]] == calls[:1]
+    assert doc["runs"][0]["status"] == "abandoned"
+    assert doc["interrupted"] == calls[1]
+    assert sorted([*calls, *doc["left"]]) == sorted(r.json()["run_id"] for r in made)
