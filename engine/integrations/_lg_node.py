@@ -69,8 +69,9 @@ def durable_node(
         finally:
             with _lock:
                 _states.pop(rid, None)
-        if result.status != RunStatus.COMPLETED:  # failed, or waits for a person
-            raise RunFailed(rid, result.status, result.error)
+        if result.status != RunStatus.COMPLETED:  # failed, or waits for a person: on what
+            why = result.error or (f"waiting: {result.waiting}" if result.waiting else None)
+            raise RunFailed(rid, result.status, why)
         return result.output
 
     return node

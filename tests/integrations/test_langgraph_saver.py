@@ -190,3 +190,33 @@ def test_a_sealed_store_seals_a_threads_checkpoints(
         assert (MARK.encode() in raw) is not encrypted
     finally:
         eng.close()
+
+
+def test_a_durable_node_that_waits_for_a_person_says_on_what(eng: Engine) -> None:
+    """A node whose side effect's outcome is unknown pauses its run: the error LangGraph
+    raises names the question to answer, not "no reason recorded"."""
+    from engine import Indeterminate
+    from engine.errors import RunFailed
+    from engine.integrations.langgraph import durable_node
+
+    @eng.tool(side_effect=True)
+    def post(text: str) -> str:
+        raise Indeterminate("the connection dropped after the request was sent")
+
+    class Note(TypedDict):
+        text: str
+
+    def send(state: Note) -> dict[str, Any]:
+        return {"text": post(state["text"])}
+
+    builder = StateGraph(Note)
+    builder.add_node("send", durable_node(eng, send))
+    builder.add_edge(START, "send")
+    builder.add_edge("send", END)
+    graph = builder.compile(checkpointer=AgentlogSaver(eng))
+    with pytest.raises(RunFailed) as raised:
+        graph.invoke({"text": "hi"}, {"configurable": {"thread_id": "n1"}})
+    assert raised.value.status == "paused"
+    said = str(raised.value)
+    assert "waiting: Did " in said and "take effect?" in said, said
+    assert "no reason recorded" not in said
