@@ -220,3 +220,20 @@ def test_a_durable_node_that_waits_for_a_person_says_on_what(eng: Engine) -> Non
     said = str(raised.value)
     assert "waiting: Did " in said and "take effect?" in said, said
     assert "no reason recorded" not in said
+
+
+def test_a_node_run_resumed_without_its_task_state_is_left_for_the_graph(eng: Engine) -> None:
+    """``engine.recover()`` in the graph's own process (an app that recovers at boot)
+    finds a crashed node's run and its agent, but not the LangGraph state the node
+    works on: the run stays running for the graph to re-run, it is not failed."""
+    from engine.integrations.langgraph import durable_node
+
+    def step(state: dict[str, Any]) -> dict[str, Any]:
+        return {"n": state["n"] + 1}
+
+    durable_node(eng, step, name="step")
+    agent = eng.registry.agent("langgraph-node:step")
+    assert agent is not None
+    result = eng.run(agent, run_id="lg-node:" + "0" * 40)  # as recover resumes it
+    assert result.status == "running", result
+    assert "LangGraph" in (result.error or "")
