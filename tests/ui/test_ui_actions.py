@@ -62,6 +62,22 @@ def test_with_hosts_a_request_naming_another_host_is_refused(eng: Engine) -> Non
         assert page.status_code == 200, base
 
 
+def test_a_ui_on_another_loopback_address_serves_its_own_host(eng: Engine) -> None:
+    """``agentlog ui --addr 127.0.0.2`` (loopback: no token needed) answers a request
+    naming that address; another name still gets no page."""
+    from starlette.testclient import TestClient
+
+    from replay.cli.web import allowed_hosts
+    from replay.ui import app
+
+    assert allowed_hosts("0.0.0.0", "t" * 16) is None  # behind a token: any name
+    web = app(eng, hosts=allowed_hosts("127.0.0.2", None))
+    assert TestClient(web, base_url="http://127.0.0.2:8765").get("/").status_code == 200
+    assert TestClient(web, base_url="http://evil.example:8765").get("/").status_code == 400
+    six = app(eng, hosts=allowed_hosts("0:0:0:0:0:0:0:1", None))
+    assert TestClient(six, base_url="http://[0:0:0:0:0:0:0:1]:8765").get("/").status_code == 200
+
+
 def test_a_csrf_value_from_another_browser_is_refused(eng: Engine) -> None:
     """The value must be this browser's cookie, not any value the UI ever issued."""
     rid = paused(eng)
