@@ -124,7 +124,11 @@ def test_ctrl_c_mid_bulk_still_reports_what_was_done_and_what_was_left(
     monkeypatch.setitem(bulk.ACTIONS, "abandon", (interrupted, verb, well))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    code = run_cli(["abandon", "--status", "paused", "--yes", "--json", "--url", work.url])
+    monkeypatch.delitem(sys.modules, "agents", raising=False)  # this test's, not another's
+    try:
+        code = run_cli(["abandon", "--status", "paused", "--yes", "--json", "--url", work.url])
+    finally:
+        sys.modules.pop("agents", None)
     assert code == 130
     doc = json.loads(capsys.readouterr().out)
     assert doc["done"] is False
