@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RunFailed
+from ..errors import OutcomeNotRecorded, RunFailed
 from ..kinds import RunStatus
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ NODE_PREFIX = "lg-node:"
 # to be plain data, and the run's identity already pins the state).
 _states: dict[str, Any] = {}
 _lock = threading.Lock()
+_MISSING = object()
 
 
 def node_run_id(thread_id: str, checkpoint_ns: str, task_id: str) -> str:
@@ -50,7 +51,12 @@ def durable_node(
 
     def body(run: Any) -> Any:
         with _lock:
-            state = _states[run.run_id]
+            state = _states.get(run.run_id, _MISSING)
+        if state is _MISSING:  # resumed by recover, not by its graph: the graph re-runs it
+            raise OutcomeNotRecorded(
+                f"{agent_name} runs only inside its LangGraph graph, which holds the "
+                "state it works on: it stays running until the graph runs the task again"
+            )
         return fn(state)
 
     body.__qualname__ = body.__name__ = f"node_{fn.__name__}"
@@ -69,8 +75,9 @@ def durable_node(
         finally:
             with _lock:
                 _states.pop(rid, None)
-        if result.status != RunStatus.COMPLETED:  # failed, or waits for a person
-            raise RunFailed(rid, result.status, result.error)
+        if result.status != RunStatus.COMPLETED:  # failed, or waits for a person: on what
+            why = result.error or (f"waiting: {result.waiting}" if result.waiting else None)
+            raise RunFailed(rid, result.status, why)
         return result.output
 
     return node

@@ -145,12 +145,14 @@ def over(
         if picked:
             raise UsageError(f"add --yes to {verb} these {plural(len(picked), 'run')}")
         return 0
-    return _each(s, action, picked, what)
+    return _each(s, action, picked, what, status)
 
 
-def _each(s: Session, action: str, picked: list[str], what: str) -> int:
+def _each(s: Session, action: str, picked: list[str], what: str, status: str) -> int:
     """``action`` on each run in turn; a run that cannot be acted on is reported and the
-    rest go on (Ctrl-C stops between two runs, as inside one)."""
+    rest go on. A run whose status moved on since the listing (resumed, answered or
+    abandoned meanwhile) is left alone. Ctrl-C stops between two runs, as inside one:
+    what was done, the run it was at and those left are still reported (exit 130)."""
     work, verb, well = ACTIONS[action]
     codes: list[int] = []
     docs: list[dict[str, Any]] = []
@@ -158,9 +160,12 @@ def _each(s: Session, action: str, picked: list[str], what: str) -> int:
         s.out.line(f"{verb} {plural(len(picked), 'run')} ({what}):")
     for rid in picked:
         try:
-            code, doc = work(s, rid)
+            code, doc = _unless_moved(s, rid, status) or work(s, rid)
         except AgentlogError as e:
             code, doc = 2, _refused(rid, str(e) or type(e).__name__)
+        except KeyboardInterrupt:
+            _interrupted(s, action, picked, docs, rid)
+            raise
         except Exception as e:  # one run's bug must not stop the others
             code, doc = 1, _refused(rid, f"unexpected {e!r}"[:300])
         codes.append(code)
@@ -173,6 +178,29 @@ def _each(s: Session, action: str, picked: list[str], what: str) -> int:
     else:
         s.out.line(f"{verb}: {plural(len(picked), 'run')}, {ok} {well}, {len(picked) - ok} not")
     return worst(codes)
+
+
+def _interrupted(
+    s: Session, action: str, picked: list[str], docs: list[dict[str, Any]], at: str
+) -> None:
+    """The report of a bulk stopped by Ctrl-C while at run ``at`` (its outcome unknown)."""
+    left = picked[len(docs) + 1 :]
+    if s.as_json:
+        doc = {"action": action, "count": len(picked), "runs": docs, "done": False}
+        s.out.json({**doc, "interrupted": at, "left": left})
+        return
+    s.out.line(("interrupted ", "red"), f"at {printable(at)} (its outcome unknown):")
+    s.out.line(f"{len(docs)} done, {plural(len(left), 'run')} not started")
+    s.out.lines([[printable(rid)] for rid in left])
+
+
+def _unless_moved(s: Session, rid: str, status: str) -> tuple[int, dict[str, Any]] | None:
+    """A refusal if the run is no longer of ``status`` (read from its log, just before the
+    action), None if it still is."""
+    now = str(s.engine.state(rid).status)
+    if now == status:
+        return None
+    return 2, _refused(rid, f"now {now}, not {status} as when listed: left alone")
 
 
 def _outcome_line(doc: dict[str, Any], code: int) -> list[Any]:

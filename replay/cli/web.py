@@ -30,6 +30,15 @@ def loopback(addr: str) -> bool:
         return False  # a host name: it may resolve anywhere
 
 
+def allowed_hosts(addr: str, token: str | None) -> tuple[str, ...] | None:
+    """The host names a request may name (None: any, behind a token). Without a token
+    (loopback only), a request must name this machine as the server was bound: a site
+    whose name is rebound to the address (DNS rebinding) gets no page and no CSRF value."""
+    if token is not None:
+        return None
+    return (*LOOPBACK_HOSTS, addr, f"[{addr}]") if ":" in addr else (*LOOPBACK_HOSTS, addr)
+
+
 def _check_installed() -> None:
     import importlib.util
 
@@ -88,19 +97,16 @@ def ui_cmd(
     host, bound = sock.getsockname()[:2]
     s.out.line(f"serving the agentlog UI on http://{host}:{bound}/ (Ctrl-C stops)")
     s.out.stream.flush()
-    _serve(engine, token, sock)
+    _serve(engine, addr, token, sock)
     return 0
 
 
-def _serve(engine: Any, token: str | None, sock: socket.socket) -> None:
+def _serve(engine: Any, addr: str, token: str | None, sock: socket.socket) -> None:
     import uvicorn
 
     from ..ui import app as ui_app
 
-    # Without a token (loopback only), a request must name this machine: a site whose
-    # name is rebound to 127.0.0.1 (DNS rebinding) gets no page and no CSRF value.
-    hosts = None if token is not None else LOOPBACK_HOSTS
-    web = ui_app(engine, token=token, hosts=hosts)
+    web = ui_app(engine, token=token, hosts=allowed_hosts(addr, token))
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:

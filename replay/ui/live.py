@@ -60,7 +60,7 @@ def stream(request: Request) -> StreamingResponse:
                     return
             if await request.is_disconnected():
                 return
-            heard = await run_in_threadpool(news.wait, heard, POLL_S)
+            heard = await news.waited(heard, POLL_S)
             if news.stopped:  # the server stops: end the stream, the page reconnects later
                 return
 

@@ -9,6 +9,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+import anyio
+
 from engine import observe
 
 if TYPE_CHECKING:
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
 
 LOOK_S = 1.0  # the longest one store wait lasts (then the thread looks whether to stop)
 IDLE_S = 30.0  # no page listened this long: the thread stops (the next listener restarts it)
+TICK_S = 0.2  # how often a stream waiting in the event loop looks at the count
 
 
 class News:
@@ -47,6 +50,19 @@ class News:
                 self._thread.start()
             self._changed.wait_for(lambda: self._count != seen or self.stopped, timeout)
             return self._count
+
+    async def waited(self, seen: int, timeout: float) -> int:
+        """:meth:`wait` for a stream: the count looked at every ``TICK_S`` in the event
+        loop, so a page left open holds no worker thread while it waits (the pages and
+        actions share those threads; 40 open pages would otherwise stall them all)."""
+        count = await anyio.to_thread.run_sync(self.wait, seen, 0)  # (re)starts the watch
+        ends = time.monotonic() + timeout
+        while count == seen and not self.stopped and time.monotonic() < ends:
+            await anyio.sleep(TICK_S)
+            with self._changed:
+                self._listened = time.monotonic()
+                count = self._count
+        return count
 
     def _watch(self, after: int) -> None:
         log = observe.get()

@@ -30,10 +30,13 @@ if TYPE_CHECKING:
 PAGE = 500  # events a timeline page shows: a 20,000-event run opens at its last page
 
 
-def offered(status: str) -> frozenset[str]:
+def offered(status: str, imported: bool = False) -> frozenset[str]:
     """The actions a run's page offers in ``status``: answer a paused run, approve a held
     one, resume a failed, live (its owner may be gone) or waiting one, abandon any run not
-    over for good, fork from any run."""
+    over for good, fork from any run; none for an imported run or a LangGraph thread
+    (history no engine here executes: each action would be refused, naming ``adopt``)."""
+    if imported:
+        return frozenset()
     found = {"rewind"}
     if status == RunStatus.PAUSED:
         found.add("answer")
@@ -148,7 +151,7 @@ def read(
         tree=_tree(engine, rid),
         forks=forks(engine, rid),
         standing=fork_effects(engine.store, rid)[0] if state.parent_run_id else [],
-        actions=offered(state.status),
+        actions=offered(state.status, state.imported),
         undoable=_undoable(engine, rid) if state.status not in FINAL else [],
     )
 

@@ -5,9 +5,13 @@ only listed (exit 2, nothing done); with it each run's outcome is a line and the
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
-from test_cli_kit import make_workdir
+import pytest
+from test_cli_kit import make_workdir, sqlite_url
 
 from tests.conftest import backends
 
@@ -66,3 +70,69 @@ def test_bulk_commands_preview_then_act_on_every_run_the_filter_picks(
         and doc["run_id"] == hello
         and "the log recorded tool 'greet'" in doc["refused"]
     ), doc
+
+
+def test_a_run_whose_status_moved_on_since_the_listing_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``abandon --status failed --yes`` lists the failed runs, then acts on each: one that
+    was resumed meanwhile (now paused on a question) is not abandoned, it is reported."""
+    from engine.runtime.run import catalog
+    from replay.cli.entry import run_cli
+
+    work = make_workdir(tmp_path, sqlite_url(tmp_path))
+    (made,) = work.many([["run", "agents:booker", "--json"]])
+    rid = made.json()["run_id"]
+    real = catalog.Catalog.find
+
+    def stale(self: catalog.Catalog, status: str | None = None, *a: Any, **k: Any) -> Any:
+        # the listing ran when the run was still failed: the index said so then
+        return real(self, "paused", *a, **k) if status == "failed" else real(self, status, *a, **k)
+
+    monkeypatch.setattr(catalog.Catalog, "find", stale)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    code = run_cli(["abandon", "--status", "failed", "--yes", "--json", "--url", work.url])
+    doc = json.loads(capsys.readouterr().out)
+    (one,) = doc["runs"]
+    assert "now paused" in one["refused"], one
+    assert code == 2
+    (state,) = work.many([["state", rid, "--json"]])
+    assert state.json()["status"] == "paused"
+
+
+def test_ctrl_c_mid_bulk_still_reports_what_was_done_and_what_was_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Interrupted at its second run, ``abandon --status paused --yes --json`` still
+    writes which run was abandoned, which one it was at and which it never touched,
+    and exits 130."""
+    from replay.cli import bulk
+    from replay.cli.entry import run_cli
+
+    work = make_workdir(tmp_path, sqlite_url(tmp_path))
+    made = work.many([["run", "agents:booker", "--json"]] * 3)
+    work_one, verb, well = bulk.ACTIONS["abandon"]
+    calls: list[str] = []
+
+    def interrupted(s: Any, rid: str) -> Any:
+        calls.append(rid)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return work_one(s, rid)
+
+    monkeypatch.setitem(bulk.ACTIONS, "abandon", (interrupted, verb, well))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    monkeypatch.delitem(sys.modules, "agents", raising=False)  # this test's, not another's
+    try:
+        code = run_cli(["abandon", "--status", "paused", "--yes", "--json", "--url", work.url])
+    finally:
+        sys.modules.pop("agents", None)
+    assert code == 130
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["done"] is False
+    assert [r["run_id"] for r in doc["runs"]] == calls[:1]
+    assert doc["runs"][0]["status"] == "abandoned"
+    assert doc["interrupted"] == calls[1]
+    assert sorted([*calls, *doc["left"]]) == sorted(r.json()["run_id"] for r in made)

@@ -62,6 +62,22 @@ def test_with_hosts_a_request_naming_another_host_is_refused(eng: Engine) -> Non
         assert page.status_code == 200, base
 
 
+def test_a_ui_on_another_loopback_address_serves_its_own_host(eng: Engine) -> None:
+    """``agentlog ui --addr 127.0.0.2`` (loopback: no token needed) answers a request
+    naming that address; another name still gets no page."""
+    from starlette.testclient import TestClient
+
+    from replay.cli.web import allowed_hosts
+    from replay.ui import app
+
+    assert allowed_hosts("0.0.0.0", "t" * 16) is None  # behind a token: any name
+    web = app(eng, hosts=allowed_hosts("127.0.0.2", None))
+    assert TestClient(web, base_url="http://127.0.0.2:8765").get("/").status_code == 200
+    assert TestClient(web, base_url="http://evil.example:8765").get("/").status_code == 400
+    six = app(eng, hosts=allowed_hosts("0:0:0:0:0:0:0:1", None))
+    assert TestClient(six, base_url="http://[0:0:0:0:0:0:0:1]:8765").get("/").status_code == 200
+
+
 def test_a_csrf_value_from_another_browser_is_refused(eng: Engine) -> None:
     """The value must be this browser's cookie, not any value the UI ever issued."""
     rid = paused(eng)
@@ -240,3 +256,22 @@ def test_an_unexpected_error_is_a_500_page_not_a_traceback(
     r = TestClient(app(eng), raise_server_exceptions=False).get(f"/runs/{rid}")
     assert r.status_code == 500
     assert "unexpected ZeroDivisionError" in main_text(r.text) and "Traceback" not in r.text
+
+
+def test_a_langgraph_thread_offers_no_action_the_engine_would_refuse(eng: Engine) -> None:
+    """A LangGraph thread (like an imported run) is history no engine here executes:
+    its page offers no resume, abandon or fork, each of which would only be refused."""
+    pytest.importorskip("langgraph")
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from engine.integrations.langgraph import AgentlogSaver
+
+    saver = AgentlogSaver(eng)
+    saver.put({"configurable": {"thread_id": "t1"}}, empty_checkpoint(), {}, {})
+    text = client(eng).get("/runs/lg:t1").text
+    assert 'id="no-actions"' in text
+    for form in ("resume", "abandon", "rewind"):
+        assert f'/runs/lg%3At1/{form}"' not in text, form
+    from replay.ui.runpage import offered
+
+    assert offered(RunStatus.RUNNING, imported=True) == frozenset()

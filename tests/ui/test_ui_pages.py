@@ -4,6 +4,7 @@ the live stream; values from the log and the URL are escaped, bad ones a 400 or 
 
 from __future__ import annotations
 
+import re
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,21 @@ def test_the_news_of_an_append_wakes_the_waiting_pages(eng: Engine) -> None:
     assert news.wait(heard, 0.05) == heard  # nothing appended: no news
     eng.answer(rid, "no")
     assert news.wait(heard, 30) != heard
+
+
+def test_the_pager_keeps_the_event_type_filter(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Paging a filtered timeline stays filtered: the pager's links carry the types."""
+    rid = paused(eng)
+    monkeypatch.setattr(runpage, "PAGE", 1)
+    c = client(eng)
+    shown = ["tool_invoked", "tool_returned"]
+    first = c.get(f"/runs/{rid}", params={"type": shown, "page": "1"})
+    assert "page 1 of " in first.text
+    link = unescape(first.text.split('<p class="pager">')[1].split('">next</a>')[0])
+    query = link.split('href="')[-1]
+    assert "type=tool_invoked" in query and "type=tool_returned" in query, query
+    second = c.get(f"/runs/{rid}{query}")
+    assert "page 2 of " in second.text
+    assert {t for t in shown} >= set(re.findall(r'data-type="(\w+)"', second.text))
