@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from engine.stats import span_seconds
-
 from . import sizes
 from .app import app, session
 
@@ -44,6 +42,8 @@ def prune(
 ) -> int:
     """Delete finished runs older than SPAN (whole trees, each run in one transaction);
     never a run still running, paused, queued or waiting, nor one of its tree."""
+    from engine.stats import span_seconds  # (the store with it: not at --help)
+
     span_seconds(older_than, "--older-than", zero=True)  # named as the option, before anything
     s = session(ctx)
     kwargs = {"status": tuple(status)} if status else {}

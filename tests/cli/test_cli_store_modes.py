@@ -34,13 +34,14 @@ def _dummy_args(command: Any) -> list[str]:
     for p in command.params:
         if p.param_type_name == "argument":
             args.append("feedface")
-        elif p.required:
-            args += [p.opts[0], "1"]
+        elif p.required:  # a value each option takes ("1" as a count, a span, a position)
+            args += [p.opts[0], "1d" if p.opts[0] == "--older-than" else "1"]
     return args
 
 
 # Every command the CLI has, with dummy values for what it requires.
 COMMANDS = {name: _dummy_args(command) for name, command in GROUP.commands.items()}
+COMMANDS["rewind"] += ["--to", "1"]  # optional to Typer (--answer may stand for it)
 READING = sorted(set(COMMANDS) - CREATES_STORE)
 
 

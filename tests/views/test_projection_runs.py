@@ -296,7 +296,7 @@ def test_at_every_position_the_board_row_is_the_index_row_of_the_fold(eng: Engin
 
 def _sample(kind: type[ev.Event]) -> ev.Event:
     """An instance of ``kind`` with plain values in its required fields."""
-    plain = {str: "x", int: 1, float: 1.0, bool: False}
+    plain = {str: "x", int: 1, float: 1.0, bool: False, bytes: "eA=="}  # (bytes: base64)
     data: dict[str, Any] = {"at": 1.0}
     for f in msgspec.structs.fields(kind):
         if f.required and f.name != "at":

@@ -81,6 +81,7 @@ def rewind(
     if edits.dry_run and effects == forks.COMPENSATE:
         raise UsageError("a dry run undoes nothing: rewind with effects 'reuse' or 'resend'")
     run = runs.load(runs.resolve(run_id), "be rewound")
+    driver.host.key_gate.check(runs.store, record=False)  # before hashing under our key
     fork_id = uuid.uuid4().hex
     target, events, edited = _prefix(run, fork_id, to, edits)
     later = edits.answer is not None and not any(x.kind == forkedits.ANSWER for x in edited)
