@@ -290,10 +290,10 @@ def test_a_healthy_log_reads_whole_across_pages(eng: Engine) -> None:
 def test_import_refuses_a_well_chained_file_holding_a_damaged_log(eng: Engine) -> None:
     """An export file whose hash chain is intact (anyone can compute it) but whose log has
     an event after agent_finished is refused whole, naming the position."""
-    from replay import import_run, read_lines
     from engine.log.exporting import HASH_KEY as _HASH_KEY
     from engine.log.exporting import chain as _chain
     from engine.log.exporting import line_body as _body
+    from replay import import_run, read_lines
 
     r = eng.run(_flow(eng), x="a")
     events = [e for e in (rec.event for rec in eng.store.read(run_stream(r.run_id)))]

@@ -6,6 +6,7 @@ lineage) hold what the runs did; filters and pages agree with the index filtered
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import msgspec
@@ -300,7 +301,9 @@ def _sample(kind: type[ev.Event]) -> ev.Event:
     data: dict[str, Any] = {"at": 1.0}
     for f in msgspec.structs.fields(kind):
         if f.required and f.name != "at":
-            data[f.name] = plain.get(f.type, "x") if isinstance(f.type, type) else "x"
+            shape = typing.get_origin(f.type)
+            empty = [] if shape in (list, tuple) else {} if shape is dict else "x"
+            data[f.name] = plain.get(f.type, "x") if isinstance(f.type, type) else empty
     for name, value in {"kind": "permanent", "status": "completed", "reason": "timer"}.items():
         if name in data and isinstance(data[name], str) and data[name] == "x":
             data[name] = value  # a closed vocabulary: one of its values
