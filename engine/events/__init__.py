@@ -18,6 +18,8 @@ from .base import Event as Event
 from .base import Replayed as Replayed
 from .base import event_data as event_data
 from .base import now as now
+from .recovery import *  # noqa: F403  (the events of graded recovery, by their __all__)
+from .recovery import AnyRecoveryEvent
 
 # A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
 # member: msgspec leaves a default out by identity, so a value equal to it is left out
@@ -83,6 +85,7 @@ class AgentFailed(Event, frozen=True, tag="agent_failed"):
     error: str
     kind: FailureKind = FailureKind.PERMANENT
     call: int | None = None
+    evidence: dict[str, Any] = {}  # what it showed (a broken invariant: name, step, values)
 
 
 class AgentAbandoned(Event, frozen=True, tag="agent_abandoned"):
@@ -363,6 +366,7 @@ AnyEvent = (
     | EffectCommitted
     | EffectReleased
     | AnyAgentEvent
+    | AnyRecoveryEvent
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {t.__struct_config__.tag: t for t in AnyEvent.__args__}

@@ -3,13 +3,14 @@ each defining into the engine's registry (``declare`` makes the definitions)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from ... import codec
 from ...log.history import DEFAULT_SNAPSHOT_EVERY
 from ...log.rpo import RpoSpec
 from ...policy.budget import Budget
+from ...policy.recovery import Recovery
 from ...policy.supervision import Supervisor
 from ..defs.definitions import AgentDef
 from ..defs.registry import Registry
@@ -58,6 +59,8 @@ class Declaring:
         budget: Budget | None = ...,
         resume: Resume = ...,
         rpo: RpoSpec = ...,
+        invariants: Sequence[Callable[..., object]] = ...,
+        recovery: Recovery | None = ...,
     ) -> AgentDef[P, R]: ...
     @overload
     def agent(
@@ -70,6 +73,8 @@ class Declaring:
         budget: Budget | None = ...,
         resume: Resume = ...,
         rpo: RpoSpec = ...,
+        invariants: Sequence[Callable[..., object]] = ...,
+        recovery: Recovery | None = ...,
     ) -> Callable[[Callable[P, R]], AgentDef[P, R]]: ...
 
     def agent(
@@ -82,12 +87,15 @@ class Declaring:
         budget: Budget | None = None,
         resume: Resume = "auto",
         rpo: RpoSpec = None,
+        invariants: Sequence[Callable[..., object]] = (),
+        recovery: Recovery | None = None,
     ) -> Any:
         """Register ``fn(run, **input)`` as an agent of this engine (``name`` replaces the
         recorded ``module:qualname``; ``supervise`` restarts its children that fail;
         ``budget`` bounds what its model calls spend; ``resume="approve"``, or a
         predicate of the run's state, holds a crashed run for ``approve``; ``rpo=20``
-        calls or ``rpo="30s"`` of work at most past the newest snapshot on recovery)."""
+        calls or ``rpo="30s"`` of work at most past the newest snapshot on recovery;
+        ``invariants`` checked after every step, ``recovery`` how a failed step recovers)."""
         if fn is None:
             return lambda f: self.agent(
                 f,
@@ -97,6 +105,8 @@ class Declaring:
                 budget=budget,
                 resume=resume,
                 rpo=rpo,
+                invariants=invariants,
+                recovery=recovery,
             )
         return declare.agent(
             self.registry,
@@ -107,6 +117,8 @@ class Declaring:
             budget=budget,
             resume=resume,
             rpo=rpo,
+            invariants=invariants,
+            recovery=recovery,
         )
 
     @overload

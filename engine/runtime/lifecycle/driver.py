@@ -18,6 +18,7 @@ import msgspec
 from ... import events as ev
 from ... import observe
 from ...errors import (
+    InvariantViolated,
     NonDeterminismError,
     OutcomeNotRecorded,
     Paused,
@@ -39,7 +40,7 @@ from ..journal.recorded import Journal
 from ..run.context import LogEnd, RunContext, _current
 from ..run.repository import LoadedRun, RunRepository, result_of
 from ..run.results import RunResult
-from . import approval
+from . import approval, recovery
 from .agentrun import AgentRun
 
 
@@ -87,7 +88,28 @@ class Driver:
     ) -> RunResult:
         """Execute ``agent`` against ``journal`` (the run's recorded calls), whose arguments
         were hashed under the key that ``check`` names (a different key here is refused
-        before anything replays); ``refresh`` False: no stale read is executed again."""
+        before anything replays); ``refresh`` False: no stale read is executed again. A
+        run of an agent with ``recovery=`` that fails is recovered (``recovery``): each
+        choice recorded, the agent executed again until it ends otherwise or gives up."""
+        result = self._once(agent, writer, journal, input, check, resumed, verify, refresh)
+        while result.status == RunStatus.FAILED and agent.recovery is not None and not verify:
+            step = recovery.recover(agent, writer, result)
+            if isinstance(step, RunResult):
+                return step
+            result = self._once(agent, writer, step, input, check, True, False, refresh)
+        return result
+
+    def _once(
+        self,
+        agent: AgentDef,
+        writer: RunWriter,
+        journal: Journal,
+        input: dict[str, Any],
+        check: str | None,
+        resumed: bool,
+        verify: bool,
+        refresh: bool,
+    ) -> RunResult:
         rid = writer.state.run_id
         # Before anything replays: the store's key (recorded unless verifying: no write).
         self.host.key_gate.check(writer.store, record=not verify)
@@ -189,7 +211,12 @@ def _failed(ctx: RunContext, e: Exception) -> RunResult:
     if ctx.verify:
         return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
     kind = e.kind if isinstance(e, ToolError) else FailureKind.PERMANENT
-    ctx.record(ev.AgentFailed(at=ev.now(), error=message, kind=kind, call=ctx.failed_call))
+    evidence = getattr(e, "evidence", None) if isinstance(e, InvariantViolated) else None
+    ctx.record(
+        ev.AgentFailed(
+            at=ev.now(), error=message, kind=kind, call=ctx.failed_call, evidence=evidence or {}
+        )
+    )
     ctx.log.info("run_failed", error=message)
     return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
 
