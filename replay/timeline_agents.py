@@ -1,7 +1,8 @@
 """The timeline's lines for the events of many agents: child runs (spawned, finished,
 paused, restarted), supervisors giving up, cross-agent locks, messages and durable
-timers, and a run that stops to wait. Each renderer takes the event and its time and
-returns the line's pieces (the narrator's memory is not needed for these)."""
+timers, a run that stops to wait, and graded recovery's choices. Each renderer takes
+the event and its time and returns the line's pieces (the narrator's memory is not
+needed for these)."""
 
 from __future__ import annotations
 
@@ -105,6 +106,15 @@ def _timer(e: ev.TimerSet, at: float) -> list[Piece]:
     ]
 
 
+def _recovery(e: ev.RecoveryDecided, at: float) -> list[Piece]:
+    return [
+        ("⟲ recovery ", "bold yellow"),
+        (f"{e.action}", "bold"),
+        f" after a {e.kind} failure (attempt {e.attempt}, from {e.from_position}): ",
+        e.reason,
+    ]
+
+
 def _waiting(e: ev.RunWaiting, at: float) -> list[Piece]:
     return [("⏸ waiting ", "bold magenta"), f"for {shown(of(e))}", ("  (no thread held)", "dim")]
 
@@ -124,4 +134,5 @@ RENDER: dict[type[ev.Event], Render] = {
     ev.MessageReceived: _received,
     ev.TimerSet: _timer,
     ev.RunWaiting: _waiting,
+    ev.RecoveryDecided: _recovery,
 }

@@ -14,6 +14,8 @@ from conftest import backends
 
 from engine import Engine, Logical, Permanent, Recovery, RetryPolicy, Transient
 from engine.errors import UsageError
+from engine.log.history import read_events
+from replay.timeline import story
 
 ONCE = RetryPolicy(max_attempts=1)  # the call's own retries spent at once: recovery's turn
 BOTH = backends("sqlite", "postgres")
@@ -177,3 +179,31 @@ def test_recovery_and_invariants_are_checked_at_declaration(eng: Engine) -> None
         eng.agent(lambda run: None, recovery=True)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="invariants"):
         eng.agent(lambda run: None, invariants=["x"])  # type: ignore[list-item]
+
+
+def test_the_timeline_and_stats_show_each_choice(eng: Engine) -> None:
+    """Each choice is a timeline line; stats count each action and how often it mended."""
+    tries: list[int] = []
+
+    @eng.tool(retry=ONCE)
+    def fetch() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise Transient("503")
+        return "ok"
+
+    @eng.agent(recovery=Recovery())
+    def shop(run: Any) -> str:
+        return fetch()
+
+    r = eng.run(shop)
+    assert r.status == "completed"
+    lines = [
+        "".join(p if isinstance(p, str) else p[0] for p in line)
+        for line in story(read_events(eng.store, r.run_id))
+    ]
+    shown = [line for line in lines if "⟲ recovery retry after a transient failure" in line]
+    assert len(shown) == 2
+    actions = eng.stats().recovery.actions
+    assert {a: (s.decided, s.recovered) for a, s in actions.items()} == {"retry": (2, 1)}
+    assert actions["retry"].success_rate == 0.5
