@@ -102,6 +102,7 @@ def test_an_invariant_broken_after_an_effect_rolls_back_and_compensates(eng: Eng
 
     @eng.agent(invariants=[paid_means_charged], recovery=Recovery())
     def checkout(run: Any, order: str) -> str:
+        run.decide("route", lambda: "card")  # a decision point: the broken state is no plan's
         run.checkpoint("before-payment")
         with run.step("pay"):
             charge(order)
