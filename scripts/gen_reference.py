@@ -227,9 +227,9 @@ def _sections(module: Any) -> dict[str, str]:
 
 def events_reference() -> str:
     import engine.events as ev
-    from engine.events import agents
+    from engine.events import agents, recovery
 
-    sections = {**_sections(ev), **_sections(agents)}
+    sections = {**_sections(ev), **_sections(agents), **_sections(recovery)}
     out, current = [], None
     for tag, cls in ev.EVENT_TYPES.items():
         if sections.get(cls.__name__) != current:

@@ -7,6 +7,8 @@ from typing import Any
 from ..kinds import FailureKind, RecoveryAction
 from .base import Event
 
+# --- graded recovery ---------------------------------------------------------------------
+
 
 class RecoveryDecided(Event, frozen=True, tag="recovery_decided"):
     """Graded recovery's choice for a failed step: the failure's ``kind``, the ``action``
