@@ -55,6 +55,10 @@ class Driver:
         resume whose refreshed reads made the code diverge is executed again without
         refreshing (``runtime.call.refresh``: nothing was written)."""
         head, refresh = run.started, True
+        if resumed and run.state.status == RunStatus.FAILED and run.agent.recovery is not None:
+            stuck = recovery.finish(run.agent, run.writer)  # a roll back a crash cut short
+            if stuck is not None:
+                return stuck
         while True:
             try:
                 return self.drive(

@@ -218,6 +218,34 @@ def recover(agent: AgentDef, writer: RunWriter, failed: RunResult) -> Journal | 
     return Journal.from_events(read_events(writer.store, writer.state.run_id))
 
 
+def finish(agent: AgentDef, writer: RunWriter) -> RunResult | None:
+    """Before a failed run is resumed: a roll back it decided whose execution stopped
+    midway (a crash among its compensations) is finished first, so the calls it forgot
+    are never made again over effects still standing. None: nothing left, or finished;
+    else the result of a roll back that could not finish (the run stays failed)."""
+    recorded = read_events(writer.store, writer.state.run_id)
+    last = next(
+        (r.event for r in reversed(recorded) if isinstance(r.event, ev.RecoveryDecided)), None
+    )
+    if last is None or last.action != Action.ROLLBACK or _resumed_since(recorded):
+        return None
+    choice = Choice(last.action, last.from_position, last.reason, last.from_call)
+    if _compensated(agent, writer, recorded, choice):
+        return None
+    s = writer.state
+    return RunResult(s.run_id, RunStatus.FAILED, error=s.error)
+
+
+def _resumed_since(recorded: Sequence[Recorded]) -> bool:
+    """Whether the run was executed again after its latest recovery decision."""
+    for r in reversed(recorded):
+        if isinstance(r.event, ev.RecoveryDecided):
+            return False
+        if isinstance(r.event, ev.AgentResumed):
+            return True
+    return False
+
+
 def _ask(writer: RunWriter, f: Failure, choice: Choice) -> RunResult:
     """Pause the run with a question; answered (anything), the failed step is tried again."""
     named = f.evidence.get("step")
@@ -248,4 +276,4 @@ def _compensated(
     return True
 
 
-__all__ = ["Choice", "Failure", "choose", "failure_of", "recover"]
+__all__ = ["Choice", "Failure", "choose", "failure_of", "finish", "recover"]

@@ -208,3 +208,47 @@ def test_the_timeline_and_stats_show_each_choice(eng: Engine) -> None:
     actions = eng.stats().recovery.actions
     assert {a: (s.decided, s.recovered) for a, s in actions.items()} == {"retry": (2, 1)}
     assert actions["retry"].success_rate == 0.5
+
+
+class Crash(BaseException):
+    """The process dies here (nothing in the engine catches it)."""
+
+
+@BOTH
+def test_a_roll_back_a_crash_cut_short_is_finished_before_the_run_goes_on(eng: Engine) -> None:
+    charges: list[int] = []
+    undone: list[str] = []
+
+    def unmark(done: bool, idempotency_key: str) -> None:
+        if not undone:
+            undone.append("crashed")
+            raise Crash
+        undone.append(idempotency_key)
+
+    def refund(receipt: dict[str, Any], idempotency_key: str) -> None:
+        undone.append(idempotency_key)
+
+    @eng.tool(name="charge", side_effect=True, compensate=refund)
+    def charge(order: str) -> dict[str, Any]:
+        charges.append(1)
+        return {"order": order, "amount": 0 if len(charges) == 1 else 100}
+
+    @eng.tool(name="mark_paid", side_effect=True, compensate=unmark)
+    def mark_paid(order: str) -> bool:
+        return True
+
+    @eng.agent(invariants=[paid_means_charged], recovery=Recovery())
+    def checkout(run: Any, order: str) -> str:
+        run.checkpoint("before-payment")
+        with run.step("pay"):
+            charge(order)
+            mark_paid(order)
+        return "paid"
+
+    with pytest.raises(Crash):
+        eng.run(checkout, order="o1", run_id="crashy")
+    assert len(charges) == 1  # the decision is recorded, its compensations cut short
+    r = eng.resume("crashy")
+    assert (r.status, r.output) == ("completed", "paid")
+    assert len(charges) == 2 and len(undone) == 3  # unmark again, then the refund
+    assert decisions(eng, "crashy") == [("logical", "rollback", 1, "checkpoint")]
