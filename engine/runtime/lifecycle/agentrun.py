@@ -30,6 +30,11 @@ class AgentRun(RunContext):
             yield
         invariants.check(self, call, name)
 
+    def finish_check(self) -> None:
+        """Code returned: every recorded call was reached, and the invariants hold."""
+        super().finish_check()
+        invariants.check_end(self)
+
     def decide(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Call ``fn(*args, **kwargs)`` (a model) once and record its value and usage; a
         replay returns the recorded value, as the type ``fn`` declares. ``retry=``,

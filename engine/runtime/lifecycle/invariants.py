@@ -1,6 +1,7 @@
 """State invariants as fault detection: an agent's ``invariants=[fn, ...]``, each a pure
-predicate ``fn(state, results)`` of the folded state and the recorded results, checked
-after every step, live and on replay alike, from the log only.
+predicate ``fn(state, results)`` (or ``fn(state)``) of the folded state and the recorded
+results, checked after every step and when the agent returns, live and on replay alike,
+from the log only.
 
 A false one (or one that raises) is a ``logical`` failure with evidence: which invariant,
 which step, the values it saw. ``results`` maps each tool and decision name to its latest
@@ -9,6 +10,7 @@ forgot (``recovery_decided.from_call``)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,23 +63,51 @@ def broken(
     for check in checks:
         name = getattr(check, "__qualname__", None) or repr(check)
         try:
-            if not check(state, seen):
+            if not (check(state, seen) if _takes_results(check) else check(state)):
                 return name, None
         except Exception as e:  # a predicate that cannot tell is no proof the state is sound
             return name, f"{type(e).__name__}: {e}"
     return None
 
 
+def _takes_results(check: Callable[..., object]) -> bool:
+    """Whether the predicate takes ``(state, results)``, not ``(state)`` alone."""
+    try:
+        params = inspect.signature(check).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    varargs = any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params)
+    return varargs or sum(p.kind in kinds for p in params) >= 2
+
+
 def check(ctx: RunContext, call: int, step: str) -> None:
     """After the step ``step`` (of ``call``): InvariantViolated if an invariant of the
     run's agent is false of what the log shows at the step's completion."""
-    checks = ctx.agent.invariants
-    if not checks:
+    if not ctx.agent.invariants:
         return
     seen = seen_at(read_events(ctx.store, ctx.run_id), call)
-    if seen is None:  # verifying a log that ends before this step completed
+    if seen is not None:  # None: verifying a log that ends before this step completed
+        _hold(ctx, call, step, *seen)
+
+
+def check_end(ctx: RunContext) -> None:
+    """The agent returned: its invariants hold of the whole log (the outcomes deferred
+    are committed first), or InvariantViolated."""
+    if not ctx.agent.invariants:
         return
-    state, values = seen
+    ctx.flush()
+    recorded = read_events(ctx.store, ctx.run_id)
+    state = RunState(run_id="")
+    for r in recorded:
+        state = evolve(state, r.event, r.position)
+    _hold(ctx, None, "the end", state, results(recorded))
+
+
+def _hold(
+    ctx: RunContext, call: int | None, step: str, state: RunState, values: dict[str, Any]
+) -> None:
+    checks = ctx.agent.invariants
     found = broken(checks, state, values)
     if found is None:
         return
@@ -90,7 +120,8 @@ def check(ctx: RunContext, call: int, step: str) -> None:
     }
     if error is not None:
         evidence["error"] = ctx.seen.mask(error)
-    raise InvariantViolated(f"invariant {name} is false after step {step!r}", evidence)
+    where = "at the end" if call is None else f"after step {step!r}"
+    raise InvariantViolated(f"invariant {name} is false {where}", evidence)
 
 
-__all__ = ["broken", "check", "results", "seen_at"]
+__all__ = ["broken", "check", "check_end", "results", "seen_at"]

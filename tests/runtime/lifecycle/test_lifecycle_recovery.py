@@ -252,3 +252,25 @@ def test_a_roll_back_a_crash_cut_short_is_finished_before_the_run_goes_on(eng: E
     assert (r.status, r.output) == ("completed", "paid")
     assert len(charges) == 2 and len(undone) == 3  # unmark again, then the refund
     assert decisions(eng, "crashy") == [("logical", "rollback", 1, "checkpoint")]
+
+
+def at_most_one_tool_call(state: Any) -> bool:
+    """An invariant of the state alone (``fn(state)``)."""
+    return bool(state.tool_calls <= 1)
+
+
+def test_invariants_hold_when_the_agent_returns_too(eng: Engine) -> None:
+    """No step at all: the broken invariant is found as the agent returns, from the log."""
+
+    @eng.tool
+    def look(n: int) -> int:
+        return n
+
+    @eng.agent(invariants=[at_most_one_tool_call])
+    def looker(run: Any) -> int:
+        return look(1) + look(2)
+
+    r = eng.run(looker)
+    assert r.status == "failed" and "at_most_one_tool_call is false at the end" in (r.error or "")
+    failed = next(x for x in eng.events(r.run_id) if x.type == "agent_failed")
+    assert (failed.data["kind"], failed.data["evidence"]["step"]) == ("logical", "the end")
