@@ -274,3 +274,4 @@ def test_invariants_hold_when_the_agent_returns_too(eng: Engine) -> None:
     assert r.status == "failed" and "at_most_one_tool_call is false at the end" in (r.error or "")
     failed = next(x for x in eng.events(r.run_id) if x.type == "agent_failed")
     assert (failed.data["kind"], failed.data["evidence"]["step"]) == ("logical", "the end")
+    assert "error" not in failed.data["evidence"]  # it was false: it did not raise
