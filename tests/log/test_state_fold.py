@@ -257,6 +257,16 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
         topic=st.none() | short,
         child_run_id=st.none() | run_ids,
     ),
+    "recovery_decided": st.builds(
+        ev.RecoveryDecided,
+        at=ats,
+        kind=st.sampled_from(["transient", "permanent", "logical"]),
+        action=st.sampled_from(["retry", "replan", "rollback", "ask", "give_up"]),
+        from_position=st.integers(1, 40),
+        attempt=st.integers(1, 5),
+        call=st.none() | calls,
+        from_call=st.none() | calls,
+    ),
 }
 any_event = st.one_of(*EVENT_STRATEGIES.values())
 # Most runs begin with agent_started; some histories are arbitrary (the fold must not care).

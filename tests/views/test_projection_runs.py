@@ -301,7 +301,8 @@ def _sample(kind: type[ev.Event]) -> ev.Event:
     for f in msgspec.structs.fields(kind):
         if f.required and f.name != "at":
             data[f.name] = plain.get(f.type, "x") if isinstance(f.type, type) else "x"
-    for name, value in {"kind": "permanent", "status": "completed", "reason": "timer"}.items():
+    closed = {"kind": "permanent", "status": "completed", "reason": "timer", "action": "retry"}
+    for name, value in closed.items():
         if name in data and isinstance(data[name], str) and data[name] == "x":
             data[name] = value  # a closed vocabulary: one of its values
     return msgspec.convert(data, kind)
