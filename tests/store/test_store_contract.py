@@ -127,6 +127,17 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
         ev.MessageReceived(at=t + 22.78, call=11, topic="bid", message_id="m1", value={"v": 2}),
         ev.TimerSet(at=t + 22.8, call=12, until=t + 99, purpose="recv", topic="bid"),
         ev.RunWaiting(at=t + 22.82, call=12, reason="message", until=t + 99, topic="bid"),
+        ev.RecoveryDecided(
+            at=t + 22.9,
+            kind="logical",
+            action="rollback",
+            from_position=3,
+            attempt=2,
+            reason="invariant broken",
+            call=4,
+            from_call=2,
+            evidence={"invariant": "paid"},
+        ),
         ev.AgentFinished(at=t + 23, output={"refunded": 30.5}),
     ]
 
