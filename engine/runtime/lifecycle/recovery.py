@@ -75,6 +75,9 @@ def choose(policy: Recovery, f: Failure) -> Choice:
             why = f"a transient failure: retry {f.retries + 1} of {policy.max_retries}"
             return Choice(Action.RETRY, f.position, why)
         rolled = _rollback(policy, f, "the retries are spent")
+        if rolled is None and policy.retry and _too_dear(policy, f):
+            why = f"a roll back would redo {f.rollback_paid} paid model calls: retry again"
+            return Choice(Action.RETRY, f.position, why)
         return rolled or _person(policy, f, "a transient failure whose retries are spent")
     if f.kind == FailureKind.LOGICAL:
         if f.invariant and f.effects:  # the effects after the checkpoint broke the state
@@ -94,12 +97,18 @@ def _rollback(policy: Recovery, f: Failure, why: str) -> Choice | None:
     """A roll back to the last checkpoint, if allowed, possible and worth its cost."""
     if not policy.rollback or f.checkpoint is None or not f.undoable or not f.affordable:
         return None
-    if f.rollback_paid > policy.max_rollback_calls:
+    if _too_dear(policy, f):
         return None  # redoing that many paid model calls costs more than it mends
     call, position = f.checkpoint
     undo = f"{f.effects} effect(s) compensated" if f.effects else "no effect to undo"
     reason = f"{why}: back to the checkpoint at {position} ({undo})"
     return Choice(Action.ROLLBACK, position, reason, from_call=call + 1)
+
+
+def _too_dear(policy: Recovery, f: Failure) -> bool:
+    """A roll back possible but for its cost: it would redo too many paid model calls."""
+    possible = policy.rollback and f.checkpoint is not None and f.undoable
+    return possible and f.rollback_paid > policy.max_rollback_calls
 
 
 def _person(policy: Recovery, f: Failure, why: str) -> Choice:

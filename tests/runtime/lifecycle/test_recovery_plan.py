@@ -21,12 +21,13 @@ def test_a_transient_failure_is_retried_until_its_retries_are_spent() -> None:
     assert choose(Recovery(retry=False), failure(T)).action == A.ASK
 
 
-def test_a_rollback_that_would_redo_many_paid_model_calls_loses() -> None:
+def test_a_rollback_that_would_redo_many_paid_model_calls_loses_to_a_retry() -> None:
     spent = failure(T, retries=2, checkpoint=(1, 2), rollback_paid=3)
     cheap = choose(Recovery(), spent)
     assert (cheap.action, cheap.from_position, cheap.from_call) == (A.ROLLBACK, 2, 2)
     dear = failure(T, retries=2, checkpoint=(1, 2), rollback_paid=40)
-    assert choose(Recovery(), dear).action == A.ASK
+    assert choose(Recovery(), dear).action == A.RETRY  # the retry wins: cheaper than 40 calls
+    assert choose(Recovery(retry=False), dear).action == A.ASK
 
 
 def test_a_logical_failure_replans_unless_the_budget_cannot_pay_for_it() -> None:
