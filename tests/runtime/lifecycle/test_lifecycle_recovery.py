@@ -180,6 +180,8 @@ def test_recovery_and_invariants_are_checked_at_declaration(eng: Engine) -> None
         eng.agent(lambda run: None, recovery=True)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="invariants"):
         eng.agent(lambda run: None, invariants=["x"])  # type: ignore[list-item]
+    with pytest.raises(UsageError, match="max_attempts"):
+        Recovery(max_attempts=-1)
 
 
 def test_the_timeline_and_stats_show_each_choice(eng: Engine) -> None:
