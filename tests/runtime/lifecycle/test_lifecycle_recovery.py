@@ -277,3 +277,22 @@ def test_invariants_hold_when_the_agent_returns_too(eng: Engine) -> None:
     failed = next(x for x in eng.events(r.run_id) if x.type == "agent_failed")
     assert (failed.data["kind"], failed.data["evidence"]["step"]) == ("logical", "the end")
     assert "error" not in failed.data["evidence"]  # it was false: it did not raise
+
+
+def test_an_async_agent_is_replanned_too(eng: Engine) -> None:
+    async def make_plan(order: str, failure: dict[str, Any] | None = None) -> str:
+        return "ship to nowhere" if failure is None else "ship to the customer"
+
+    @eng.tool(retry=ONCE)
+    async def execute(plan: str) -> str:
+        if "nowhere" in plan:
+            raise Logical("no address")
+        return plan
+
+    @eng.agent(recovery=Recovery())
+    async def planner(run: Any, order: str) -> str:
+        return await execute(await run.decide("plan", make_plan, order))
+
+    r = eng.run(planner, order="o1")
+    assert (r.status, r.output) == ("completed", "ship to the customer")
+    assert decisions(eng, r.run_id) == [("logical", "replan", 1, "llm_decided")]
