@@ -15,6 +15,7 @@ from conftest import backends
 from engine import Engine, Logical, Permanent, Recovery, RetryPolicy, Transient
 from engine.errors import UsageError
 from engine.log.history import read_events
+from replay.cli.stats_tables import recovery_table
 from replay.timeline import story
 
 ONCE = RetryPolicy(max_attempts=1)  # the call's own retries spent at once: recovery's turn
@@ -210,6 +211,9 @@ def test_the_timeline_and_stats_show_each_choice(eng: Engine) -> None:
     actions = eng.stats().recovery.actions
     assert {a: (s.decided, s.recovered) for a, s in actions.items()} == {"retry": (2, 1)}
     assert actions["retry"].success_rate == 0.5
+    table = recovery_table(eng.stats().recovery)
+    rows = dict(zip(table.columns[0]._cells, table.columns[1]._cells, strict=True))
+    assert rows["recovery by retry: recovered / chosen"] == "1 / 2"
 
 
 class Crash(BaseException):
