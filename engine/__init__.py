@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .log.state import RunState
     from .policy.budget import Budget, Usage
     from .policy.failure import CircuitBreaker, RetryPolicy
+    from .policy.recovery import Recovery
     from .policy.supervision import Supervisor
     from .runtime import Engine, EventView, RunResult, RunSummary
     from .runtime.host.config import EngineConfig
@@ -46,6 +47,7 @@ _LAZY = {
     "EventView": ".runtime.run.results",
     "Given": ".runtime.run.asked",
     "RetryPolicy": ".policy.failure",
+    "Recovery": ".policy.recovery",
     "RunHandle": ".runtime.workers.handles",
     "Worker": ".runtime.workers.worker",
     "RunResult": ".runtime.run.results",
@@ -70,6 +72,7 @@ __all__ = [
     "Logical",
     "NonDeterminismError",
     "Permanent",
+    "Recovery",
     "RetryPolicy",
     "RunBusy",
     "RunFailed",

@@ -127,6 +127,15 @@ class Logical(ToolError):
     kind = FailureKind.LOGICAL
 
 
+class InvariantViolated(Logical):
+    """A state invariant of the agent (``@engine.agent(invariants=[...])``) is false after
+    a step: a logical failure; ``evidence`` names the invariant, the step and the values."""
+
+    def __init__(self, message: str, evidence: dict[str, object]) -> None:
+        super().__init__(message)
+        self.evidence = evidence
+
+
 class BudgetExhausted(Permanent):
     """The run spent its model-call budget (``@engine.agent(budget=Budget(...))``): it
     fails here, and a resume, counting from the log, fails here again."""
@@ -196,6 +205,7 @@ __all__ = [
     "CorruptData",
     "DryRunStop",
     "Indeterminate",
+    "InvariantViolated",
     "LeaseTaken",
     "Logical",
     "NonDeterminismError",

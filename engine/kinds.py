@@ -94,6 +94,17 @@ class Asked(StrEnum):
 
     QUESTION = "question"  # the agent's own question
     UNCERTAIN = "uncertain"  # did a side effect nobody can verify happen?
+    RECOVERY = "recovery"  # graded recovery gave a failed step up to a person
+
+
+class RecoveryAction(StrEnum):
+    """What graded recovery chose for a failed step (``recovery_decided.action``)."""
+
+    RETRY = "retry"  # re-attempt the failed step
+    REPLAN = "replan"  # re-run the last decision with the failure in its input
+    ROLLBACK = "rollback"  # compensate back to the last checkpoint and go on from there
+    ASK = "ask"  # pause with a question for a person
+    GIVE_UP = "give_up"  # nothing left to try: the run stays failed
 
 
 class Purpose(StrEnum):
@@ -150,6 +161,7 @@ __all__ = [
     "FailureKind",
     "LineageKind",
     "Purpose",
+    "RecoveryAction",
     "RunStatus",
     "Source",
     "WaitReason",

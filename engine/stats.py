@@ -57,6 +57,15 @@ class ToolStats(msgspec.Struct, frozen=True):
     attempt_failures: dict[str, int] = {}  # failure kind -> failed attempts of that kind
 
 
+class ActionStats(msgspec.Struct, frozen=True):
+    """One graded-recovery action (``recovery_decided.action``): how often it was chosen,
+    how often the run then completed with no other recovery after it, and that share."""
+
+    decided: int = 0
+    recovered: int = 0
+    success_rate: float | None = None
+
+
 class RecoveryStats(msgspec.Struct, frozen=True):
     crashes: int = 0  # resumes after an owner died mid-run (a run may crash twice)
     recovered: int = 0  # of those, resumed runs that went on to complete
@@ -75,6 +84,7 @@ class RecoveryStats(msgspec.Struct, frozen=True):
     calls_reexecuted: int = 0  # of those, run again after the resume (not verified)
     ended_runs: int = 0  # completed, failed or abandoned (failure_rate's denominator)
     failed_runs: int = 0
+    actions: dict[str, ActionStats] = {}  # graded recovery per action (retry, replan, ...)
 
 
 class Objectives(msgspec.Struct, frozen=True):

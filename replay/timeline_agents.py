@@ -1,8 +1,8 @@
 """The timeline's lines for the events of many agents: child runs (spawned, finished,
 paused, restarted), supervisors giving up, cross-agent locks, messages and durable
-timers, a run that stops to wait; and a patch a run took (``run.patched``). Each
-renderer takes the event and its time and returns the line's pieces (the narrator's
-memory is not needed for these)."""
+timers, a run that stops to wait; a patch a run took (``run.patched``), and graded
+recovery's choices. Each renderer takes the event and its time and returns the line's
+pieces (the narrator's memory is not needed for these)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,15 @@ def _timer(e: ev.TimerSet, at: float) -> list[Piece]:
     ]
 
 
+def _recovery(e: ev.RecoveryDecided, at: float) -> list[Piece]:
+    return [
+        ("⟲ recovery ", "bold yellow"),
+        (f"{e.action}", "bold"),
+        f" after a {e.kind} failure (attempt {e.attempt}, from {e.from_position}): ",
+        e.reason,
+    ]
+
+
 def _waiting(e: ev.RunWaiting, at: float) -> list[Piece]:
     return [("⏸ waiting ", "bold magenta"), f"for {shown(of(e))}", ("  (no thread held)", "dim")]
 
@@ -149,4 +158,5 @@ RENDER: dict[type[ev.Event], Render] = {
     ev.DryRunStarted: lambda e, at: [("◇ dry run", "bold cyan"), ": no side effect is sent"],
     ev.WouldSend: _would_send,
     ev.DryRunEnded: _dry_ended,
+    ev.RecoveryDecided: _recovery,
 }

@@ -227,9 +227,9 @@ def _sections(module: Any) -> dict[str, str]:
 
 def events_reference() -> str:
     import engine.events as ev
-    from engine.events import agents, traces
+    from engine.events import agents, recovery, traces
 
-    sections = {**_sections(ev), **_sections(agents), **_sections(traces)}
+    sections = {k: v for m in (ev, agents, traces, recovery) for k, v in _sections(m).items()}
     out, current = [], None
     for tag, cls in ev.EVENT_TYPES.items():
         if sections.get(cls.__name__) != current:

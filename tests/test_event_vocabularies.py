@@ -19,7 +19,16 @@ from conftest import all_backends, write_raw_row
 
 from engine import events as ev
 from engine.errors import CorruptData, ToolError, Transient
-from engine.kinds import Asked, Effects, FailureKind, Purpose, RunStatus, Source, WaitReason
+from engine.kinds import (
+    Asked,
+    Effects,
+    FailureKind,
+    Purpose,
+    RecoveryAction,
+    RunStatus,
+    Source,
+    WaitReason,
+)
 from engine.log.history import rebuild, run_stream
 from engine.policy.failure import classify
 from engine.store import Append, Store, codec
@@ -37,6 +46,8 @@ CLOSED: list[tuple[type[ev.Event], str, type[StrEnum], dict[str, Any]]] = [
     (ev.ChildFinished, "status", RunStatus, {"call": 1, "child_run_id": "c"}),
     (ev.TimerSet, "purpose", Purpose, {"call": 1, "until": 2.0}),
     (ev.RunWaiting, "reason", WaitReason, {"call": 1}),
+    (ev.RecoveryDecided, "kind", FailureKind, {"action": "retry", "from_position": 1}),
+    (ev.RecoveryDecided, "action", RecoveryAction, {"kind": "transient", "from_position": 1}),
 ]
 CASES = [
     pytest.param(cls, field, member, base, id=f"{cls.__name__}.{field}={member}")

@@ -25,6 +25,7 @@ ENGINE_ALL = [
     "Logical",
     "NonDeterminismError",
     "Permanent",
+    "Recovery",
     "RetryPolicy",
     "RunBusy",
     "RunFailed",

@@ -26,6 +26,8 @@ from .graphs import *  # noqa: F403  (a LangGraph thread's events, by their __al
 from .graphs import AnyGraphEvent
 from .ledger import *  # noqa: F403  (the ledger's events, by its __all__)
 from .ledger import AnyLedgerEvent
+from .recovery import *  # noqa: F403  (the events of graded recovery, by their __all__)
+from .recovery import AnyRecoveryEvent
 from .traces import TraceNoted as TraceNoted
 
 # A closed field (a StrEnum of engine.kinds) encodes as its value and defaults to its
@@ -93,6 +95,7 @@ class AgentFailed(Event, frozen=True, tag="agent_failed"):
     error: str
     kind: FailureKind = FailureKind.PERMANENT
     call: int | None = None
+    evidence: dict[str, Any] = {}  # what it showed (a broken invariant: name, step, values)
 
 
 class AgentAbandoned(Event, frozen=True, tag="agent_abandoned"):
@@ -350,6 +353,7 @@ AnyEvent = (
     | AnyDeployEvent
     | AnyForkEvent
     | AnyGraphEvent
+    | AnyRecoveryEvent
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {t.__struct_config__.tag: t for t in AnyEvent.__args__}

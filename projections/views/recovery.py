@@ -32,7 +32,7 @@ from engine import events as ev
 from engine.kinds import SETTLED, RunStatus, Source
 from engine.log.effects import answered
 from engine.log.state import next_status
-from engine.stats import RecoveryStats
+from engine.stats import ActionStats, RecoveryStats
 from engine.store import Store
 from engine.store.ports import Column, ViewQuery
 
@@ -73,6 +73,11 @@ class Row(msgspec.Struct, frozen=True):
     down: list[float] = []  # each crash's time to recover (as recover_s sums), seconds
     rto: list[float] = []  # each measured crash's resume, from its start to its first commit
     replayed: list[ev.Replayed] = []  # each measured crash's tail past the newest snapshot
+    # Graded recovery: each action's choices, and those after which the run completed
+    # with no other recovery; ``trying``, the latest choice whose outcome is not known yet.
+    decided: dict[str, int] = {}
+    mended: dict[str, int] = {}
+    trying: str | None = None
 
 
 def _started(r: Row, e: ev.AgentStarted) -> Row:
@@ -116,7 +121,18 @@ def _outcome(r: Row, e: ev.ToolSucceeded | ev.ToolFailed) -> Row:
 
 
 def _ended(r: Row, e: ev.Event) -> Row:
-    return replace(r, ended_at=e.at)
+    if isinstance(e, ev.AgentFailed):  # a recovery may follow: the choice before it is open
+        return replace(r, ended_at=e.at)
+    mended = r.mended
+    if r.trying is not None and isinstance(e, ev.AgentFinished):
+        mended = {**mended, r.trying: mended.get(r.trying, 0) + 1}
+    return replace(r, ended_at=e.at, mended=mended, trying=None)
+
+
+def _decided(r: Row, e: ev.RecoveryDecided) -> Row:
+    """A recovery choice: the one before it (if any) did not mend the run."""
+    counted = {**r.decided, e.action: r.decided.get(e.action, 0) + 1}
+    return replace(r, decided=counted, trying=e.action)
 
 
 def _timed(r: Row, e: ev.SavesTimed) -> Row:
@@ -146,14 +162,16 @@ _HANDLERS: dict[type[ev.Event], Callable[[Row, Any], Row]] = {
     ev.DryRunEnded: _ended,
     ev.SavesTimed: _timed,
     ev.Compensated: _compensated,
+    ev.RecoveryDecided: _decided,
 }
 
 
 class View(Projection[Row]):
     name = "recovery"
     # 2: an adoption hands a run over (its resume is no crash); 3: RPO targets, each
-    # crash's times to recover and the tail its resume found past the newest snapshot
-    version = "3"
+    # crash's times to recover and the tail its resume found past the newest snapshot;
+    # 4: graded recovery's choices per action
+    version = "4"
     row = Row
     columns = (Column("agent"), Column("started_at", "real"), Column("status"))
 
@@ -208,7 +226,18 @@ def figures(rows: Sequence[Row]) -> RecoveryStats:
         calls_reexecuted=sum(r.reexecuted for r in rows),
         ended_runs=len(ended),
         failed_runs=failed,
+        actions=actions(rows),
     )
+
+
+def actions(rows: Sequence[Row]) -> dict[str, ActionStats]:
+    """Graded recovery per action: chosen, then completed, and the success rate."""
+    found: dict[str, ActionStats] = {}
+    for action in sorted({a for r in rows for a in r.decided}):
+        decided = sum(r.decided.get(action, 0) for r in rows)
+        mended = sum(r.mended.get(action, 0) for r in rows)
+        found[action] = ActionStats(decided, mended, _mean(mended, decided))
+    return found
 
 
 _DECODE = RowDecoder(View.name, Row)

@@ -148,6 +148,18 @@ def _recovery_families(recovery: RecoveryStats, count: Any) -> Iterator[Any]:
         if value is not None:
             family.add_metric([], value * scale)
         yield family
+    chosen = count(
+        "agentlog_recovery_decisions", "Graded recovery's choices, by action.", labels=["action"]
+    )
+    mended = count(
+        "agentlog_recovery_decisions_recovered",
+        "Of those, choices after which the run completed with no other recovery.",
+        labels=["action"],
+    )
+    for action, a in recovery.actions.items():
+        chosen.add_metric([printable(action)], a.decided)
+        mended.add_metric([printable(action)], a.recovered)
+    yield from (chosen, mended)
 
 
 # (metric name, help, the figures of Objectives by quantile label)

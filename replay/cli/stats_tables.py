@@ -121,6 +121,8 @@ def recovery_table(r: RecoveryStats) -> Table:
         ("compensations", str(r.compensations)),
         ("compensations failed", str(r.compensations_failed)),
     ]
+    for action, a in r.actions.items():  # graded recovery (@engine.agent(recovery=...))
+        rows.append((f"recovery by {action}: recovered / chosen", f"{a.recovered} / {a.decided}"))
     for label, value in rows:
         table.add_row(label, value)
     return table

@@ -325,6 +325,16 @@ EVENT_STRATEGIES: dict[str, st.SearchStrategy[ev.Event]] = {
     "graph_forgotten": st.builds(
         ev.GraphForgotten, at=ats, runs=st.lists(short, max_size=2), pruned=st.booleans()
     ),
+    "recovery_decided": st.builds(
+        ev.RecoveryDecided,
+        at=ats,
+        kind=st.sampled_from(["transient", "permanent", "logical"]),
+        action=st.sampled_from(["retry", "replan", "rollback", "ask", "give_up"]),
+        from_position=st.integers(1, 40),
+        attempt=st.integers(1, 5),
+        call=st.none() | calls,
+        from_call=st.none() | calls,
+    ),
 }
 any_event = st.one_of(*EVENT_STRATEGIES.values())
 # Most runs begin with agent_started; some histories are arbitrary (the fold must not care).

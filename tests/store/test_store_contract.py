@@ -168,6 +168,17 @@ def one_of_each(t: float = T0) -> list[ev.Event]:
         ev.GraphForgotten(
             at=t + 22.88, pruned=True, keep=[ev.GraphKept(ns="", checkpoint_id="c1")]
         ),
+        ev.RecoveryDecided(
+            at=t + 22.9,
+            kind="logical",
+            action="rollback",
+            from_position=3,
+            attempt=2,
+            reason="invariant broken",
+            call=4,
+            from_call=2,
+            evidence={"invariant": "paid"},
+        ),
         ev.AgentFinished(at=t + 23, output={"refunded": 30.5}),
     ]
 

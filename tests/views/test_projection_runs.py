@@ -304,7 +304,8 @@ def _sample(kind: type[ev.Event]) -> ev.Event:
             shape = typing.get_origin(f.type)
             empty = [] if shape in (list, tuple) else {} if shape is dict else "x"
             data[f.name] = plain.get(f.type, "x") if isinstance(f.type, type) else empty
-    for name, value in {"kind": "permanent", "status": "completed", "reason": "timer"}.items():
+    closed = {"kind": "permanent", "status": "completed", "reason": "timer", "action": "retry"}
+    for name, value in closed.items():
         if name in data and isinstance(data[name], str) and data[name] == "x":
             data[name] = value  # a closed vocabulary: one of its values
     return msgspec.convert(data, kind)

@@ -19,7 +19,7 @@ from test_cli_kit import agentlog
 
 from engine import Engine, Permanent
 from engine.errors import UsageError
-from engine.stats import RecoveryStats, RunCounts, Stats, ToolStats, since_epoch
+from engine.stats import ActionStats, RecoveryStats, RunCounts, Stats, ToolStats, since_epoch
 from projections.stats import iso_utc
 from replay.cli import metrics, stats_tables
 
@@ -101,6 +101,7 @@ def full() -> Stats:
             failure_rate=0.25,
             compensations=2,
             compensations_failed=1,
+            actions={"retry": ActionStats(4, 3, 0.75), "ask": ActionStats(1, 0, 0.0)},
         ),
         agent="shop:checkout",
     )
@@ -340,6 +341,8 @@ def test_prometheus_text_holds_the_same_figures() -> None:
     assert found[("agentlog_time_to_recover_seconds", ())] == 12.5
     assert found[("agentlog_checkpoint_save_seconds", ())] == pytest.approx(0.002)
     assert found[("agentlog_run_failure_ratio", ())] == 0.25
+    assert found[("agentlog_recovery_decisions_total", (("action", "retry"),))] == 4
+    assert found[("agentlog_recovery_decisions_recovered_total", (("action", "retry"),))] == 3
 
 
 def test_prometheus_leaves_out_a_mean_of_nothing() -> None:

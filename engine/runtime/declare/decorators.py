@@ -3,13 +3,14 @@ each defining into the engine's registry (``declare`` makes the definitions)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from ... import codec
 from ...log.history import DEFAULT_SNAPSHOT_EVERY
 from ...log.rpo import RpoSpec
 from ...policy.budget import Budget
+from ...policy.recovery import Recovery
 from ...policy.supervision import Supervisor
 from ..defs.definitions import AgentDef
 from ..defs.registry import Registry
@@ -59,6 +60,8 @@ class Declaring:
         resume: Resume = ...,
         rpo: RpoSpec = ...,
         version: str | None = ...,
+        invariants: Sequence[Callable[..., object]] = ...,
+        recovery: Recovery | None = ...,
     ) -> AgentDef[P, R]: ...
     @overload
     def agent(
@@ -72,6 +75,8 @@ class Declaring:
         resume: Resume = ...,
         rpo: RpoSpec = ...,
         version: str | None = ...,
+        invariants: Sequence[Callable[..., object]] = ...,
+        recovery: Recovery | None = ...,
     ) -> Callable[[Callable[P, R]], AgentDef[P, R]]: ...
 
     def agent(
@@ -85,13 +90,16 @@ class Declaring:
         resume: Resume = "auto",
         rpo: RpoSpec = None,
         version: str | None = None,
+        invariants: Sequence[Callable[..., object]] = (),
+        recovery: Recovery | None = None,
     ) -> Any:
         """Register ``fn(run, **input)`` as an agent of this engine (``name`` replaces the
         recorded ``module:qualname``; ``supervise`` restarts its children that fail;
         ``budget`` bounds what its model calls spend; ``resume="approve"``, or a
         predicate of the run's state, holds a crashed run for ``approve``; ``rpo=20``
         calls or ``rpo="30s"`` of work at most past the newest snapshot on recovery;
-        ``version="2"`` is recorded per run: a worker of one version takes only its runs)."""
+        ``version="2"`` is recorded per run: a worker of one version takes only its runs;
+        ``invariants`` checked after every step, ``recovery`` how a failed step recovers)."""
         if fn is None:
             return lambda f: self.agent(
                 f,
@@ -102,6 +110,8 @@ class Declaring:
                 resume=resume,
                 rpo=rpo,
                 version=version,
+                invariants=invariants,
+                recovery=recovery,
             )
         return declare.agent(
             self.registry,
@@ -113,6 +123,8 @@ class Declaring:
             resume=resume,
             rpo=rpo,
             version=version,
+            invariants=invariants,
+            recovery=recovery,
         )
 
     @overload

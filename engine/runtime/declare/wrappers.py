@@ -12,7 +12,7 @@ import asyncio
 import contextvars
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 
 from ... import codec, observe
@@ -21,6 +21,7 @@ from ...log.history import DEFAULT_SNAPSHOT_EVERY
 from ...log.rpo import RpoSpec, parse_rpo
 from ...policy.budget import Budget
 from ...policy.failure import CircuitBreaker, Classifier, RetryPolicy
+from ...policy.recovery import Recovery
 from ...policy.supervision import Supervisor
 from ..call import entry as calls
 from ..defs.definitions import DEFAULT_REDACT, AgentDef, ToolDef, qualified
@@ -178,6 +179,8 @@ def agent(
     resume: str | Callable[[Any], object] = "auto",
     rpo: RpoSpec = None,
     version: str | None = None,
+    invariants: Sequence[Callable[..., object]] = (),
+    recovery: Recovery | None = None,
 ) -> AgentDef[P, R]:
     """``fn(run, **input)`` as an agent defined in ``registry`` (whose tools it uses);
     ``rpo`` is checked here, at declaration (``engine.log.rpo.parse_rpo``)."""
@@ -185,6 +188,10 @@ def agent(
         raise UsageError(f"supervise= takes a Supervisor, not {type(supervise).__name__}")
     if budget is not None and not isinstance(budget, Budget):
         raise UsageError(f"budget= takes a Budget, not {type(budget).__name__}")
+    if recovery is not None and not isinstance(recovery, Recovery):
+        raise UsageError(f"recovery= takes a Recovery, not {type(recovery).__name__}")
+    if not all(callable(check) for check in invariants):
+        raise UsageError("invariants= takes predicates of (state, results)")
     qual, path = qualified(fn)
     objective = parse_rpo(rpo, f"agent {name or qual}")
     definition = AgentDef(
@@ -198,6 +205,8 @@ def agent(
         resume=resume,
         rpo=objective,
         release=version,
+        invariants=tuple(invariants),
+        recovery=recovery,
     )
     registry.add_agent(definition)
     return definition

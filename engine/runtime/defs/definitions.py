@@ -24,6 +24,7 @@ from ...errors import UsageError
 from ...log.rpo import Rpo
 from ...policy.budget import Budget
 from ...policy.failure import CircuitBreaker, Classifier, RetryPolicy
+from ...policy.recovery import Recovery
 from ...policy.supervision import Supervisor
 from ...secrets import WORDS, Seen, folded, redact, replay_key
 
@@ -192,6 +193,10 @@ class AgentDef(Generic[P, R]):
     rpo: Rpo | None = None
     # Its ``version=`` (recorded per run as ``agent_started.version``; None: undeclared).
     release: str | None = None
+    # Pure predicates of (RunState, results) checked after every step (lifecycle.invariants),
+    # and how a failed step is recovered (lifecycle.recovery; None: it fails the run).
+    invariants: tuple[Callable[..., object], ...] = ()
+    recovery: Recovery | None = None
 
     def __post_init__(self) -> None:
         if self.release is not None and not (

@@ -8,9 +8,11 @@ entry is the call's ``CallState``, folded by ``callstate.evolve``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ... import events as ev
 from ...errors import NonDeterminismError
+from ...kinds import Asked, RecoveryAction
 from ...policy import budget
 from ...store import Recorded
 from . import agentfold
@@ -32,6 +34,10 @@ class Journal:
     spent: budget.Usage = budget.NONE
     # The patches the run took (``run.patched``): name -> the calls made before its marker.
     patches: dict[str, int] = field(default_factory=dict)
+    # Questions graded recovery asked (by call): not calls of the code, answered to go on.
+    recovery_asks: set[int] = field(default_factory=set)
+    # The failure a re-plan recovers from, by the decision's call it makes again.
+    replans: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_events(cls, recorded: list[Recorded]) -> Journal:
@@ -60,6 +66,8 @@ class Journal:
     def add(self, e: ev.Event, position: int) -> None:
         if isinstance(e, ev.PatchMarked):
             self.patches.setdefault(e.name, e.after)
+            return
+        if self._recovery(e):
             return
         if type(e) in CALL_EVENTS:
             call: int = e.call  # type: ignore[attr-defined]
@@ -91,3 +99,26 @@ class Journal:
             self.last_call = call
             if self.failed_call is not None and call > self.failed_call:
                 self.failed_call = None  # the code went on past that failure
+
+    def _recovery(self, e: ev.Event) -> bool:
+        """Fold what graded recovery recorded (True: ``e`` is done with). A re-plan or a
+        roll back forgets the calls from its ``from_call`` on, which the re-execution
+        makes again; a recovery question is no call of the code: answered, the failed
+        call is re-attempted."""
+        if isinstance(e, ev.RecoveryDecided):
+            if e.from_call is not None:
+                cut = e.from_call
+                self.calls = {n: c for n, c in self.calls.items() if n < cut}
+                self.unanswered = {n: q for n, q in self.unanswered.items() if n < cut}
+                self.spent_at = {n: u for n, u in self.spent_at.items() if n < cut}
+                self.last_call, self.failed_call = min(self.last_call, cut - 1), None
+                if e.action == RecoveryAction.REPLAN:
+                    self.replans[cut] = {"kind": str(e.kind), "reason": e.reason, **e.evidence}
+            return True
+        if isinstance(e, ev.HumanInputRequested) and e.reason == Asked.RECOVERY:
+            self.recovery_asks.add(e.call)
+            return True
+        if isinstance(e, ev.HumanInputProvided) and e.call in self.recovery_asks:
+            self.recovery_asks.discard(e.call)
+            return True
+        return False

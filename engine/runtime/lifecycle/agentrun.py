@@ -4,7 +4,7 @@ agents (child runs, cross-agent locks, messages, timers), each in a module of it
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ... import codec
@@ -15,12 +15,27 @@ from ..model import decisions, streams
 from ..run import patches
 from ..run.context import current
 from ..waits import locks, mailbox, timers
+from . import invariants
 from .watched import Watched
 
 
 class AgentRun(Watched):
     """What an agent's ``run`` parameter is: see :class:`RunContext` for decisions,
     steps, checkpoints and questions; below, the calls that reach other runs."""
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """A named stretch of work (``step_started``, ``step_completed``); after it, the
+        agent's invariants are checked against the log (``InvariantViolated``)."""
+        call = self._calls + 1  # the step's own call, taken as it opens
+        with super().step(name):
+            yield
+        invariants.check(self, call, name)
+
+    def finish_check(self) -> None:
+        """Code returned: every recorded call was reached, and the invariants hold."""
+        super().finish_check()
+        invariants.check_end(self)
 
     def decide(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Call ``fn(*args, **kwargs)`` (a model) once and record its value and usage; a

@@ -19,6 +19,7 @@ from ... import events as ev
 from ... import observe
 from ...errors import (
     DryRunStop,
+    InvariantViolated,
     NonDeterminismError,
     OutcomeNotRecorded,
     Paused,
@@ -40,7 +41,7 @@ from ..journal.recorded import Journal
 from ..run.context import LogEnd, RunContext, _current
 from ..run.repository import LoadedRun, RunRepository, result_of
 from ..run.results import RunResult
-from . import approval, watched
+from . import approval, recovery, watched
 from .agentrun import AgentRun
 
 
@@ -55,6 +56,10 @@ class Driver:
         resume whose refreshed reads made the code diverge is executed again without
         refreshing (``runtime.call.refresh``: nothing was written)."""
         head, refresh = run.started, True
+        if resumed and run.state.status == RunStatus.FAILED and run.agent.recovery is not None:
+            stuck = recovery.finish(run.agent, run.writer)  # a roll back a crash cut short
+            if stuck is not None:
+                return stuck
         while True:
             try:
                 return self.drive(
@@ -88,7 +93,28 @@ class Driver:
     ) -> RunResult:
         """Execute ``agent`` against ``journal`` (the run's recorded calls), whose arguments
         were hashed under the key that ``check`` names (a different key here is refused
-        before anything replays); ``refresh`` False: no stale read is executed again."""
+        before anything replays); ``refresh`` False: no stale read is executed again. A
+        run of an agent with ``recovery=`` that fails is recovered (``recovery``): each
+        choice recorded, the agent executed again until it ends otherwise or gives up."""
+        result = self._once(agent, writer, journal, input, check, resumed, verify, refresh)
+        while result.status == RunStatus.FAILED and agent.recovery is not None and not verify:
+            step = recovery.recover(agent, writer, result)
+            if isinstance(step, RunResult):
+                return step
+            result = self._once(agent, writer, step, input, check, True, False, refresh)
+        return result
+
+    def _once(
+        self,
+        agent: AgentDef,
+        writer: RunWriter,
+        journal: Journal,
+        input: dict[str, Any],
+        check: str | None,
+        resumed: bool,
+        verify: bool,
+        refresh: bool,
+    ) -> RunResult:
         rid = writer.state.run_id
         # Before anything replays: the store's key (recorded unless verifying: no write).
         self.host.key_gate.check(writer.store, record=not verify)
@@ -214,8 +240,13 @@ def _failed(ctx: RunContext, e: Exception) -> RunResult:
     if ctx.verify:
         return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
     kind = e.kind if isinstance(e, ToolError) else FailureKind.PERMANENT
+    evidence = getattr(e, "evidence", None) if isinstance(e, InvariantViolated) else None
     at = ctx.config.wall()
-    ctx.record(ev.AgentFailed(at=at, error=message, kind=kind, call=ctx.failed_call))
+    ctx.record(
+        ev.AgentFailed(
+            at=at, error=message, kind=kind, call=ctx.failed_call, evidence=evidence or {}
+        )
+    )
     ctx.log.info("run_failed", error=message)
     return RunResult(ctx.run_id, RunStatus.FAILED, error=message)
 

@@ -253,7 +253,7 @@ def decide(
     state = resumed_state(ctx, d)
     if state is None:
         return replayed_value(ctx, d)
-    return _attempts(ctx, model, d, state, args, kwargs, None)
+    return _attempts(ctx, model, d, state, args, with_failure(ctx, model, d, kwargs), None)
 
 
 async def _decide_async(
@@ -268,11 +268,24 @@ async def _decide_async(
     state = resumed_state(ctx, d)
     if state is None:
         return replayed_value(ctx, d)
+    kwargs = with_failure(ctx, model, d, kwargs)
     loop = asyncio.get_running_loop()
     work = functools.partial(
         contextvars.copy_context().run, _attempts, ctx, model, d, state, args, kwargs, loop
     )
     return await loop.run_in_executor(ctx.host.executor(), work)
+
+
+def with_failure(
+    ctx: RunContext, model: DecisionDef, d: Identity, kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """A decision graded recovery re-plans (made live again) has the failure it recovers
+    from in its input: ``failure=`` when its function takes that parameter (outside the
+    arguments' hash: the log's ``recovery_decided`` holds it)."""
+    failure = ctx.journal.replans.get(d.call)
+    if failure is None or "failure" not in _signature(model.fn).parameters:
+        return kwargs
+    return {**kwargs, "failure": failure}
 
 
 def resumed_state(ctx: RunContext, d: Identity) -> CallState | None:

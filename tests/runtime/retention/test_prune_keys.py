@@ -4,6 +4,8 @@ and then reads as free."""
 
 from __future__ import annotations
 
+import time
+
 from engine import events as ev
 from engine.runtime.call import ledger
 from engine.runtime.retention.keys import key_fate, record_expiry
@@ -62,7 +64,7 @@ def test_a_key_stream_claimed_again_after_its_prune_reads_its_last_position(
     store.append([Append(sid, 6, ev.EffectReleased(at=T, key="g", run_id="r5", call=1))])
     state = ledger.read(store, "g")
     assert state.version == 6
-    store.append([ledger.claim_event("g", state.version, "r6", 1, "h")])
+    store.append([ledger.claim_event("g", state.version, "r6", 1, "h", at=time.time())])
     claim = ledger.read(store, "g").claim
     assert claim is not None and claim.run_id == "r6"
     store.append([Append(sid, 8, ev.EffectReleased(at=T, key="g", run_id="r6", call=1))])
