@@ -8,13 +8,14 @@ from typing import Any
 
 import typer
 
-from . import commands, locking, projecting, reading, scheduling, stats, tree, working
+from . import commands, drilling, locking, projecting, reading, scheduling, stats, tree, working
 from .app import app
 from .exits import fail
 
 __all__ = [
     "app",
     "commands",
+    "drilling",
     "invoke",
     "locking",
     "projecting",
@@ -30,7 +31,7 @@ __all__ = [
 _ORDER = {
     m.__name__: n
     for n, m in enumerate(
-        (commands, locking, projecting, reading, scheduling, stats, tree, working)
+        (commands, locking, projecting, reading, scheduling, stats, tree, working, drilling)
     )
 }
 app.registered_commands.sort(key=lambda c: _ORDER.get(getattr(c.callback, "__module__", ""), 99))

@@ -19,7 +19,8 @@ from engine.errors import UsageError
 from ..output import clock
 from . import args, listing
 from .app import app, session
-from .commands import _json_object, load_target
+from ..targets import load_target
+from .commands import _json_object
 from .listing import schedule_doc
 
 

@@ -16,7 +16,7 @@ from engine.errors import UsageError
 from ..output import when
 from . import args
 from .app import Run, app, run_id_param, session
-from .commands import cwd_first, load_target
+from ..targets import cwd_first, load_target
 
 if TYPE_CHECKING:
     from engine import Worker
