@@ -1,9 +1,6 @@
 """The commands that move runs: demo, run, resume, recover, answer, abandon, rewind."""
 
-import importlib
 import math
-import os
-import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -12,7 +9,7 @@ from engine.errors import UsageError
 from engine.kinds import Effects, RunStatus
 
 from ..output import exit_status, result_doc
-from ..targets import cwd_first, load_target
+from ..targets import load_target
 from . import args, views
 from .app import Run, app, run_id_param, session
 from .watching import recovered_doc, recovered_lines

@@ -11,12 +11,56 @@ import typer
 from engine.errors import UsageError
 
 from ..output import Out
-
 from .app import app, session
 from .commands import _json_object
 
 if TYPE_CHECKING:
     from ..drill import Report
+
+
+Kills = Annotated[int, typer.Option("--kills", min=0, max=100_000, help="Kills to make.")]
+Latency = Annotated[
+    list[str] | None,
+    typer.Option("--latency", metavar="TOOL=S", help="Wait S seconds before each attempt."),
+]
+Fail = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--fail",
+        metavar="TOOL=KIND",
+        help="Fail each call's first attempt: transient, permanent, indeterminate "
+        "(after sending) or logical.",
+    ),
+]
+Malformed = Annotated[
+    list[str] | None,
+    typer.Option("--malformed", metavar="TOOL", help="The tool returns malformed data."),
+]
+Stub = Annotated[
+    list[str] | None,
+    typer.Option("--stub", metavar="TOOL", help="Stub a side-effecting tool (not sent)."),
+]
+Store = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="URL",
+        help="Drill in this store (a sqlite:/// file or a postgresql:// URL; one file "
+        "or schema per run); default: temporary SQLite files. --url is never used.",
+    ),
+]
+Seed = Annotated[
+    int | None, typer.Option("--seed", min=0, max=2**62, help="Repeat a drill's choices.")
+]
+Failpoints = Annotated[
+    str | None,
+    typer.Option("--failpoints", metavar="A,B", help="Kill only at these failpoints."),
+]
+TimerShare = Annotated[
+    float,
+    typer.Option("--timer-share", min=0.0, max=1.0, help="Share of kills made by a timer."),
+]
+
 
 @app.command()
 def drill(
@@ -25,48 +69,15 @@ def drill(
     input: Annotated[
         str, typer.Option("--input", "-i", help="The agent's keyword arguments as a JSON object.")
     ] = "{}",
-    kills: Annotated[int, typer.Option("--kills", min=0, max=100_000, help="Kills to make.")] = 10,
-    latency: Annotated[
-        list[str] | None,
-        typer.Option("--latency", metavar="TOOL=S", help="Wait S seconds before each attempt."),
-    ] = None,
-    fail: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--fail",
-            metavar="TOOL=KIND",
-            help="Fail each call's first attempt: transient, permanent, indeterminate "
-            "(after sending) or logical.",
-        ),
-    ] = None,
-    malformed: Annotated[
-        list[str] | None,
-        typer.Option("--malformed", metavar="TOOL", help="The tool returns malformed data."),
-    ] = None,
-    stub: Annotated[
-        list[str] | None,
-        typer.Option("--stub", metavar="TOOL", help="Stub a side-effecting tool (not sent)."),
-    ] = None,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store",
-            metavar="URL",
-            help="Drill in this store (a sqlite:/// file or a postgresql:// URL; one file "
-            "or schema per run); default: temporary SQLite files. --url is never used.",
-        ),
-    ] = None,
-    seed: Annotated[
-        int | None, typer.Option("--seed", min=0, max=2**62, help="Repeat a drill's choices.")
-    ] = None,
-    failpoints: Annotated[
-        str | None,
-        typer.Option("--failpoints", metavar="A,B", help="Kill only at these failpoints."),
-    ] = None,
-    timer_share: Annotated[
-        float,
-        typer.Option("--timer-share", min=0.0, max=1.0, help="Share of kills made by a timer."),
-    ] = 0.25,
+    kills: Kills = 10,
+    latency: Latency = None,
+    fail: Fail = None,
+    malformed: Malformed = None,
+    stub: Stub = None,
+    store: Store = None,
+    seed: Seed = None,
+    failpoints: Failpoints = None,
+    timer_share: TimerShare = 0.25,
 ) -> int:
     """Run MODULE:AGENT again and again in a scratch store, kill it at failpoints and at
     random, recover each run, and count duplicated and lost effects (exit 1 if any)."""

@@ -61,7 +61,7 @@ def drill(options: Options) -> Report:
     unknown = sorted(options.tools_named() - names)
     if unknown:
         raise UsageError(f"drill: {options.target} has no tool {', '.join(unknown)}")
-    without = sorted(t.name for t in tools if t.side_effect and t.verify is None)  # type: ignore[attr-defined]
+    unverified = {t.name for t in tools if t.side_effect and t.verify is None}  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory(prefix="agentlog-drill-") as scratch:
         rounds = _Rounds(options, Path(scratch))
         ref = rounds.one("ref", None)
@@ -69,7 +69,7 @@ def drill(options: Options) -> Report:
         done: list[Round] = []
         while (kills.left > 0 or not done) and len(done) < MAX_ROUNDS:
             done.append(rounds.one(str(len(done)), kills))
-        return _report(options, rounds, ref, done, without)
+        return _report(options, rounds, ref, done, unverified)
 
 
 class _Rounds:
@@ -94,8 +94,10 @@ class _Rounds:
 
 
 def _report(
-    options: Options, rounds: _Rounds, ref: Round, done: list[Round], without: list[str]
+    options: Options, rounds: _Rounds, ref: Round, done: list[Round], unverified: set[str]
 ) -> Report:
+    """The figures of the rounds ``done`` against the reference ``ref``; the tools without
+    a verifier are those among ``unverified`` the runs called."""
     ref_ops = _ops(ref)
     ref_state = count.final_state(ref.doc, ref.run_id)
     dups = lost = mismatched = 0
@@ -114,7 +116,7 @@ def _report(
         lost_effects=lost,
         final_state_mismatches=mismatched,
         rto_s=Rto(round(statistics.median(rto), 4) if rto else None, count.percentile(rto, 0.95)),
-        tools_without_verifier=without,
+        tools_without_verifier=sorted(unverified & count.called(rounds.logs.values())),
         seed=options.seed,
         kills_at=dict(sorted(Counter(k for r in done for k in r.kills).items())),
         statuses=dict(sorted(Counter(str(r.doc.get("status")) for r in done).items())),
@@ -142,4 +144,6 @@ def round_url(store: str | None, scratch: Path, seed: int, name: str) -> str:
         return urlunsplit(parts._replace(query=urlencode(query)))
     if parts.scheme == "sqlite" and parts.path not in ("", "/", "/:memory:"):
         return urlunsplit(parts._replace(path=f"{parts.path}.drill-{seed}-{name}"))
-    raise UsageError(f"drill: --store must be a sqlite:/// file or a postgresql:// URL, not {store}")
+    raise UsageError(
+        f"drill: --store must be a sqlite:/// file or a postgresql:// URL, not {store}"
+    )

@@ -58,6 +58,16 @@ def lost(events: Sequence[Any], ops: Sequence[Op], reference: Counter[str] | Non
     return missing
 
 
+def called(logs: Iterable[Sequence[Any]]) -> set[str]:
+    """The side-effecting tools the runs of ``logs`` called."""
+    return {
+        e.data["tool"]
+        for events in logs
+        for e in events
+        if e.type == "tool_invoked" and e.data.get("side_effect")
+    }
+
+
 def final_state(doc: dict[str, Any], run_id: str) -> bytes:
     """A round's status and output, its own run id left out (default keys contain it)."""
     shown = {"status": doc.get("status"), "output": doc.get("output")}

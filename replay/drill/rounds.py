@@ -114,7 +114,8 @@ def _step(
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate()
         if timer is None:
-            raise UsageError(f"drill: a step of run {r.run_id} ran over {STEP_SECONDS:.0f} s")
+            late = f"drill: a step of run {r.run_id} ran over {STEP_SECONDS:.0f} s"
+            raise UsageError(late) from None
     ended = time.time()
     if proc.returncode == -signal.SIGKILL:
         return None, ended
