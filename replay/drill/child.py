@@ -42,6 +42,8 @@ def step(cmd: str, url: str, rid: str, books_path: str, options: Options) -> dic
     install(agent_tools(agent), options, books, os.environ.get(STEP_ENV, cmd))  # type: ignore[arg-type]
     engine = Engine.open(url)
     try:
+        if cmd == "resume" and not _started(engine, rid):  # killed before it was recorded
+            cmd = "run"
         if cmd == "run":
             r = engine.run(agent, run_id=rid, **options.input)
         elif cmd == "answer":
@@ -57,6 +59,15 @@ def step(cmd: str, url: str, rid: str, books_path: str, options: Options) -> dic
     finally:
         engine.close()
         books.close()
+
+
+def _started(engine: object, rid: str) -> bool:
+    from engine.errors import RunNotFound
+
+    try:
+        return bool(engine.events(rid))  # type: ignore[attr-defined]
+    except RunNotFound:
+        return False
 
 
 def uncertain(engine: object, rid: str) -> bool:
