@@ -9,6 +9,7 @@ import statistics
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
@@ -77,7 +78,7 @@ class _Rounds:
 
     def __init__(self, options: Options, scratch: Path) -> None:
         self.options, self.scratch = options, scratch
-        self.logs: dict[str, list[object]] = {}
+        self.logs: dict[str, list[list[Any]]] = {}  # a round's run -> every run's events
 
     def one(self, name: str, kills: Kills | None) -> Round:
         rid = f"drill-{self.options.seed}-{name}"
@@ -87,7 +88,8 @@ class _Rounds:
 
         engine = Engine.open(url)
         try:
-            self.logs[rid] = list(engine.events(rid))
+            # the round's store holds its run and the run's children (a tree)
+            self.logs[rid] = [engine.events(s.run_id) for s in engine.runs()]
         finally:
             engine.close()
         return r
@@ -105,7 +107,8 @@ def _report(
         ops = _ops(r)
         dups += count.duplicated(ops)
         same = r.doc.get("status") == ref.doc.get("status")
-        lost += count.lost(rounds.logs[r.run_id], ops, count.sent(ref_ops) if same else None)
+        lost += sum(count.lost(events, ops) for events in rounds.logs[r.run_id])
+        lost += count.missing(ops, count.sent(ref_ops)) if same else 0
         mismatched += count.final_state(r.doc, r.run_id) != ref_state
     rto = [t for r in done for t in r.rto]
     return Report(
@@ -116,7 +119,9 @@ def _report(
         lost_effects=lost,
         final_state_mismatches=mismatched,
         rto_s=Rto(round(statistics.median(rto), 4) if rto else None, count.percentile(rto, 0.95)),
-        tools_without_verifier=sorted(unverified & count.called(rounds.logs.values())),
+        tools_without_verifier=sorted(
+            unverified & count.called(log for logs in rounds.logs.values() for log in logs)
+        ),
         seed=options.seed,
         kills_at=dict(sorted(Counter(k for r in done for k in r.kills).items())),
         statuses=dict(sorted(Counter(str(r.doc.get("status")) for r in done).items())),

@@ -3,7 +3,7 @@ store, with the drill in front of the agent's tools; the drill may kill it at an
 Prints the step's result as one JSON line; exit 2 with one line on stderr if the agent
 cannot be loaded.
 
-    python -m replay.drill.child run|resume|answer STORE_URL RUN_ID BOOKS_PATH
+    python -m replay.drill run|resume|answer STORE_URL RUN_ID BOOKS_PATH
 """
 
 from __future__ import annotations
@@ -90,7 +90,3 @@ def main(argv: list[str]) -> int:
         return 2
     sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -39,9 +39,8 @@ def sent(ops: Iterable[Op]) -> Counter[str]:
     return Counter(tool for tool, _ in {(op.tool, op.key) for op in ops if op.op == "send"})
 
 
-def lost(events: Sequence[Any], ops: Sequence[Op], reference: Counter[str] | None) -> int:
-    """Effects the log says this run made but that were never sent, plus (when the run
-    ended as the reference did: ``reference`` given) calls of each tool it sent fewer of."""
+def lost(events: Sequence[Any], ops: Sequence[Op]) -> int:
+    """Effects the log of a run says it made that were never sent."""
     keys: dict[int, tuple[str, str]] = {}
     missing = 0
     booked = {(op.tool, op.key) for op in ops if op.op == "send"}
@@ -52,10 +51,13 @@ def lost(events: Sequence[Any], ops: Sequence[Op], reference: Counter[str] | Non
         elif e.type == "tool_succeeded" and data.get("call") in keys:
             made = data.get("source", Source.EXECUTED) in _MADE
             missing += made and keys[data["call"]] not in booked
-    if reference is not None:
-        mine = sent(ops)
-        missing += sum(max(0, n - mine.get(tool, 0)) for tool, n in reference.items())
     return missing
+
+
+def missing(ops: Sequence[Op], reference: Counter[str]) -> int:
+    """Calls of each tool sent fewer times than the uncrashed ``reference`` sent them."""
+    mine = sent(ops)
+    return sum(max(0, n - mine.get(tool, 0)) for tool, n in reference.items())
 
 
 def called(logs: Iterable[Sequence[Any]]) -> set[str]:

@@ -104,7 +104,7 @@ def _step(
     env.pop("AGENTLOG_FAILPOINTS", None)
     if point:
         env["AGENTLOG_FAILPOINTS"] = point
-    argv = [sys.executable, "-m", "replay.drill.child", cmd, r.url, r.run_id, r.books]
+    argv = [sys.executable, "-m", "replay.drill", cmd, r.url, r.run_id, r.books]
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -60,3 +60,10 @@ def careful(run, order: str) -> dict[str, object]:
 def careless(run, to: str) -> dict[str, object]:
     send_mail(to)
     return {"mailed": to}
+
+
+@engine.agent
+def team(run, orders: list[str]) -> list[object]:
+    """A tree: a child run per order, each charging it (``careful``)."""
+    kids = [run.spawn(careful, order=o) for o in orders]
+    return list(run.gather(*kids))

@@ -14,6 +14,7 @@ from tests.conftest import backends, drop_schema, schema_of
 pytestmark = pytest.mark.processes
 CARELESS = "tests.agents.drill_agents:careless"
 CAREFUL = "tests.agents.drill_agents:careful"
+TEAM = "tests.agents.drill_agents:team"
 
 
 @pytest.fixture
@@ -109,3 +110,12 @@ def test_the_command_prints_the_report_and_refuses_bad_input(sandbox: Path) -> N
         r = subprocess.run([*base, *bad], capture_output=True, text=True, env=env)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert "Traceback" not in r.stderr
+
+
+def test_a_tree_of_runs_is_drilled_whole(sandbox: Path) -> None:
+    """Kills land in a parent whose children charge: every child's payment once per
+    run, none lost, none twice."""
+    report = drill(_killing(TEAM, {"orders": ["a", "b"]}, 3, "after_tool", "after_intent", kills=2))
+    payments = _lines(sandbox, "payments")
+    assert report.kills == report.recoveries >= 2 and report.clean
+    assert len(payments) == len(set(payments)) == 2 * (1 + report.runs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from replay.drill.books import Op
-from replay.drill.count import duplicated, percentile
+from replay.drill.count import duplicated, missing, percentile, sent
 
 
 def _send(key: str = "k") -> Op:
@@ -33,3 +33,9 @@ def test_percentiles_are_nearest_rank() -> None:
     assert percentile([], 0.95) is None
     assert percentile([3.0, 1.0, 2.0], 0.95) == 3.0
     assert percentile([float(n) for n in range(1, 101)], 0.95) == 95.0
+
+
+def test_fewer_calls_sent_than_the_reference_are_lost() -> None:
+    reference = sent([_send("a"), _send("b"), _send("b")])
+    assert missing([_send("a")], reference) == 1
+    assert missing([_send("x"), _send("y")], reference) == 0
