@@ -51,6 +51,11 @@ class Report(msgspec.Struct, frozen=True):
 
 
 MAX_ROUNDS = 1000  # rounds at most, however few kills land
+IDLE_ROUNDS = 20  # rounds in a row without a kill (no failpoint reached): the drill stops
+
+
+def _idle(done: list[Round]) -> bool:
+    return len(done) >= IDLE_ROUNDS and not any(r.kills for r in done[-IDLE_ROUNDS:])
 
 
 def drill(options: Options) -> Report:
@@ -68,7 +73,7 @@ def drill(options: Options) -> Report:
         ref = rounds.one("ref", None)
         kills = Kills(options.kills, random.Random(options.seed), options, max(ref.seconds, 0.05))
         done: list[Round] = []
-        while (kills.left > 0 or not done) and len(done) < MAX_ROUNDS:
+        while (kills.left > 0 or not done) and len(done) < MAX_ROUNDS and not _idle(done):
             done.append(rounds.one(str(len(done)), kills))
         return _report(options, rounds, ref, done, unverified)
 
