@@ -138,3 +138,20 @@ def test_fallback_must_be_functions(eng: Engine) -> None:
         @eng.model(fallback=["not callable"])  # type: ignore[list-item]
         def m(text: str) -> str:
             return text
+
+
+def test_the_timeline_says_which_fallback_answered(eng: Engine) -> None:
+    from replay.timeline import story, views
+
+    calls: Counter[str] = Counter()
+    big = _models(eng, calls)
+
+    @eng.agent
+    def shown(run: Any) -> str:
+        return str(big("x")["label"])
+
+    rid = eng.run(shown).run_id
+    text = "".join(
+        str(p if isinstance(p, str) else p[0]) for row in story(views(eng, rid)) for p in row
+    )
+    assert "answered by fallback _models.<locals>.small" in text
