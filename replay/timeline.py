@@ -226,6 +226,7 @@ def _decided(s: _Story, e: ev.LlmDecided, at: float) -> list[Piece]:
         return [("⏱ now ", "cyan"), _reading(e.value)]
     took = seconds(e.duration)
     extra = f", attempt {e.attempt}" if e.attempt > 1 else ""
+    extra += f", answered by fallback {e.answered_by}" if e.answered_by else ""
     out: list[Piece] = [("✦ decided ", "cyan"), repr(e.name), " → ", brief(e.value)]
     out.append(f" ({took}{extra})")
     if e.tokens_in or e.tokens_out or e.cost is not None:

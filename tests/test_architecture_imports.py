@@ -47,6 +47,7 @@ LAYERS = [
     "engine.secrets",
     "engine.codec",
     "engine.failpoints",
+    "engine.tokens",  # counting a text's tokens (tiktoken, else an estimate)
     "engine.polling",
     "engine.errors",
     "engine.kinds",

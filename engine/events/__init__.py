@@ -175,6 +175,7 @@ class LlmDecided(Event, frozen=True, tag="llm_decided"):
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float | None = None
+    answered_by: str | None = None  # the fallback that answered (None: the model itself)
 
 
 class UsageRecorded(Event, frozen=True, tag="usage_recorded"):

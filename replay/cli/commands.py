@@ -1,9 +1,6 @@
 """The commands that move runs: demo, run, resume, recover, answer, abandon, rewind."""
 
-import importlib
 import math
-import os
-import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -12,6 +9,7 @@ from engine.errors import UsageError
 from engine.kinds import Effects, RunStatus
 
 from ..output import exit_status, result_doc, worst
+from ..targets import load_target
 from . import args, bulk, forkviews, views
 from .app import Run, Session, app, run_id_param, session
 from .watching import recovered_doc, recovered_lines
@@ -303,37 +301,3 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UsageError(f"{what} must be a JSON object of keyword arguments")
     return value
-
-
-def cwd_first() -> str:
-    """Put the current directory first on ``sys.path`` (as ``python -m`` does); it."""
-    cwd = os.getcwd()
-    if sys.path[:1] != [cwd]:
-        sys.path.insert(0, cwd)
-    return cwd
-
-
-def load_target(target: str) -> Any:
-    """The agent named ``module:qualname``, importing the module with the cwd first."""
-    from engine.runtime.defs.definitions import AgentDef
-
-    module_name, sep, qualname = target.partition(":")
-    if not sep or not module_name or not qualname:
-        raise UsageError(f"expected MODULE:AGENT, got {target!r}")
-    cwd = cwd_first()
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name and module_name.startswith(e.name):
-            raise UsageError(f"no module named {module_name!r} (looked in {cwd} first)") from None
-        raise UsageError(f"importing {module_name} failed: {e}") from None
-    except Exception as e:
-        raise UsageError(f"importing {module_name} failed: {type(e).__name__}: {e}") from None
-    obj: Any = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise UsageError(f"module {module_name} has no agent {qualname!r}")
-    if not isinstance(obj, AgentDef) and not callable(obj):
-        raise UsageError(f"{target} is not an agent (decorate it with @engine.agent)")
-    return obj

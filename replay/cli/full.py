@@ -10,6 +10,7 @@ import typer
 
 from . import (
     commands,
+    drilling,
     locking,
     projecting,
     reading,
@@ -26,6 +27,7 @@ from .exits import fail
 __all__ = [
     "app",
     "commands",
+    "drilling",
     "invoke",
     "locking",
     "projecting",
@@ -43,7 +45,19 @@ __all__ = [
 _ORDER = {
     m.__name__: n
     for n, m in enumerate(
-        (commands, locking, projecting, reading, scheduling, stats, tree, working, retention, web)
+        (
+            commands,
+            locking,
+            projecting,
+            reading,
+            scheduling,
+            stats,
+            tree,
+            working,
+            retention,
+            web,
+            drilling,
+        )
     )
 }
 app.registered_commands.sort(key=lambda c: _ORDER.get(getattr(c.callback, "__module__", ""), 99))

@@ -104,9 +104,30 @@ def state(
 
 
 @app.command()
-def context(ctx: typer.Context, run: Run) -> int:
+def context(
+    ctx: typer.Context,
+    run: Run,
+    max_tokens: Annotated[
+        str | None,
+        typer.Option(
+            "--max-tokens",
+            metavar="N",
+            help="Fit it to N tokens: goal, plan, pending work and last observation whole, "
+            "large values as blob ids, older events shortened.",
+        ),
+    ] = None,
+) -> int:
     """The recovery context for an LLM resuming the run, as prompt-ready text."""
-    return reads.context(session(ctx), run)
+    return reads.context(session(ctx), run, max_tokens)
+
+
+@app.command()
+def blob(
+    ctx: typer.Context,
+    blob_id: Annotated[str, typer.Argument(metavar="ID", show_default=False)],
+) -> int:
+    """A value stored by its blob id (as a fitted recovery context names it), as JSON."""
+    return reads.blob(session(ctx), blob_id)
 
 
 @app.command()

@@ -197,18 +197,31 @@ def state(s: Session, run: str, at: str | None = None) -> int:
     return 0
 
 
-def context(s: Session, run: str) -> int:
-    """``agentlog context``: the recovery context, as prompt-ready text."""
+def context(s: Session, run: str, max_tokens: str | None = None) -> int:
+    """``agentlog context``: the recovery context, as prompt-ready text; with
+    ``--max-tokens N``, fitted to N tokens (``engine.context``)."""
     from .. import context as context_mod
     from .. import timeline as timeline_mod
 
+    budget = args.count(max_tokens, "--max-tokens")
+    if budget == 0:
+        raise UsageError("--max-tokens takes a whole number above 0, not 0")
     rid = s.catalog.resolve(run)
     folded = s.catalog.state(rid)
-    text = context_mod.recovery_context(folded, timeline_mod.views(s.catalog, rid))
+    if budget is None:
+        text = context_mod.recovery_context(folded, timeline_mod.views(s.catalog, rid))
+    else:
+        text = s.catalog.context(rid, max_tokens=budget)
     if s.as_json:
         s.out.json({"run_id": rid, "status": folded.status, "context": text})
     else:
         s.out.block(text)
+    return 0
+
+
+def blob(s: Session, blob_id: str) -> int:
+    """``agentlog blob``: the value a recovery context stored as ``blob_id``, as JSON."""
+    s.out.json(s.catalog.blob(blob_id))
     return 0
 
 

@@ -17,9 +17,10 @@ import typer
 from engine.errors import UsageError
 
 from ..output import clock
+from ..targets import load_target
 from . import args, listing
 from .app import app, session
-from .commands import _json_object, load_target
+from .commands import _json_object
 from .listing import schedule_doc
 
 

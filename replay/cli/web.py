@@ -12,8 +12,8 @@ import typer
 
 from engine.errors import UsageError
 
+from ..targets import cwd_first
 from .app import app, session
-from .commands import cwd_first
 
 INSTALL = "pip install 'agentlog[ui]'"
 _NEEDS = ("starlette", "jinja2", "uvicorn", "multipart")

@@ -14,9 +14,9 @@ import typer
 from engine.errors import UsageError
 
 from ..output import when
+from ..targets import cwd_first, load_target
 from . import args
 from .app import Run, app, run_id_param, session
-from .commands import cwd_first, load_target
 
 if TYPE_CHECKING:
     from engine import Worker

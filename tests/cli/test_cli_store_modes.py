@@ -42,6 +42,7 @@ def _dummy_args(command: Any) -> list[str]:
 # Every command the CLI has, with dummy values for what it requires.
 COMMANDS = {name: _dummy_args(command) for name, command in GROUP.commands.items()}
 COMMANDS["rewind"] += ["--to", "1"]  # optional to Typer (--answer may stand for it)
+COMMANDS["blob"] = ["feedface.1"]  # a blob id as a context names one: HEX.SIZE
 READING = sorted(set(COMMANDS) - CREATES_STORE)
 
 

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 from ... import events as ev
 from ... import failpoints
 from ...errors import Paused
-from ...kinds import Asked, Source
+from ...kinds import Asked, FailureKind, Source
 from ...policy.failure import error_for
 from ..journal.callstate import (
     ATTEMPT,
@@ -87,7 +87,7 @@ class _Driver:
                 case Pause():
                     raise Paused(d.message)
                 case Fail():
-                    self.fail(d)
+                    return self.degrade(d)
 
     def attempt(self, d: Attempt) -> Decision:
         call, tool, clock = self.call, self.call.tool, self.call.ctx.guards.clock
@@ -138,6 +138,16 @@ class _Driver:
             "or abandon the run."
         )
         self.call.ctx.request_answer(self.call.number, question, reason=Asked.UNCERTAIN)
+
+    def degrade(self, d: Fail) -> Any:
+        """A decision's fallbacks, in order, for a transient failure that is final; the
+        value the first to answer gave (recorded), else the failure."""
+        if d.kind == FailureKind.TRANSIENT and self.call.fallback is not None:
+            self.flush()
+            answered, value = self.call.fallback()
+            if answered:
+                return value
+        self.fail(d)
 
     def fail(self, d: Fail) -> NoReturn:
         fail(self.call, self.state, d.kind, d.message, self.pending)

@@ -38,6 +38,9 @@ class Call(msgspec.Struct, frozen=True):
     loop: asyncio.AbstractEventLoop | None = None  # an async tool's: the agent's loop
     # A decision's outcome writer (runtime.decisions): decided(value, duration, attempt).
     decided: Callable[[Any, float, int], Any] | None = None
+    # A decision's fallbacks (``@engine.model(fallback=[...])``), tried when its transient
+    # failure is final (retries spent, or its breaker open): (answered, recorded value).
+    fallback: Callable[[], tuple[bool, Any]] | None = None
 
 
 def intent(call: Call, state: CallState) -> ev.ToolInvoked:

@@ -56,6 +56,11 @@ class Registry:
         with self._lock:
             return self._agents.get(name)
 
+    def tools(self) -> list[ToolDef]:
+        """Every tool defined, by name."""
+        with self._lock:
+            return [self._tools[name] for name in sorted(self._tools)]
+
 
 def _origin(fn: object) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"

@@ -21,7 +21,7 @@ import contextvars
 import functools
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -36,6 +36,7 @@ from ..call.drive import drive
 from ..call.record import Call
 from ..defs.definitions import ToolDef, args_hash, normalize
 from ..journal.callstate import ATTEMPT, CallState
+from ..run.context import detached
 
 if TYPE_CHECKING:
     from ..run.context import RunContext
@@ -48,6 +49,9 @@ class Policies(TypedDict, total=False):
     timeout: float | None  # seconds ("adaptive" as tools)
     breaker: CircuitBreaker | None
     classify: Classifier | None
+    # Tried in order when a transient failure is final (retries spent, breaker open):
+    # another model, a rules function; the first to answer is the decision's value.
+    fallback: Callable[..., Any] | Sequence[Callable[..., Any]] | None
 
 
 POLICIES = frozenset(Policies.__optional_keys__)
@@ -60,6 +64,7 @@ class DecisionDef(ToolDef):
     nothing is introspected but what is given)."""
 
     decision: bool = True
+    fallbacks: tuple[Callable[..., Any], ...] = ()
 
     def __post_init__(self) -> None:
         fixed = self.timeout is not None and self.timeout != "adaptive"
@@ -67,6 +72,8 @@ class DecisionDef(ToolDef):
             raise UsageError(f"decision {self.name!r}: timeout must be seconds > 0")
         if not isinstance(self.retry, RetryPolicy):
             raise UsageError(f"decision {self.name!r}: retry= takes a RetryPolicy")
+        if not all(callable(f) for f in self.fallbacks):
+            raise UsageError(f"decision {self.name!r}: fallback= takes functions (or a list)")
 
 
 def define(
@@ -85,7 +92,14 @@ def define(
         classify=policies.get("classify"),
         is_async=inspect.iscoroutinefunction(fn),
         returns=returns,
+        fallbacks=_chain(policies.get("fallback")),
     )
+
+
+def _chain(given: Any) -> tuple[Callable[..., Any], ...]:
+    if given is None:
+        return ()
+    return (given,) if callable(given) else tuple(given)
 
 
 def split(kwargs: dict[str, Any]) -> tuple[Policies, dict[str, Any]]:
@@ -168,7 +182,14 @@ def started(ctx: RunContext, d: Identity) -> float:
     return time.monotonic()
 
 
-def record(ctx: RunContext, d: Identity, raw: Any, duration: float, attempt: int = 1) -> Any:
+def record(
+    ctx: RunContext,
+    d: Identity,
+    raw: Any,
+    duration: float,
+    attempt: int = 1,
+    by: str | None = None,
+) -> Any:
     """Record the decision's value ``raw`` with its usage; the value as the code gets it
     (the declared type: a value that does not fit records nothing)."""
     # Secret-named entries are redacted live too: the agent sees what a replay gives it.
@@ -187,9 +208,10 @@ def record(ctx: RunContext, d: Identity, raw: Any, duration: float, attempt: int
             tokens_in=used.tokens_in,
             tokens_out=used.tokens_out,
             cost=used.cost,
+            answered_by=by,
         )
     )
-    ctx.log.info("decided", call=d.call, name=d.name)
+    ctx.log.info("decided", call=d.call, name=d.name, answered_by=by)
     if used:
         budget.check(ctx.agent.budget, spent(ctx), ctx.run_id, starting=False)
     return result
@@ -314,8 +336,50 @@ def _attempts(
 ) -> Any:
     started(ctx, d)
     decided = functools.partial(record, ctx, d)
-    call = Call(ctx, model, d.call, args, kwargs, d.ahash, {}, loop, decided)
+    chain = None
+    if model.fallbacks:
+        chain = functools.partial(_fallbacks, ctx, model, d, args, kwargs, loop)
+    call = Call(ctx, model, d.call, args, kwargs, d.ahash, {}, loop, decided, chain)
     return drive(call, state, ATTEMPT)
+
+
+def _fallbacks(
+    ctx: RunContext,
+    model: DecisionDef,
+    d: Identity,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    loop: asyncio.AbstractEventLoop | None,
+) -> tuple[bool, Any]:
+    """Each of ``model.fallbacks`` in turn, called once with the decision's arguments
+    (the budget checked before each): the first that answers is recorded as the
+    decision's value, naming it; (False, None) if none did."""
+    for fallback in model.fallbacks:
+        template = getattr(fallback, "__agentlog_model__", None)
+        name = template.name if template is not None else fallback_name(fallback)
+        budget.check(ctx.agent.budget, spent(ctx), ctx.run_id, starting=True)
+        begun = time.monotonic()
+        try:
+            raw = detached(fallback, *args, **kwargs)
+            if inspect.isawaitable(raw):
+                raw = _awaited(raw, loop)
+        except Exception as e:  # the next one is tried; the failure is logged
+            ctx.log.info("fallback_failed", call=d.call, name=d.name, fallback=name, error=str(e))
+            continue
+        return True, record(ctx, d, raw, time.monotonic() - begun, by=name)
+    return False, None
+
+
+def fallback_name(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
+
+
+def _awaited(awaitable: Any, loop: asyncio.AbstractEventLoop | None) -> Any:
+    """An async fallback's value: on the agent's loop (this is a worker thread), else a
+    loop of its own."""
+    if loop is None:
+        return asyncio.run(awaitable)
+    return asyncio.run_coroutine_threadsafe(awaitable, loop).result()
 
 
 __all__ = [

@@ -11,16 +11,21 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
+from typing import Any
 
+import msgspec
 from msgspec.structs import replace
 
 from ... import stats as figures
-from ...errors import AgentlogError, RunNotFound
+from ...errors import AgentlogError, RunNotFound, UsageError
+from ...events import AgentStarted
 from ...kinds import LineageKind
+from ...log import fitted
 from ...log.claims import KeyClaim, claims
 from ...log.history import check_run_id, checkpoints, read_events, started, state_at
 from ...log.state import CheckpointRef, RunState, lineage_kind, lineage_of
 from ...store import Store, open_store
+from ...store.base import BlobRef
 from .results import EventView, RunSummary
 from .search import RunQuery, select
 from .tree import MAX_DEPTH, RunNode
@@ -118,6 +123,31 @@ class Catalog:
     def events(self, run_id: str) -> list[EventView]:
         """The run's recorded events, in order."""
         return [EventView.of(r) for r in read_events(self.store, self.resolve(run_id))]
+
+    def context(self, run_id: str, max_tokens: int | None = None) -> str:
+        """The recovery context of a run as prompt text, fitted to ``max_tokens``
+        (:mod:`engine.log.fitted`; large values stored as blobs, see :meth:`blob`)."""
+        if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
+            raise UsageError(f"max_tokens must be a whole number above 0, not {max_tokens!r}")
+        rid = self.resolve(run_id)
+        records = read_events(self.store, rid)
+        given = next((r.event.input for r in records if isinstance(r.event, AgentStarted)), {})
+        head = fitted.header(self.state(rid), given)
+        return fitted.fit(head, fitted.items(records, self._keep), max_tokens)
+
+    def _keep(self, data: bytes) -> str | None:
+        try:
+            ref = self.store.put_blob(data)
+        except AgentlogError:  # a read-only store: the summary points to the log instead
+            return None
+        return f"{ref.sha256}.{ref.size}"
+
+    def blob(self, blob_id: str) -> Any:
+        """The value a recovery context's summary stored as blob ``blob_id``."""
+        sha, _, size = blob_id.strip().partition(".")
+        if not (sha.isalnum() and sha.isascii() and size.isdigit() and len(size) < 19):
+            raise UsageError(f"{blob_id!r} is not a blob id (HEX.SIZE, as a context shows it)")
+        return msgspec.json.decode(self.store.get_blob(BlobRef(sha, int(size))))
 
     def tree(self, run_id: str, depth: int = MAX_DEPTH) -> RunNode:
         """The run tree of ``run_id`` (an id or a unique prefix): the run and the child
