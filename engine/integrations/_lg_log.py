@@ -21,7 +21,7 @@ from ..kinds import RunStatus
 from ..log.history import RUN_ID, run_stream
 from ..store import Append, Snapshot, Store
 from ..store.ports import RunRow
-from ._lg_snap import EVERY, load
+from ._lg_snap import due, load
 from ._lg_thread import Thread
 
 PREFIX = "lg:"  # a thread's run id: lg:<thread id>, or lg-<digest> for any other id
@@ -67,9 +67,10 @@ class Threads:
             if thread is None and not full and self._snapshot is not None:
                 thread = load(self.store, stream)
             if thread is None or (thread.partial and (full or thread.stale)):
-                fresh = Thread(snapped=thread.snapped if thread else 0)
-                if thread is not None:
-                    fresh.lists = thread.lists  # this process's puts, never in the log
+                fresh = Thread()
+                if thread is not None:  # this process's puts (never in the log), its snapshot
+                    fresh.lists, fresh.snapped = thread.lists, thread.snapped
+                    fresh.snap_bytes = thread.snap_bytes
                 thread = fresh
             self._threads[thread_id] = thread
             self._threads.move_to_end(thread_id)
@@ -120,10 +121,15 @@ class Threads:
         return True
 
     def _keep(self, stream: uuid.UUID, thread: Thread) -> None:
-        """Save a snapshot of ``thread`` once ``EVERY`` events came after its last one."""
-        if self._snapshot is not None and thread.position - thread.snapped >= EVERY:
-            self.store.save_snapshot(stream, self._snapshot(thread))
-            thread.snapped = thread.position
+        """Save a snapshot of ``thread`` once it grew enough since its last (_lg_snap)."""
+        if self._snapshot is not None and due(thread):
+            snapshot = self._snapshot(thread)
+            self.store.save_snapshot(stream, snapshot)
+            thread.snapped, thread.snap_bytes, thread.grown = (
+                thread.position,
+                len(snapshot.payload),
+                0,
+            )
 
     def _started(self, thread_id: str, at: float) -> AgentStarted:
         rid = thread_run_id(thread_id)

@@ -6,8 +6,11 @@ A snapshot (topic ``langgraph_thread:1``, msgspec msgpack, no pickle) holds what
 pending writes, and the value of each of its channels merged into one stored part (a
 history kept as a base and tails is stored whole here). A thread loaded from one is
 ``partial``: the saver folds the whole stream for anything older (``list``, a named
-older checkpoint, forks, prune). ``EVERY`` events after the last one, the saver that
-appends keeps a new one. A snapshot that does not decode is skipped.
+older checkpoint, forks, prune). The saver that appends keeps a new one once ``EVERY``
+events and ``RATIO`` times the last one's bytes (in values, checkpoints and writes) came
+after it: the tail a read folds stays short, and snapshots never hold more than half
+the bytes the thread's events do (storage stays linear in the thread's length, though a
+history is stored whole in each). A snapshot that does not decode is skipped.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from ..store import Snapshot, Store
 from ._lg_thread import Thread, value_chain
 
 TOPIC = "langgraph_thread:1"
-EVERY = 200  # events between two snapshots of a thread: the longest tail a read folds
+EVERY = 200  # events at least between two snapshots of a thread
+RATIO = 2  # and value bytes at least this times the last snapshot's
 
 # (ns, checkpoint_id, task_id, idx, channel, kind, data, task_path): one pending write.
 SavedWrite = tuple[str, str, str, int, str, str, bytes, str]
@@ -67,6 +71,11 @@ def take(thread: Thread, versions: Versions, merge: Merge) -> Snapshot:
     return Snapshot(thread.position, TOPIC, _encoder.encode(snap))
 
 
+def due(thread: Thread) -> bool:
+    """Whether ``thread`` has grown enough since its last snapshot to keep a new one."""
+    return thread.position - thread.snapped >= EVERY and thread.grown >= RATIO * thread.snap_bytes
+
+
 def load(store: Store, stream: uuid.UUID) -> Thread | None:
     """The partial thread the newest snapshot of ``stream`` holds; None if none decodes."""
     for snapshot in store.snapshots(stream, None):
@@ -79,7 +88,7 @@ def load(store: Store, stream: uuid.UUID) -> Thread | None:
         if snap.position != snapshot.position:
             continue
         thread = Thread(position=snap.position, started_at=snap.started_at, partial=True)
-        thread.snapped = snap.position
+        thread.snapped, thread.snap_bytes = snap.position, len(snapshot.payload)
         for c in snap.checkpoints:
             thread.checkpoints.setdefault(c.ns, {})[c.checkpoint_id] = c
         for ns, v in snap.values:
@@ -90,4 +99,4 @@ def load(store: Store, stream: uuid.UUID) -> Thread | None:
     return None
 
 
-__all__ = ["EVERY", "TOPIC", "ThreadSnapshot", "load", "take"]
+__all__ = ["EVERY", "RATIO", "TOPIC", "ThreadSnapshot", "due", "load", "take"]

@@ -40,6 +40,8 @@ class Thread:
     partial: bool = False
     stale: bool = False
     snapped: int = 0  # the position of the thread's newest snapshot
+    snap_bytes: int = 0  # its size, and the value bytes folded since (_lg_snap.due)
+    grown: int = 0
 
     def fold(self, position: int, event: Event) -> None:
         """Take one event of the thread's stream (an event of no thread only moves on)."""
@@ -48,8 +50,10 @@ class Thread:
             self.started_at = event.at
         if isinstance(event, GraphCheckpointed):
             self._checkpointed(event)
+            self.grown += len(event.checkpoint) + sum(len(v.data) for v in event.values)
         elif isinstance(event, GraphWritten):
             self._written(event)
+            self.grown += sum(len(w.data) for w in event.writes)
         elif isinstance(event, GraphForgotten):
             self._forgotten(event)
         else:

@@ -14,7 +14,8 @@ from test_langgraph_saver import ITEM, _graph
 from engine import Engine
 from engine.integrations import _lg_snap
 from engine.integrations.langgraph import AgentlogSaver, thread_run_id
-from engine.log.history import read_events
+from engine.log.history import read_events, run_stream
+from engine.store.codec import encode_event
 
 LONG = 300  # checkpoints of the long thread
 
@@ -109,3 +110,19 @@ def test_prune_frees_a_deleted_threads_rows(eng: Engine) -> None:
     out = graph.invoke({"history": [], "title": "t", "n": 58}, gone)
     assert out["n"] == 60 and saver.get_tuple(gone) is not None
     assert read_events(eng.store, thread_run_id("gone"))[0].position == 1
+
+
+def test_snapshots_stay_a_fraction_of_the_threads_bytes(
+    eng: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even with a snapshot allowed every 20 events, the snapshots of a growing history
+    hold at most 1/RATIO of the bytes its events do (storage stays linear)."""
+    monkeypatch.setattr("test_langgraph_saver.STEPS", LONG)
+    monkeypatch.setattr(_lg_snap, "EVERY", 20)
+    config: Any = {"configurable": {"thread_id": "bytes"}, "recursion_limit": 1000}
+    _graph(AgentlogSaver(eng)).invoke({"history": [], "title": "t", "n": 0}, config)
+    rid = thread_run_id("bytes")
+    events = sum(len(encode_event(r.event)[1]) for r in read_events(eng.store, rid))
+    snaps = [len(s.payload) for s in eng.store.snapshots(run_stream(rid), None)]
+    assert len(snaps) >= 2
+    assert sum(snaps) <= events / _lg_snap.RATIO, (sum(snaps), events)
