@@ -106,9 +106,12 @@ url, thread, how = sys.argv[1:4]
 eng = Engine.open(url)
 saver, config = AgentlogSaver(eng), {"configurable": {"thread_id": thread}}
 eng.store.runs()  # the connection opened and the schema checked: not the read's cost
+plain, read = eng.store.read, []
+eng.store.read = lambda *a, **k: read.append(len(found := plain(*a, **k))) or found
 began = time.perf_counter()
 tup = saver.get_tuple(config) if how == "get_tuple" else next(iter(saver.list(config, limit=1)))
-print((time.perf_counter() - began) * 1000, len(tup.checkpoint["channel_values"]["messages"]))
+ms = (time.perf_counter() - began) * 1000
+print(ms, len(tup.checkpoint["channel_values"]["messages"]), sum(read))
 """
 
 
@@ -130,10 +133,10 @@ def fresh_reads(url: str, steps: int, rounds: int = 3) -> dict[str, float]:
                 [sys.executable, "-c", READ, url, thread, how],
                 check=True, capture_output=True, text=True,
             )  # fmt: skip
-            ms, n = done.stdout.split()
+            ms, n, events = done.stdout.split()
             assert int(n) == steps, (n, steps)
             times.append(float(ms))
-        out[how] = statistics.median(times)
+        out[how], out[how + "_events"] = statistics.median(times), int(events)
     return out
 
 
@@ -242,8 +245,8 @@ def fresh_main(sizes: list[int], pg: str | None) -> None:
     """The fresh-process read table, per agentlog store and thread length."""
     lines = [
         "| store | steps | bytes (events + snapshots) | get_tuple ms, fresh process "
-        "| list(limit=1) ms (whole fold) |",
-        "|---|---:|---:|---:|---:|",
+        "| events it read | list(limit=1) ms (whole fold) | events it read |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     with tempfile.TemporaryDirectory() as tmp:
         urls = {"sqlite": f"sqlite:///{tmp}/fresh.db"}
@@ -254,7 +257,7 @@ def fresh_main(sizes: list[int], pg: str | None) -> None:
                 r = fresh_reads(url, steps)
                 lines.append(
                     f"| {name} | {steps} | {r['bytes']:,.0f} | {r['get_tuple']:.1f} "
-                    f"| {r['list']:.1f} |"
+                    f"| {r['get_tuple_events']:.0f} | {r['list']:.1f} | {r['list_events']:.0f} |"
                 )
     print("\n".join(lines))
 
