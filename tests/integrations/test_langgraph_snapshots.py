@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 from conftest import backends
+from structlog.testing import capture_logs
 from test_langgraph_saver import ITEM, _graph
 
 from engine import Engine
 from engine.integrations import _lg_snap
 from engine.integrations.langgraph import AgentlogSaver, thread_run_id
-from engine.log.history import read_events, run_stream
+from engine.log.history import read_events, rebuild, run_stream
 from engine.store.codec import encode_event
 
 LONG = 300  # checkpoints of the long thread
@@ -126,3 +127,6 @@ def test_snapshots_stay_a_fraction_of_the_threads_bytes(
     snaps = [len(s.payload) for s in eng.store.snapshots(run_stream(rid), None)]
     assert len(snaps) >= 2
     assert sum(snaps) <= events / _lg_snap.RATIO, (sum(snaps), events)
+    with capture_logs() as logs:  # the run's own state reader skips them without a word
+        assert rebuild(eng.store, rid).position == len(read_events(eng.store, rid))
+    assert [e for e in logs if e["event"] == "snapshot_skipped"] == []
