@@ -4,6 +4,7 @@ time), and gets what the whole fold gives; a deleted thread's rows are freed by 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ from engine.integrations import _lg_snap
 from engine.integrations.langgraph import AgentlogSaver, thread_run_id
 from engine.log.history import read_events, rebuild, run_stream
 from engine.store.codec import encode_event
+from replay.cli.entry import run_cli
 
 LONG = 300  # checkpoints of the long thread
 
@@ -130,3 +132,18 @@ def test_snapshots_stay_a_fraction_of_the_threads_bytes(
     with capture_logs() as logs:  # the run's own state reader skips them without a word
         assert rebuild(eng.store, rid).position == len(read_events(eng.store, rid))
     assert [e for e in logs if e["event"] == "snapshot_skipped"] == []
+
+
+def test_agentlog_prune_frees_a_deleted_thread(
+    store_url: str, eng: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI's prune takes the deleted thread (and `storage` shows it gone)."""
+    saver = AgentlogSaver(eng)
+    config: Any = {"configurable": {"thread_id": "cli"}}
+    _graph(saver).invoke({"history": [], "title": "t", "n": 55}, config)
+    saver.delete_thread("cli")
+    capsys.readouterr()
+    assert run_cli(["prune", "--older-than", "0s", "--url", store_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_ids"] == [thread_run_id("cli")]
+    assert run_cli(["storage", "--url", store_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == []
