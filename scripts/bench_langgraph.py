@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +36,7 @@ from benchkit import PG_URL
 
 from engine import Engine
 from engine.integrations.langgraph import AgentlogSaver, thread_run_id
-from engine.log.history import read_events
+from engine.log.history import read_events, run_stream
 from engine.store.codec import encode_event
 
 TEXT = "m" * 90  # with its step number, ~100 bytes of content per message
@@ -90,9 +92,52 @@ def postgres_bytes(conn: Any) -> int:
 
 
 def agentlog_bytes(engine: Engine, thread: str) -> int:
-    return sum(
-        len(encode_event(r.event)[1]) for r in read_events(engine.store, thread_run_id(thread))
-    )
+    """The encoded events of the thread's run and its snapshots' payloads."""
+    rid = thread_run_id(thread)
+    events = sum(len(encode_event(r.event)[1]) for r in read_events(engine.store, rid))
+    return events + sum(len(s.payload) for s in engine.store.snapshots(run_stream(rid), None))
+
+
+READ = """
+import sys, time
+from engine import Engine
+from engine.integrations.langgraph import AgentlogSaver
+url, thread, how = sys.argv[1:4]
+eng = Engine.open(url)
+saver, config = AgentlogSaver(eng), {"configurable": {"thread_id": thread}}
+eng.store.runs()  # the connection opened and the schema checked: not the read's cost
+plain, read = eng.store.read, []
+eng.store.read = lambda *a, **k: read.append(len(found := plain(*a, **k))) or found
+began = time.perf_counter()
+tup = saver.get_tuple(config) if how == "get_tuple" else next(iter(saver.list(config, limit=1)))
+ms = (time.perf_counter() - began) * 1000
+print(ms, len(tup.checkpoint["channel_values"]["messages"]), sum(read))
+"""
+
+
+def fresh_reads(url: str, steps: int, rounds: int = 3) -> dict[str, float]:
+    """A thread of ``steps`` steps, then the newest checkpoint read in fresh processes:
+    ``get_tuple`` (snapshot and tail) and ``list(limit=1)`` (the whole stream folded);
+    the median ms of ``rounds`` processes each."""
+    eng = Engine.open(url)
+    thread = uuid.uuid4().hex
+    config: Any = {"configurable": {"thread_id": thread}, "recursion_limit": steps * 2 + 10}
+    build(AgentlogSaver(eng)).invoke({"messages": [], "n": 0, "steps": steps}, config)
+    stored = agentlog_bytes(eng, thread)
+    eng.close()
+    out: dict[str, float] = {"bytes": stored}
+    for how in ("get_tuple", "list"):
+        times = []
+        for _ in range(rounds):
+            done = subprocess.run(
+                [sys.executable, "-c", READ, url, thread, how],
+                check=True, capture_output=True, text=True,
+            )  # fmt: skip
+            ms, n, events = done.stdout.split()
+            assert int(n) == steps, (n, steps)
+            times.append(float(ms))
+        out[how], out[how + "_events"] = statistics.median(times), int(events)
+    return out
 
 
 Measure = tuple[Any, Callable[[str], int], Callable[[], None]]  # graph, bytes(thread), close
@@ -164,7 +209,12 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--pg-url", default=PG_URL, help="'' to skip PostgreSQL")
     p.add_argument("--out", help="also write the table (Markdown) to this file")
+    p.add_argument(
+        "--fresh", help="instead: fresh-process reads of threads of these steps (100,1000)"
+    )
     args = p.parse_args()
+    if args.fresh:
+        return fresh_main([int(n) for n in args.fresh.split(",")], args.pg_url or None)
     with tempfile.TemporaryDirectory() as tmp:
         found = savers(tmp, args.pg_url or None)
         rows = {}
@@ -189,6 +239,27 @@ def main() -> None:
     print("\n".join(lines))
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+def fresh_main(sizes: list[int], pg: str | None) -> None:
+    """The fresh-process read table, per agentlog store and thread length."""
+    lines = [
+        "| store | steps | bytes (events + snapshots) | get_tuple ms, fresh process "
+        "| events it read | list(limit=1) ms (whole fold) | events it read |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        urls = {"sqlite": f"sqlite:///{tmp}/fresh.db"}
+        if pg:
+            urls["postgres"] = f"{pg.split('?')[0]}?schema=lgfresh_{uuid.uuid4().hex[:8]}"
+        for name, url in urls.items():
+            for steps in sizes:
+                r = fresh_reads(url, steps)
+                lines.append(
+                    f"| {name} | {steps} | {r['bytes']:,.0f} | {r['get_tuple']:.1f} "
+                    f"| {r['get_tuple_events']:.0f} | {r['list']:.1f} | {r['list_events']:.0f} |"
+                )
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ import msgspec
 
 from .base import Event
 
+# The agent of a thread's run, langgraph:<the saver's name> (not exported with the events).
+THREAD_AGENT = "langgraph:"
+
 # A channel's version, as LangGraph numbers it (int by default, str for some savers).
 Version = str | int | float
 

@@ -35,6 +35,13 @@ class Thread:
     lists: dict[tuple[str, str], tuple[Version, list[Any]]] = field(default_factory=dict)
     # The events since the thread was last deleted whole: what copy_thread copies.
     live: list[Event] = field(default_factory=list)
+    # Loaded from a snapshot (_lg_snap): only each namespace's newest checkpoint and its
+    # values; ``stale`` once a partial forget came after it (the newest may be gone).
+    partial: bool = False
+    stale: bool = False
+    snapped: int = 0  # the position of the thread's newest snapshot
+    snap_bytes: int = 0  # its size, and the value bytes folded since (_lg_snap.due)
+    grown: int = 0
 
     def fold(self, position: int, event: Event) -> None:
         """Take one event of the thread's stream (an event of no thread only moves on)."""
@@ -43,8 +50,10 @@ class Thread:
             self.started_at = event.at
         if isinstance(event, GraphCheckpointed):
             self._checkpointed(event)
+            self.grown += len(event.checkpoint) + sum(len(v.data) for v in event.values)
         elif isinstance(event, GraphWritten):
             self._written(event)
+            self.grown += sum(len(w.data) for w in event.writes)
         elif isinstance(event, GraphForgotten):
             self._forgotten(event)
         else:
@@ -71,7 +80,9 @@ class Thread:
             self.values.clear()
             self.lists.clear()
             self.live.clear()
+            self.partial = self.stale = False  # nothing older is left to miss
             return
+        self.stale = self.partial
         kept = {(k.ns, k.checkpoint_id) for k in e.keep}
         for ns, saved in self.checkpoints.items():
             for cid, c in list(saved.items()):
@@ -106,9 +117,21 @@ def value_chain(thread: Thread, ns: str, channel: str, version: Version) -> list
     return [] if chain[0].kind == "empty" else chain
 
 
+def resolves(thread: Thread, ns: str, versions: dict[str, Version]) -> bool:
+    """Whether every channel value at ``versions`` is held whole by ``thread``."""
+    for channel, version in versions.items():
+        at: Version | None = version
+        while at is not None:
+            part = thread.values.get((ns, channel, at))
+            if part is None:
+                return False
+            at = part.base
+    return True
+
+
 def extends(previous: list[Any], value: Any) -> bool:
     """Whether ``value`` is ``previous`` with items appended (both plain lists)."""
     return type(value) is list and len(value) > len(previous) and value[: len(previous)] == previous
 
 
-__all__ = ["Thread", "Write", "extends", "value_chain"]
+__all__ = ["Thread", "Write", "extends", "resolves", "value_chain"]

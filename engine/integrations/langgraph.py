@@ -13,6 +13,7 @@ as that version plus the appended tail.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -47,7 +48,8 @@ from ._lg_async import AsyncMethods
 from ._lg_delta import delta_history
 from ._lg_log import AGENT, Threads, thread_run_id
 from ._lg_node import durable_node, node_run_id
-from ._lg_thread import Thread, extends, value_chain
+from ._lg_snap import take
+from ._lg_thread import Thread, extends, resolves, value_chain
 
 if TYPE_CHECKING:
     from ..runtime.engine import Engine
@@ -83,7 +85,8 @@ class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
         if not name:
             raise UsageError("AgentlogSaver needs a name (its threads' agent langgraph:<name>)")
         self.engine = engine
-        self.threads = Threads(lambda: engine.store, AGENT + name)
+        snapshot = functools.partial(take, versions=self._versions, merge=self._merge)
+        self.threads = Threads(lambda: engine.store, AGENT + name, snapshot)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -94,8 +97,14 @@ class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         with self.threads.lock:
             thread = self.threads.read(thread_id)
-            cid = get_checkpoint_id(config) or thread.latest(ns)
-            saved = thread.checkpoints.get(ns, {}).get(cid) if cid else None
+            for _ in range(2):  # a partial thread (a snapshot and its tail), else all
+                cid = get_checkpoint_id(config) or thread.latest(ns)
+                saved = thread.checkpoints.get(ns, {}).get(cid) if cid else None
+                if not thread.partial or (
+                    saved is not None and resolves(thread, ns, self._versions(saved))
+                ):
+                    break
+                thread = self.threads.read(thread_id, full=True)
             return None if saved is None else self._tuple(thread, thread_id, saved)
 
     def list(
@@ -119,7 +128,7 @@ class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
         left = limit
         for thread_id in ids:
             with self.threads.lock:
-                thread = self.threads.read(thread_id)
+                thread = self.threads.read(thread_id, full=True)
                 found = [
                     c
                     for ns, saved in thread.checkpoints.items()
@@ -178,6 +187,19 @@ class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
             if memo is not None:
                 memo[id(part)] = (whole, len(whole))
         return whole[:] if memo is not None else whole
+
+    def _versions(self, c: GraphCheckpointed) -> dict[str, Any]:
+        versions: dict[str, Any] = self.serde.loads_typed((c.kind, c.checkpoint))[
+            "channel_versions"
+        ]
+        return versions
+
+    def _merge(self, chain: Sequence[GraphValue]) -> GraphValue:
+        """A chain of stored parts as one whole value (what a snapshot keeps)."""
+        kind, data = self.serde.dumps_typed(self._value(chain))
+        return GraphValue(
+            channel=chain[-1].channel, version=chain[-1].version, kind=kind, data=data
+        )
 
     def _metadata(self, c: GraphCheckpointed) -> CheckpointMetadata:
         meta: CheckpointMetadata = self.serde.loads_typed((c.metadata_kind, c.metadata))
@@ -302,7 +324,7 @@ class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Give ``target_thread_id`` the source's checkpoints and writes, as they stand."""
-        source = self.threads.read(source_thread_id)
+        source = self.threads.read(source_thread_id, full=True)
         events = list(source.live)
         if events:
             self.threads.append(target_thread_id, lambda thread: events)
@@ -315,7 +337,7 @@ class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
             return [] if e is None else [e]
 
         with self.threads.lock:
-            if self.threads.read(thread_id).position:
+            if self.threads.read(thread_id, full=True).position:
                 self.threads.append(thread_id, events)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
@@ -331,7 +353,7 @@ class AgentlogSaver(AsyncMethods, BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         with self.threads.lock:
-            thread = self.threads.read(thread_id)
+            thread = self.threads.read(thread_id, full=True)
             return delta_history(  # type: ignore[return-value]
                 thread,
                 ns,

@@ -4,8 +4,9 @@ whose ports keep them as bytes with a topic (:class:`engine.store.Snapshot`).
 The stored topic is ``run_state:<version>``. Version 2 dropped the checkpoint list and
 the input from ``RunState`` (msgspec ignores the dropped fields); version 3 holds what a
 run waits on as a typed ``waits_on`` instead of strings, which ``upcast_snapshot`` reads
-for versions 1 and 2. A snapshot of another topic, or one that does not decode, is
-skipped and the state rebuilt from events.
+for versions 1 and 2. A snapshot of another ``run_state`` version, or one that does not
+decode, is skipped with a warning and the state rebuilt from events; one of another
+topic (a LangGraph thread's, on the same stream) is not this reader's, and skipped.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..errors import CorruptData
 from ..store import Snapshot, Store
 from .state import RunState, upcast_snapshot
 
+TOPIC_PREFIX = "run_state:"  # a snapshot of another topic prefix is no run state's
 SNAPSHOT_TOPIC = "run_state:3"
 LEGACY_SNAPSHOT_TOPICS = frozenset({"run_state:1", "run_state:2"})
 SNAPSHOT_TOPICS = frozenset({SNAPSHOT_TOPIC, *LEGACY_SNAPSHOT_TOPICS})
@@ -61,6 +63,8 @@ def snapshot_at_or_before(store: Store, stream: uuid.UUID, position: int | None)
     """The newest snapshot that decodes, at or before ``position``; corrupt ones are skipped
     (a key problem, a :class:`~engine.errors.CipherError`, is not)."""
     for snapshot in store.snapshots(stream, position):
+        if not snapshot.topic.startswith(TOPIC_PREFIX):
+            continue  # another reader's snapshot of the stream (a LangGraph thread's)
         try:
             return decode_snapshot(snapshot)
         except CorruptData as e:

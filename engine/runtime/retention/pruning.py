@@ -24,6 +24,7 @@ from ...store import Recorded, RunRow, Store
 from ...store.prune import Pruner, RunRows
 from ..waits.mailbox import inbox_stream
 from .keys import KeyFate, key_fate, keys_of, record_expiry
+from .threads import as_finished
 from .trees import check_statuses, select
 
 if TYPE_CHECKING:
@@ -58,8 +59,9 @@ class Retention:
         statuses = check_statuses(status)
         folder = None if archive is None else _folder(archive)
         now = self.config.wall()
-        rows = self.store.runs()
+        rows, stored = as_finished(self.store, self.store.runs())  # deleted threads: .threads
         job = _Prune(self.store, self.config.key_ttl, now, None if dry_run else folder)
+        job.stored = stored
         report = job.run(select(rows, statuses, now - age), rows, dry_run)
         return {**report, "older_than": older_than}
 
@@ -127,6 +129,7 @@ class _Prune:
         self.skipped: list[dict[str, str]] = []
         self.expired = 0
         self.freed = 0
+        self.stored: dict[str, str] = {}  # run id -> its row's status, where shown otherwise
 
     def run(self, selection: Any, rows: Sequence[RunRow], dry_run: bool) -> dict[str, Any]:
         self.present = {r.run_id for r in rows}
@@ -199,7 +202,8 @@ class _Prune:
         if not self.dry_run:
             if self.folder is not None and position:
                 _archive(self.store, rid, self.folder)
-            rows = RunRows(rid, streams[0], position, (row.status,), streams, blobs, tuple(keys))
+            status = self.stored.get(rid, row.status)
+            rows = RunRows(rid, streams[0], position, (status,), streams, blobs, tuple(keys))
             if not self.pruner.delete(rows, self.now):
                 return False
         self.gone.update(mine, blobs)
