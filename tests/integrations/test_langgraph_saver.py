@@ -239,11 +239,6 @@ def test_a_node_run_resumed_without_its_task_state_is_left_for_the_graph(eng: En
     assert "LangGraph" in (result.error or "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (review rev2): a thread's run is 'running' for good, and prune never "
-    "takes a running run, so a deleted thread's bytes are never freed",
-)
 def test_a_deleted_thread_is_one_prune_can_free(eng: Engine) -> None:
     """CONTRACT: a LangGraph thread is a run that ``prune`` sees; once the graph deleted
     the thread (delete_thread), its history is what prune frees."""
