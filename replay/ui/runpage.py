@@ -18,6 +18,7 @@ from engine.log.state import ForkOf, lineage_of
 from engine.log.subtree import fork_effects, tree_effects
 
 from .. import timeline
+from ..cli.forkviews import fork_doc
 from ..output import Piece, state_doc
 from .render import line
 
@@ -32,8 +33,8 @@ PAGE = 500  # events a timeline page shows: a 20,000-event run opens at its last
 
 def offered(status: str) -> frozenset[str]:
     """The actions a run's page offers in ``status``: answer a paused run, approve a held
-    one, resume a failed, live (its owner may be gone) or waiting one, abandon any run not
-    over for good, fork from any run."""
+    one, resume a failed, live (its owner may be gone) or waiting one, abandon or send a
+    message to any run not over for good, fork from any run."""
     found = {"rewind"}
     if status == RunStatus.PAUSED:
         found.add("answer")
@@ -42,7 +43,7 @@ def offered(status: str) -> frozenset[str]:
     if status == RunStatus.FAILED or status == RunStatus.WAITING or status in LIVE:
         found.add("resume")
     if status not in FINAL:
-        found.add("abandon")
+        found.update(("abandon", "send"))
     return frozenset(found)
 
 
@@ -68,6 +69,7 @@ class RunPage:
     standing: list[Effect]
     actions: frozenset[str]  # what :func:`offered` says for its status
     undoable: list[Effect]  # what an abandon would find standing, deepest first
+    fork: dict[str, Any] | None  # a fork's edits, dry run and would-be effects (forkviews)
 
 
 def forks(engine: Engine, run_id: str) -> list[tuple[str, int | None]]:
@@ -150,6 +152,7 @@ def read(
         standing=fork_effects(engine.store, rid)[0] if state.parent_run_id else [],
         actions=offered(state.status),
         undoable=_undoable(engine, rid) if state.status not in FINAL else [],
+        fork=fork_doc(engine.events(rid)) if state.parent_run_id else None,
     )
 
 
