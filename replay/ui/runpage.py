@@ -18,7 +18,7 @@ from engine.log.state import ForkOf, lineage_of
 from engine.log.subtree import fork_effects, tree_effects
 
 from .. import timeline
-from ..cli.forkviews import fork_doc
+from ..forkdoc import fork_doc
 from ..output import state_doc
 from .render import line
 

@@ -13,7 +13,7 @@ from ui_kit import client, csrf, main_text
 
 from engine import Engine
 from engine.kinds import RunStatus
-from replay.cli.forkviews import fork_doc
+from replay.forkdoc import fork_doc
 from tests.agents import mailbox_agents, ui_agents
 
 
