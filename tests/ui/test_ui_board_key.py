@@ -3,38 +3,21 @@ runs that claimed it, each once, oldest claim first; no other filter beside it."
 
 from __future__ import annotations
 
-from typing import Any
-
 from conftest import backends
 from ui_kit import client, main_text
 
 from engine import Engine
-
-
-def booking(eng: Engine) -> Any:
-    """An agent whose side effect claims the business key ``hold:ORDER``."""
-
-    @eng.tool(side_effect=True, key=lambda order: f"hold:{order}", compensate=lambda r: None)
-    def hold(order: str, *, idempotency_key: str) -> str:
-        return f"held {order}"
-
-    @eng.agent
-    def book(run: Any, order: str) -> Any:
-        hold(order)
-        return run.ask("ship it?")
-
-    return book
+from tests.agents import ui_agents
 
 
 @backends("sqlite", "postgres")
 def test_the_board_by_business_key_lists_the_runs_that_claimed_it(eng: Engine) -> None:
     """The first run's claim compensated, a second run claims the key again: both are
     listed, the first claim first; a run of another key is not."""
-    book = booking(eng)
-    first = eng.run(book, order="A").run_id
+    first = eng.run(ui_agents.booking, order="A").run_id
     eng.abandon(first)
-    second = eng.run(book, order="A").run_id
-    other = eng.run(book, order="B").run_id
+    second = eng.run(ui_agents.booking, order="A").run_id
+    other = eng.run(ui_agents.booking, order="B").run_id
     c = client(eng)
     r = c.get("/", params={"key": "hold:A"})
     assert r.status_code == 200
