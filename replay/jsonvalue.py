@@ -85,3 +85,17 @@ def _unicode(text: str, what: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise UsageError(f"{what} holds {shown(text)}, a lone surrogate, not text") from None
+
+
+def assignments(items: list[str], option: str) -> dict[str, Any]:
+    """``NAME=JSON`` items (``--set``) as a mapping; one without ``=``, with no name, named
+    twice, or whose value is not JSON is refused (UsageError, naming it)."""
+    found: dict[str, Any] = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        if not eq or not name.strip():
+            raise UsageError(f"{option} takes NAME=JSON, not {shown(item)}")
+        if name in found:
+            raise UsageError(f"{option} names {shown(name)} twice")
+        found[name] = json_value(text, f"the value of {option} {shown(name)}")
+    return found

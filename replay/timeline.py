@@ -26,6 +26,7 @@ from projections.views.timeline import Figures, tally_at
 from .output import Piece, brief, clock, seconds, short
 from .timeline_agents import RENDER as AGENT_LINES
 from .timeline_graphs import RENDER as GRAPH_LINES
+from .timeline_ops import RENDER as OPS_LINES
 
 if TYPE_CHECKING:
     from engine.runtime.run.catalog import Catalog
@@ -97,11 +98,18 @@ class _Story:
     figures: Figures = field(default_factory=Figures)
 
 
-def story(events: Iterable[ev.Positioned]) -> Iterator[list[Piece]]:
-    """The lines of the timeline, one per event, then a one-line summary."""
+def story(
+    events: Iterable[ev.Positioned], keep: Callable[[int], bool] | None = None
+) -> Iterator[list[Piece]]:
+    """The lines of the timeline, one per event, then a one-line summary; with ``keep``
+    (a test of a position), only the lines of the events it keeps: each other event only
+    moves the story on, as cheaply as it can (a page of a long run)."""
     s = _Story()
     for r in events:
         e = r.event
+        if keep is not None and not keep(r.position):
+            _move_on(s, r.position, e)
+            continue
         when = utc(e.at)
         at = when.timestamp()  # as shown: the datetime's own rounding of the stored time
         start = at if s.figures.started_at is None else s.figures.started_at
@@ -115,6 +123,19 @@ def story(events: Iterable[ev.Positioned]) -> Iterator[list[Piece]]:
         s.figures = tally_at(s.figures, r.position, e, at)
         yield [(f"{r.position:>5}  ", "dim"), (clock(when), "dim"), (since, "dim"), indent, *text]
     yield summary(s.figures)
+
+
+def _move_on(s: _Story, position: int, e: ev.Event) -> None:
+    """The event's mark on the narrator's memory, without its line: a call's intent and
+    outcome by hand (the events of most lines), any other by its renderer."""
+    at = utc(e.at).timestamp()
+    if isinstance(e, ev.ToolInvoked):
+        s.open_calls[e.call] = e.tool
+    elif isinstance(e, ev.ToolSucceeded | ev.ToolFailed):
+        _settle(s, e)
+    elif (render := _RENDER.get(type(e))) is not None:
+        render(s, e, at)
+    s.figures = tally_at(s.figures, position, e, at)
 
 
 def summary(f: Figures) -> list[Piece]:
@@ -137,8 +158,9 @@ Render = Callable[[_Story, Any, float], list[Piece]]
 
 def _other(e: ev.Event, at: float) -> list[Piece]:
     """The line of an event of many agents (:mod:`replay.timeline_agents`), of a
-    LangGraph thread (:mod:`replay.timeline_graphs`), or of any other: its type and fields."""
-    agents = AGENT_LINES.get(type(e)) or GRAPH_LINES.get(type(e))
+    LangGraph thread (:mod:`replay.timeline_graphs`), of an operator's
+    (:mod:`replay.timeline_ops`), or of any other: its type and fields."""
+    agents = AGENT_LINES.get(type(e)) or GRAPH_LINES.get(type(e)) or OPS_LINES.get(type(e))
     if agents is not None:
         return agents(e, at)
     return [(f"· {e.__struct_config__.tag} ", "dim"), brief(ev.event_data(e), 120)]
@@ -329,42 +351,6 @@ def _compensated(s: _Story, e: ev.Compensated, at: float) -> list[Piece]:
     return [("↶ undone ", "yellow"), e.tool, " → ", brief(e.result)]
 
 
-def _imported(s: _Story, e: ev.RunImported, at: float) -> list[Piece]:
-    signed = "signed" if e.signed else "unsigned"
-    where = f"from {e.source or '?'} by {e.by or '?'} ({signed})"
-    return [("⇣ imported ", "bold magenta"), where, ("  history only until adopted", "dim")]
-
-
-def _adopted(s: _Story, e: ev.RunAdopted, at: float) -> list[Piece]:
-    return [("✓ adopted ", "bold magenta"), f"by {e.by or '?'}: runs as {e.agent}"]
-
-
-def _held(s: _Story, e: ev.RunHeld, at: float) -> list[Piece]:
-    return [("⏸ held for approval ", "bold yellow"), e.reason, ("  agentlog approve RUN", "dim")]
-
-
-def _approved(s: _Story, e: ev.RunApproved, at: float) -> list[Piece]:
-    return [("✓ approved ", "bold yellow"), f"by {e.by or '?'} (agentlog {e.via})"]
-
-
-def _saves(s: _Story, e: ev.SavesTimed, at: float) -> list[Piece]:
-    parts = [
-        f"{n} {what}{'' if n == 1 else 's'} in {ms:.1f} ms"
-        for n, what, ms in (
-            (e.checkpoints, "checkpoint", e.checkpoint_ms),
-            (e.snapshots, "snapshot", e.snapshot_ms),
-        )
-        if n
-    ]
-    return [("⏱ saved ", "dim"), (", ".join(parts) or "nothing", "dim")]
-
-
-def _circuit(
-    s: _Story, e: ev.CircuitOpened | ev.CircuitHalfOpened | ev.CircuitClosed, at: float
-) -> list[Piece]:
-    return [("⚡ circuit ", "yellow"), e.tool, f" {brief(ev.event_data(e))}"]
-
-
 _RENDER: dict[type[ev.Event], Render] = {
     ev.AgentStarted: _started,
     ev.AgentResumed: _resumed,
@@ -387,12 +373,4 @@ _RENDER: dict[type[ev.Event], Render] = {
     ev.RetryScheduled: _retry,
     ev.CompensationStarted: _compensating,
     ev.Compensated: _compensated,
-    ev.RunImported: _imported,
-    ev.RunAdopted: _adopted,
-    ev.RunHeld: _held,
-    ev.RunApproved: _approved,
-    ev.SavesTimed: _saves,
-    ev.CircuitOpened: _circuit,
-    ev.CircuitHalfOpened: _circuit,
-    ev.CircuitClosed: _circuit,
 }

@@ -211,6 +211,14 @@ def list_runs(
     return query(store, RunFilter(status, agent, since, until, parent, limit, offset, version))
 
 
+def rows_of(store: Store, run_ids: Sequence[str]) -> list[RunBoardRow]:
+    """The rows of ``run_ids`` in that order (a run the view lacks: left out), after
+    bringing the view up to date."""
+    caught_up(store)
+    found = store.views.rows(View.table(), list(dict.fromkeys(run_ids)))
+    return [_DECODE(found[r]) for r in dict.fromkeys(run_ids) if r in found]
+
+
 def counts(
     store: Store, since: float | None, agent: str | None, *, catch_up: bool = True
 ) -> RunCounts:

@@ -8,13 +8,11 @@ the quick path, ``replay.cli.quick``, checks arguments with it too).
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine.errors import UsageError
 
-from ..jsonvalue import MAX_DEPTH, json_value, shown
+from ..jsonvalue import MAX_DEPTH, assignments, json_value, shown
 
-# json_value and shown: where the CLI has always found them
+# assignments, json_value and shown: where the CLI has always found them
 __all__ = ["MAX_DEPTH", "assignments", "json_value", "shown"]
 
 # Longer than any run id the engine makes or accepts; a prefix is shorter still.
@@ -104,17 +102,3 @@ def moment(value: str | None, option: str, now: float) -> float | None:
         raise UsageError(
             f"{option} {shown(value)} is neither a span (24h, 90m, 7d) nor an ISO-8601 time"
         ) from None
-
-
-def assignments(items: list[str], option: str) -> dict[str, Any]:
-    """``NAME=JSON`` items (``--set``) as a mapping; one without ``=``, with no name, named
-    twice, or whose value is not JSON is refused (UsageError, naming it)."""
-    found: dict[str, Any] = {}
-    for item in items:
-        name, eq, text = item.partition("=")
-        if not eq or not name.strip():
-            raise UsageError(f"{option} takes NAME=JSON, not {shown(item)}")
-        if name in found:
-            raise UsageError(f"{option} names {shown(name)} twice")
-        found[name] = json_value(text, f"the value of {option} {shown(name)}")
-    return found

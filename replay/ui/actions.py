@@ -1,7 +1,9 @@
 """The actions, each a POST carrying the CSRF value: answer a paused run (text, or JSON
-with ``as_json``), resume, approve a held run, abandon, and rewind to a fork at a
-position or checkpoint with ``effects=``. A form posted by the page's script gets JSON
-back; a plain form, a redirect to the run's page (the fork's, for a rewind)."""
+with ``as_json``), resume, approve a held run, abandon, rewind to a fork at a position
+or checkpoint with ``effects=``, edits (``set``: NAME=JSON lines), another answer and
+as a dry run, and send a message to a run. Every value is read as the CLI reads it. A
+form posted by the page's script gets JSON back; a plain form, a redirect to the run's
+page (the fork's, for a rewind)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from starlette.responses import RedirectResponse, Response
 from engine.errors import RunNotFound, UsageError
 from engine.kinds import Effects
 
-from ..jsonvalue import json_value, shown
+from ..jsonvalue import assignments, json_value, shown
 from ..output import result_doc
 from . import params
 from .guard import CSRF_FIELD, csrf_ok, same_origin
@@ -29,30 +31,63 @@ ASYNC_HEADER = "x-agentlog-fetch"
 EFFECTS = tuple(e.value for e in Effects)
 
 
+MAX_VALUE = 100_000  # characters of a typed value: an answer, a message, the edits
+
+
+def _typed(form: dict[str, str], field: str, flag: str, what: str) -> Any:
+    """The form's ``field`` as text, or as JSON when ``flag`` is ``1`` (as the CLI's
+    ``--json-value`` reads it)."""
+    value = form.get(field, "")
+    if len(value) > MAX_VALUE:
+        raise UsageError(f"{what} is longer than 100,000 characters")
+    return json_value(value, what) if form.get(flag) == "1" else value
+
+
 def _answer(engine: Engine, rid: str, form: dict[str, str]) -> RunResult:
     from engine import Given
 
-    value = form.get("value", "")
-    if len(value) > 100_000:
-        raise UsageError("the answer is longer than 100,000 characters")
-    if form.get("as_json") != "1":
-        return engine.answer(rid, value)
-    parsed = json_value(value, "the answer")  # as `agentlog answer --json-value` reads it
-    return engine.answer(rid, Given(parsed))
+    value = _typed(form, "value", "as_json", "the answer")
+    return engine.answer(rid, Given(value) if form.get("as_json") == "1" else value)
 
 
 def _rewind(engine: Engine, rid: str, form: dict[str, str]) -> RunResult:
+    """``agentlog rewind``'s options from the form: ``to``, ``effects``, ``set`` (one
+    NAME=JSON a line), ``answer`` (JSON with ``answer_json``), ``dry_run``."""
     to = params.position(form.get("to"), "to")
-    if to is None:
-        raise UsageError("to: give a position or a checkpoint name to fork from")
+    answer = _typed(form, "answer", "answer_json", "the answer") if form.get("answer") else None
+    if to is None and answer is None:
+        raise UsageError("to: give a position or a checkpoint name to fork from (or an answer)")
     effects = form.get("effects") or Effects.REUSE.value
     if effects not in EFFECTS:
         raise UsageError(f"effects must be one of {', '.join(EFFECTS)}")
-    return engine.rewind(rid, to, effects=effects)
+    edits = form.get("set", "")
+    if len(edits) > MAX_VALUE:
+        raise UsageError("the edits are longer than 100,000 characters")
+    lines = [x.strip() for x in edits.splitlines() if x.strip()]
+    values = assignments(lines, "set")
+    dry = form.get("dry_run") == "1"
+    return engine.rewind(rid, to, effects=effects, set=values, answer=answer, dry_run=dry)
 
 
-def _act(engine: Engine, action: str, run_id: str, form: dict[str, str]) -> RunResult:
+def _send(engine: Engine, rid: str, form: dict[str, str]) -> dict[str, Any]:
+    """``agentlog send RUN TOPIC VALUE [--json-value]``: the run's state after, as a doc."""
+    topic = params.text(form.get("topic"), "topic")
+    if topic is None:
+        raise UsageError("topic: name the topic the run receives on")
+    engine.send(rid, topic, _typed(form, "value", "as_json", "the message"))
+    state = engine.state(rid)
+    return {"run_id": rid, "topic": topic, "sent": True, "status": state.status}
+
+
+def _act(engine: Engine, action: str, run_id: str, form: dict[str, str]) -> dict[str, Any]:
+    """The action's outcome as JSON's document (a run's result, or what was sent)."""
     rid = engine.resolve(run_id)
+    if action == "send":
+        return _send(engine, rid, form)
+    return result_doc(_result(engine, action, rid, form))
+
+
+def _result(engine: Engine, action: str, rid: str, form: dict[str, str]) -> RunResult:
     match action:
         case "answer":
             return _answer(engine, rid, form)
@@ -72,7 +107,7 @@ def _json(doc: dict[str, Any], status: int = 200) -> Response:
     return Response(msgspec.json.encode(doc, enc_hook=str), status, media_type="application/json")
 
 
-ACTIONS = ("answer", "resume", "approve", "abandon", "rewind")
+ACTIONS = ("answer", "resume", "approve", "abandon", "rewind", "send")
 
 
 async def act(request: Request) -> Response:
@@ -90,13 +125,13 @@ async def act(request: Request) -> Response:
     if action not in ACTIONS:
         return error(request, 404, f"no action {shown(action)}")
     try:
-        result = await run_in_threadpool(_act, engine, action, run_id, form)
+        done = await run_in_threadpool(_act, engine, action, run_id, form)
     except UsageError as e:
         if not fetched:
             raise
         return _json({"error": str(e)}, 404 if isinstance(e, RunNotFound) else 400)
     root = request.scope.get("root_path", "")
-    where = f"{root}/runs/{result.run_id}"
+    where = f"{root}/runs/{done['run_id']}"
     if fetched:
-        return _json({**result_doc(result), "location": where})
+        return _json({**done, "location": where})
     return RedirectResponse(where, 303)

@@ -13,7 +13,7 @@ from starlette.responses import HTMLResponse
 from engine.errors import AgentlogError
 from engine.kinds import SUSPENDED
 from engine.log.history import started
-from projections.views.runs import counts, list_runs
+from projections.views.runs import counts, list_runs, rows_of
 
 from .. import diff as diff_mod
 from ..output import board_doc, state_doc
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from engine import Engine
+    from projections.views.runs import RunBoardRow
 
 BOARD_PAGE = 50
 
@@ -35,7 +36,8 @@ def _engine(request: Request) -> Engine:
 
 def board(request: Request) -> HTMLResponse:
     """``/``: the runs view, filtered by ``status``, ``agent``, ``since``, ``until``,
-    ``parent``, a page of ``limit`` from ``offset``; the counts by status beside it."""
+    ``parent`` (or ``key``: the runs that claimed that business key, oldest claim
+    first), a page of ``limit`` from ``offset``; the counts by status beside it."""
     q = request.query_params
     engine = _engine(request)
     status = params.status(q.get("status"))
@@ -49,18 +51,23 @@ def board(request: Request) -> HTMLResponse:
         found = engine.store.run_ids(parent)
         parent = found[0] if len(found) == 1 else parent
     seen = live.fingerprint(engine, None)  # before the read: a later change is news
-    rows = list_runs(
-        engine.store,
-        status=status,
-        agent=agent,
-        since=since,
-        until=until,
-        parent=parent,
-        limit=limit + 1,
-        offset=offset,
+    key = params.key(q.get("key"), (status, agent, since, until, parent))
+    rows = (
+        key_rows(engine, key, limit + 1, offset)
+        if key is not None
+        else list_runs(
+            engine.store,
+            status=status,
+            agent=agent,
+            since=since,
+            until=until,
+            parent=parent,
+            limit=limit + 1,
+            offset=offset,
+        )
     )
     tally = counts(engine.store, since, agent, catch_up=False)
-    filters = {k: q.get(k, "") for k in ("status", "agent", "since", "until", "parent")}
+    filters = {k: q.get(k, "") for k in ("status", "agent", "since", "until", "parent", "key")}
     return page(
         request,
         "board.html",
@@ -74,6 +81,13 @@ def board(request: Request) -> HTMLResponse:
         live="",
         seen=seen,
     )
+
+
+def key_rows(engine: Engine, key: str, limit: int, offset: int) -> list[RunBoardRow]:
+    """The runs that claimed the business key ``key`` (``Catalog.key_claims``), each
+    once, oldest claim first: ``limit`` of them from ``offset``."""
+    claimants = list(dict.fromkeys(c.run_id for c in engine.key_claims(key)))
+    return rows_of(engine.store, claimants[offset : offset + limit])
 
 
 def _waiting(engine: Engine, doc: dict[str, Any]) -> dict[str, Any]:

@@ -62,3 +62,17 @@ def position(value: str | None, name: str = "at") -> int | str | None:
     if checked is None or not (checked.isascii() and checked.isdigit()):
         return checked
     return int(checked)
+
+
+MAX_KEY = 1000  # as ``runs --key`` takes one
+
+
+def key(value: str | None, others: tuple[object, ...]) -> str | None:
+    """A business key (``runs --key``): 1 to 1,000 characters, and no other filter."""
+    if not value:
+        return None
+    if len(value) > MAX_KEY:
+        raise UsageError(f"key takes a business key of 1 to {MAX_KEY} characters")
+    if any(o is not None for o in others):
+        raise UsageError("key takes no other filter: it lists every run that claimed the key")
+    return value

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
@@ -18,11 +18,13 @@ from engine.log.state import ForkOf, lineage_of
 from engine.log.subtree import fork_effects, tree_effects
 
 from .. import timeline
-from ..output import Piece, state_doc
+from ..forkdoc import fork_doc
+from ..output import state_doc
 from .render import line
 
 if TYPE_CHECKING:
     from engine import Engine, RunState
+    from engine.events import Positioned
     from engine.log.effects import Effect
     from engine.log.state import CheckpointRef
     from engine.runtime.run.tree import RunNode
@@ -32,9 +34,10 @@ PAGE = 500  # events a timeline page shows: a 20,000-event run opens at its last
 
 def offered(status: str, imported: bool = False) -> frozenset[str]:
     """The actions a run's page offers in ``status``: answer a paused run, approve a held
-    one, resume a failed, live (its owner may be gone) or waiting one, abandon any run not
-    over for good, fork from any run; none for an imported run or a LangGraph thread
-    (history no engine here executes: each action would be refused, naming ``adopt``)."""
+    one, resume a failed, live (its owner may be gone) or waiting one, abandon or send a
+    message to any run not over for good, fork from any run; none for an imported run or
+    a LangGraph thread (history no engine here executes: each action would be refused,
+    naming ``adopt``)."""
     if imported:
         return frozenset()
     found = {"rewind"}
@@ -45,7 +48,7 @@ def offered(status: str, imported: bool = False) -> frozenset[str]:
     if status == RunStatus.FAILED or status == RunStatus.WAITING or status in LIVE:
         found.add("resume")
     if status not in FINAL:
-        found.add("abandon")
+        found.update(("abandon", "send"))
     return frozenset(found)
 
 
@@ -71,6 +74,7 @@ class RunPage:
     standing: list[Effect]
     actions: frozenset[str]  # what :func:`offered` says for its status
     undoable: list[Effect]  # what an abandon would find standing, deepest first
+    fork: dict[str, Any] | None  # a fork's edits, dry run and would-be effects (forkviews)
 
 
 def forks(engine: Engine, run_id: str) -> list[tuple[str, int | None]]:
@@ -86,18 +90,22 @@ def forks(engine: Engine, run_id: str) -> list[tuple[str, int | None]]:
 
 @dataclass(frozen=True)
 class Told:
-    """A run's story up to a position: each event's position and type, its line, and the
-    summary line; its checkpoints."""
+    """A run's events up to a position: each one's position and type, the events
+    themselves (a page's lines are told from them: :func:`page_of`), its checkpoints, and
+    the pages told so far, by filter and number."""
 
     positions: list[int]
     tags: list[str]
-    lines: list[list[Piece]]
+    events: list[Positioned]
     marks: list[CheckpointRef]
+    pages: dict[tuple[frozenset[str], int, int], tuple[list[Event], Markup]] = field(
+        default_factory=dict
+    )
 
 
 class Stories:
-    """The last few runs' stories, by run id and position: a log only grows, so the story
-    of a run at a position is told once, then paged and filtered from here."""
+    """The last few runs' events, by run id and position: a log only grows, so the events
+    of a run at a position are read once, then paged and filtered from here."""
 
     def __init__(self, size: int = 8) -> None:
         self.size = size
@@ -115,9 +123,7 @@ class Stories:
         found = [r for r in timeline.events(engine, rid) if r.position <= state.position]
         tags = [str(r.event.__struct_config__.tag) for r in found]
         # the checkpoints from the events read, not from a second read of the log
-        told = Told(
-            [r.position for r in found], tags, list(timeline.story(found)), checkpoint_refs(found)
-        )
+        told = Told([r.position for r in found], tags, found, checkpoint_refs(found))
         with self._lock:
             self._kept[key] = told
             while len(self._kept) > self.size:
@@ -136,14 +142,13 @@ def read(
     kept = [i for i, t in enumerate(told.tags) if not types or t in types]
     pages = max(1, -(-len(kept) // PAGE))
     number = pages if page is None else min(max(page, 1), pages)
-    chosen = kept[(number - 1) * PAGE : number * PAGE]
-    events = [Event(told.positions[i], told.tags[i], line(told.lines[i])) for i in chosen]
+    events, summary = page_of(told, types, kept[(number - 1) * PAGE : number * PAGE])
     doc = state_doc(state, told.marks, started(engine.store, rid).input)
     return RunPage(
         state=state,
         doc=doc,
         events=events,
-        summary=line(told.lines[-1]),
+        summary=summary,
         types=sorted(Counter(told.tags).items()),
         shown_types=types,
         page=number,
@@ -153,7 +158,24 @@ def read(
         standing=fork_effects(engine.store, rid)[0] if state.parent_run_id else [],
         actions=offered(state.status, state.imported),
         undoable=_undoable(engine, rid) if state.status not in FINAL else [],
+        fork=fork_doc(engine.events(rid)) if state.parent_run_id else None,
     )
+
+
+def page_of(told: Told, types: frozenset[str], chosen: list[int]) -> tuple[list[Event], Markup]:
+    """The lines of the events at indexes ``chosen`` (a page) and the summary line, told
+    once per page: the story walks every event, but only these are written out."""
+    key = (types, chosen[0] if chosen else -1, len(chosen))
+    if key in told.pages:
+        return told.pages[key]
+    wanted = {told.positions[i] for i in chosen}
+    lines = list(timeline.story(told.events, wanted.__contains__))
+    events = [
+        Event(told.positions[i], told.tags[i], line(pieces))
+        for i, pieces in zip(chosen, lines, strict=False)
+    ]
+    told.pages[key] = (events, line(lines[-1]))
+    return told.pages[key]
 
 
 def _undoable(engine: Engine, rid: str) -> list[Effect]:

@@ -1,6 +1,7 @@
 """Agents for the web UI's tests (tests/ui/): a run that asks before it ships (the ship
 waits on ``GATE``, set by default, so a browser test can watch the run move), a tool
-whose result is markup, and a charge that an abandon compensates."""
+whose result is markup, a charge that an abandon compensates, and a booking whose hold
+claims the business key ``hold:ORDER``."""
 
 from __future__ import annotations
 
@@ -60,3 +61,15 @@ def asker(run: Any, order: str) -> dict[str, Any]:
 @engine.agent
 def stocker(run: Any, order: str) -> str:
     return flaky(order)
+
+
+@engine.tool(side_effect=True, key=lambda order: f"hold:{order}", compensate=lambda r: None)
+def hold(order: str, *, idempotency_key: str) -> str:
+    """Claims the business key ``hold:ORDER`` (the board's ``?key=`` finds its runs)."""
+    return f"held {order}"
+
+
+@engine.agent
+def booking(run: Any, order: str) -> Any:
+    hold(order)
+    return run.ask("ship it?")

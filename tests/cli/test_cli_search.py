@@ -6,7 +6,6 @@ any listing (the index, or the view with its filters and pages)."""
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import pytest
 from test_cli_kit import Result
@@ -17,6 +16,7 @@ from engine.store.codec import encode_event
 from replay.cli import full, quick
 from replay.cli.entry import hoist, run_cli
 from replay.cli.exits import guarded
+from tests.agents import ui_agents
 from tests.conftest import backends, write_raw_row
 
 
@@ -40,15 +40,7 @@ def _both(capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
 
 @pytest.fixture
 def runs(eng: Engine) -> dict[str, str]:
-    @eng.tool(side_effect=True, key=lambda order: f"hold:{order}", compensate=lambda r: None)
-    def hold(order: str, *, idempotency_key: str) -> str:
-        return f"held {order}"
-
-    @eng.agent
-    def booking(run: Any, order: str) -> Any:
-        hold(order)
-        return run.ask("ship it?")
-
+    booking = ui_agents.booking  # its side effect claims hold:ORDER
     first = eng.run(booking, order="A-1").run_id
     eng.abandon(first)
     second = eng.run(booking, order="A-1").run_id

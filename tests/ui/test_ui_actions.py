@@ -223,11 +223,13 @@ def test_the_app_mounts_under_a_path_of_a_users_server(eng: Engine) -> None:
 def test_the_actions_offered_follow_the_status() -> None:
     from replay.ui.runpage import offered
 
-    assert offered(RunStatus.PAUSED) == {"answer", "abandon", "rewind"}
-    assert offered(RunStatus.HELD) == {"approve", "abandon", "rewind"}
-    assert offered(RunStatus.FAILED) == {"resume", "abandon", "rewind"}
-    assert offered(RunStatus.RUNNING) == {"resume", "abandon", "rewind"}
+    assert offered(RunStatus.PAUSED) == {"answer", "abandon", "rewind", "send"}
+    assert offered(RunStatus.HELD) == {"approve", "abandon", "rewind", "send"}
+    assert offered(RunStatus.FAILED) == {"resume", "abandon", "rewind", "send"}
+    assert offered(RunStatus.RUNNING) == {"resume", "abandon", "rewind", "send"}
+    assert offered(RunStatus.WAITING) == {"resume", "abandon", "rewind", "send"}
     assert offered(RunStatus.COMPLETED) == offered(RunStatus.ABANDONED) == {"rewind"}
+    assert offered(RunStatus.DRY_RUN) == {"rewind"}
 
 
 def test_every_response_forbids_frames_and_foreign_scripts(eng: Engine) -> None:

@@ -2,7 +2,7 @@
 ``playwright install``); skipped only where /usr/bin/chromium is absent (CI installs it).
 Open the board, filter it, click into a paused run, answer it and watch it move on and
 complete without a reload; read the state at an event; see a tool's markup as text;
-abandon (confirmed) and fork a run."""
+abandon (confirmed), fork a run and fork it as a dry run."""
 
 from __future__ import annotations
 
@@ -138,3 +138,12 @@ def test_fork_from_a_checkpoint_and_diff_it(eng: Engine, served: str, page) -> N
     assert eng.state(fork).parent_run_id == rid
     page.goto(f"{served}/diff?a={rid}@1&b={fork}")
     expect(page.locator("#diff")).to_be_visible()
+    # a dry run of the parent answered "yes": it stops at the ship it would have sent
+    page.goto(f"{served}/runs/{rid}")
+    page.fill('#rewind-form input[name="to"]', "charged")
+    page.fill("#fork-answer", "yes")
+    page.check("#fork-dry")
+    page.click('#rewind-form button[type="submit"]')
+    expect(page.locator("#status")).to_have_text("dry_run")
+    expect(page.locator("#would-send")).to_contain_text("ship")
+    assert page.locator("#run-id").inner_text() not in (rid, fork)
