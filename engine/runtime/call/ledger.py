@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ... import events as ev
+from ... import failpoints
 from ...errors import AgentlogError, Permanent
 from ...log.claims import COMPENSATED as COMPENSATED  # a release's reason: undone
 from ...log.claims import key_stream
@@ -98,6 +99,7 @@ def keycache_read(store: Store, cache: KeyCache, key: str) -> KeyState:
         if position == state.version:  # nothing appended since the read
             claim = None if state.claim is None else seal(store, stream, position, state.claim)
             done = seal(store, stream, position, state.committed)
+            failpoints.hit("in_keycache_put")  # read back committed, not cached yet
             cache.put(stream, Cached(position, digest, claim, done, state.undone))
     return state
 

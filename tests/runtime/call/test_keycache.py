@@ -9,10 +9,12 @@ import base64
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from agents.kit import python
 from conftest import backends
 
 from engine import Engine
@@ -154,3 +156,51 @@ def test_the_cached_value_is_sealed_on_a_sealed_store(
         assert count == {"secret-order": 1}
     finally:
         eng.close()
+
+
+SCRIPT = """
+import sys
+from pathlib import Path
+from engine import Engine
+
+url, sent = sys.argv[1], Path(sys.argv[2])
+eng = Engine.open(url)
+prefix = sys.argv[3]
+from engine.store.keycache import cache_of
+cache_of(eng.store).prefix = prefix
+
+@eng.tool(side_effect=True, key=lambda order: f"pay:{order}")
+def pay(order: str) -> str:
+    with sent.open("a") as f:
+        f.write(order + "\\n")
+    return "P-" + order
+
+@eng.agent
+def payer(run, order: str) -> str:
+    return pay(order)
+
+print(eng.run(payer, order="o1").output)
+"""
+
+
+@pytest.mark.processes
+@backends("sqlite", "postgres")
+def test_killed_between_the_ledger_read_and_the_cache_write(
+    store_url: str, prefix: str, tmp_path: Path
+) -> None:
+    """A process SIGKILLed after it read the committed key and before it cached it: the
+    next process (cache empty) still gets the committed outcome from the ledger."""
+    script, sent = tmp_path / "payer.py", tmp_path / "sent.txt"
+    script.write_text(SCRIPT)
+    sep = "&" if "?" in store_url else "?"
+    url = f"{store_url}{sep}keycache={REDIS}"
+    first = python(str(script), url, str(sent), prefix)
+    assert first.returncode == 0, first.stderr
+    killed = python(
+        str(script), url, str(sent), prefix, env={"AGENTLOG_FAILPOINTS": "in_keycache_put"}
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert not list(redis.Redis.from_url(REDIS).scan_iter(prefix + "*"))  # never cached
+    again = python(str(script), url, str(sent), prefix)
+    assert again.returncode == 0 and again.stdout.strip() == "P-o1", again.stderr
+    assert sent.read_text().split() == ["o1"]  # the effect happened once
