@@ -94,6 +94,8 @@ def _is_secret_param(m: re.Match[str]) -> bool:
 
 
 def _masked_param(m: re.Match[str]) -> str:
+    if m[2] == "keycache" and "@" in unquote(m[3]):  # a Redis URL with credentials
+        return f"{m[1]}{m[2]}=***"
     return f"{m[1]}{m[2]}=***" if _is_secret_param(m) else m[0]
 
 

@@ -204,3 +204,15 @@ def test_killed_between_the_ledger_read_and_the_cache_write(
     again = python(str(script), url, str(sent), prefix)
     assert again.returncode == 0 and again.stdout.strip() == "P-o1", again.stderr
     assert sent.read_text().split() == ["o1"]  # the effect happened once
+
+
+def test_a_redis_password_in_the_url_is_masked_in_the_store_name() -> None:
+    from engine.store import mask
+
+    clear = "sqlite:///x.db?keycache=redis://127.0.0.1:6379/0"
+    assert mask(clear) == clear
+    for url in (
+        "sqlite:///x.db?keycache=redis://u:hunter2@h:6379/0",
+        "postgresql://app:pw@db/agentlog?keycache=redis%3A//:hunter2%40h:6379/0",
+    ):
+        assert "hunter2" not in mask(url) and "keycache=***" in mask(url)
