@@ -216,3 +216,33 @@ def test_a_redis_password_in_the_url_is_masked_in_the_store_name() -> None:
         "postgresql://app:pw@db/agentlog?keycache=redis%3A//:hunter2%40h:6379/0",
     ):
         assert "hunter2" not in mask(url) and "keycache=***" in mask(url)
+
+
+@backends("sqlite", "postgres")
+def test_a_key_compensated_by_abandon_is_not_answered_from_the_cache(
+    store_url: str, prefix: str
+) -> None:
+    """Run A holds the key and pauses; run B reads it committed (cached now); A is
+    abandoned, its effect undone: run C makes a new effect, not the undone one's result."""
+    eng, sent, undone = cached_engine(store_url, prefix), Counter[str](), list[str]()
+    try:
+
+        @eng.tool(side_effect=True, key=lambda order: f"hold:{order}", compensate=undone.append)
+        def hold(order: str) -> str:
+            sent[order] += 1
+            return f"H-{order}-{sent[order]}"
+
+        @eng.agent
+        def booking(run: Any, order: str) -> Any:
+            got = hold(order)
+            run.ask("confirm?")
+            return got
+
+        a = eng.run(booking, order="o1")
+        assert eng.run(booking, order="o1").status == "paused"  # the key read, cached
+        assert [k for k in redis.Redis.from_url(REDIS).scan_iter(prefix + "*")]
+        assert eng.abandon(a.run_id).status == "abandoned" and undone == ["H-o1-1"]
+        eng.run(booking, order="o1")
+        assert sent == {"o1": 2}  # a new effect after the undo
+    finally:
+        eng.close()
