@@ -8,7 +8,8 @@ recorded), ``in_snapshot`` (events committed, snapshot being written),
 ``in_view_batch`` (a projection's batch folded, not committed), ``in_view_commit`` (its
 tracking row moved inside the transaction, its rows not yet written), ``in_group_commit``
 (a SQLite group commit's batch written, not committed), ``in_prune`` (a run's events or
-snapshots deleted inside its prune transaction, not committed).
+snapshots deleted inside its prune transaction, not committed), ``in_keycache_put`` (a
+committed key read from the ledger, not yet written to the keycache).
 """
 
 from __future__ import annotations

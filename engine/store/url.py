@@ -29,7 +29,7 @@ LIBPQ = (
     "application_name",
     "target_session_attrs",
 )
-_COMMON = ("blob_threshold", "max_payload", "cipher")
+_COMMON = ("blob_threshold", "max_payload", "cipher", "keycache")
 ACCEPTED = {
     "memory": _COMMON,
     "sqlite": (*_COMMON, "synchronous"),
@@ -94,6 +94,8 @@ def _is_secret_param(m: re.Match[str]) -> bool:
 
 
 def _masked_param(m: re.Match[str]) -> str:
+    if m[2] == "keycache" and "@" in unquote(m[3]):  # a Redis URL with credentials
+        return f"{m[1]}{m[2]}=***"
     return f"{m[1]}{m[2]}=***" if _is_secret_param(m) else m[0]
 
 
@@ -127,10 +129,30 @@ def open_store(url: str | None = None, *, create: bool = True, **options: Any) -
     store = _open(url, create, options)
     try:
         check_seal(store, write=create)
+        _keycache(store, url or default_url())
     except BaseException:
         store.close()
         raise
     return store
+
+
+def _keycache(store: Store, url: str) -> None:
+    """Put the URL's ``?keycache=redis://...`` in front of the store's ledger reads (it is
+    never passed to the database; ``redis`` is imported only then)."""
+    query = url.partition("?")[2]
+    target = dict(parse_qsl(query, keep_blank_values=True)).get("keycache")
+    if target is None:
+        return
+    if not target.startswith(("redis://", "rediss://", "unix://")):
+        raise StoreUnavailable(f"{store.name}: keycache must be a redis://host:port/db URL")
+    from .keycache import KeyCache, attach
+
+    try:
+        attach(store, KeyCache(target, mask(target)))
+    except ImportError:
+        raise StoreUnavailable(
+            f"{store.name}: ?keycache needs the redis client: pip install 'agentlog[keycache]'"
+        ) from None
 
 
 def _open(url: str | None, create: bool, options: dict[str, Any]) -> Store:

@@ -17,11 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ... import events as ev
-from ...errors import Permanent
+from ... import failpoints
+from ...errors import AgentlogError, Permanent
 from ...log.claims import COMPENSATED as COMPENSATED  # a release's reason: undone
 from ...log.claims import key_stream
 from ...polling import poll_until
 from ...store import Append, Store
+from ...store.keycache import Cached, KeyCache, cache_of, last_row, seal, unseal
 
 stream_of = key_stream  # the ledger stream of a business key (one rule, in log.claims)
 
@@ -44,6 +46,15 @@ def _none() -> None:
 
 
 def read(store: Store, key: str) -> KeyState:
+    """What the ledger says of ``key``: a committed outcome from the store's keycache
+    when it has one still naming the stream's last row, else read from the ledger."""
+    cache = cache_of(store)
+    if cache is None:
+        return read_ledger(store, key)
+    return keycache_read(store, cache, key)
+
+
+def read_ledger(store: Store, key: str) -> KeyState:
     recs = store.read(stream_of(key))
     claim: ev.EffectClaimed | None = None
     committed: ev.EffectCommitted | None = None
@@ -62,6 +73,35 @@ def read(store: Store, key: str) -> KeyState:
     # its last position, not its length: a claim read before a prune deleted the stream
     # lands after a gap
     return KeyState(recs[-1].position if recs else 0, claim, committed, undone)
+
+
+def keycache_read(store: Store, cache: KeyCache, key: str) -> KeyState:
+    """The ledger read through the store's keycache: a committed key answered from Redis
+    when the entry still names the key stream's last row; anything else (a miss, a stale
+    entry, Redis down, an entry that does not open) reads the ledger. Only committed
+    states are cached, and only once read back from the store (durable)."""
+    stream = stream_of(key)
+    entry = cache.get(stream)
+    if entry is not None:
+        position, digest = last_row(store, stream)
+        if (position, digest) == (entry.position, entry.digest):
+            try:
+                claim = (
+                    None if entry.claim is None else unseal(store, stream, position, entry.claim)
+                )
+                done = unseal(store, stream, position, entry.committed)
+                return KeyState(position, claim, done, entry.undone)
+            except (AgentlogError, ValueError, TypeError):
+                pass  # an entry that does not open: the ledger decides
+    state = read_ledger(store, key)
+    if state.committed is not None:  # read back from the store: durable
+        position, digest = last_row(store, stream)
+        if position == state.version:  # nothing appended since the read
+            claim = None if state.claim is None else seal(store, stream, position, state.claim)
+            done = seal(store, stream, position, state.committed)
+            failpoints.hit("in_keycache_put")  # read back committed, not cached yet
+            cache.put(stream, Cached(position, digest, claim, done, state.undone))
+    return state
 
 
 def sent_key(key: str, state: KeyState) -> str | None:
